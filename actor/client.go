@@ -1,0 +1,177 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlimit/actorlimit/table"
+)
+
+// startTimeout bounds how long [Start] waits for the limiter's first start.
+const startTimeout = 10 * time.Second
+
+// Client is the synchronous handle of a running limiter: ordinary Go code
+// calls the limiter through it. A Client is safe for concurrent use.
+type Client struct {
+	h      *heir
+	root   *protoactor.RootContext
+	sup    *protoactor.PID
+	pid    *protoactor.PID
+	jan    *protoactor.PID
+	system *protoactor.ActorSystem // shut down by Close when set
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	calls     sync.Pool
+}
+
+// Start spawns a supervisor, a limiter and (when cfg.SweepEvery > 0) a
+// janitor under parent, and waits until the limiter runs. If own is not
+// nil, [Client.Close] shuts that actor system down after stopping the
+// limiter.
+func Start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg Config) (*Client, error) {
+	cfg.defaults()
+	if cfg.SweepEvery < 0 || cfg.SweepTimeout < 0 {
+		return nil, errors.New("actorlimit: janitor interval and timeout must not be negative")
+	}
+	h := newHeir(cfg)
+	sup := parent.SpawnPrefix(supervisorProps(h), "actorlimit")
+	system := parent.ActorSystem()
+	c := &Client{
+		h:      h,
+		root:   system.Root,
+		sup:    sup,
+		pid:    protoactor.NewPID(sup.Address, sup.Id+"/"+limiterName),
+		system: own,
+	}
+	if cfg.SweepEvery > 0 {
+		c.jan = protoactor.NewPID(sup.Address, sup.Id+"/"+janitorName)
+	}
+	c.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
+	select {
+	case <-h.ready:
+		return c, nil
+	case <-h.done:
+	case <-time.After(startTimeout):
+	}
+	c.Close()
+	return nil, errors.New("actorlimit: limiter did not start")
+}
+
+// PID returns the limiter actor's PID, for actors that message it directly.
+func (c *Client) PID() *protoactor.PID { return c.pid }
+
+// Do runs one check through the limiter's mailbox and returns its decision.
+func (c *Client) Do(ctx context.Context, chk Check) (table.Decision, error) {
+	k := c.calls.Get().(*call)
+	k.kind, k.check = callCheck, chk
+	if err := c.roundTrip(ctx, k); err != nil {
+		return table.Decision{}, err
+	}
+	d := k.dec
+	c.release(k)
+	return d, nil
+}
+
+// Sweep runs one sweep now, with the configured timeout, and returns how
+// many entries it deleted. It is served in chunks like the janitor's.
+func (c *Client) Sweep(ctx context.Context) (int, error) {
+	k := c.calls.Get().(*call)
+	k.kind = callSweep
+	if err := c.roundTrip(ctx, k); err != nil {
+		return 0, err
+	}
+	n := k.n
+	c.release(k)
+	return n, nil
+}
+
+// Stats returns the limiter's statistics.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	k := c.calls.Get().(*call)
+	k.kind = callStats
+	if err := c.roundTrip(ctx, k); err != nil {
+		return Stats{}, err
+	}
+	s := k.stats
+	c.release(k)
+	return s, nil
+}
+
+// roundTrip sends k and waits for its answer, the context's end or the
+// limiter's stop, whichever comes first. A call that returns a context or
+// closed error is abandoned: the limiter may still write to it, so it never
+// goes back to the pool.
+func (c *Client) roundTrip(ctx context.Context, k *call) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("actorlimit: %w", err)
+	}
+	c.root.Send(c.pid, k)
+	select {
+	case <-k.done: // a lone caller ran the mailbox itself: answered already
+		return k.err
+	default:
+	}
+	select {
+	case <-k.done:
+		return k.err
+	case <-ctx.Done():
+		if answered(k) {
+			return k.err
+		}
+		return fmt.Errorf("actorlimit: %w", ctx.Err())
+	case <-c.h.done:
+		if answered(k) {
+			return k.err
+		}
+		return ErrClosed
+	}
+}
+
+// answered reports whether k was answered, taking the answer if so.
+func answered(k *call) bool {
+	select {
+	case <-k.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *Client) release(k *call) {
+	k.check, k.err = Check{}, nil
+	c.calls.Put(k)
+}
+
+// Close stops the janitor, lets the limiter answer every call already
+// queued, stops it and its supervisor, and shuts down the actor system the
+// client owns. Calls made after Close returns ErrClosed. Close is
+// idempotent and always returns nil.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		if c.jan != nil {
+			_ = c.root.StopFuture(c.jan).Wait()
+		}
+		select {
+		case <-c.h.done:
+		default:
+			_ = c.root.PoisonFuture(c.pid).Wait() // queued calls go first
+		}
+		_ = c.root.StopFuture(c.sup).Wait()
+		c.h.stopped()
+		if c.system != nil {
+			c.system.Shutdown()
+		}
+	})
+	return nil
+}

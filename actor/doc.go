@@ -1,0 +1,41 @@
+// Package actor runs a limiter as a supervised protoactor-go actor.
+//
+// # Actors
+//
+// A supervisor actor is the parent of two children:
+//
+//   - the limiter, which owns a [table.Table] and is the only code that
+//     touches it: checks, peeks, resets, sweeps and stats are messages in its
+//     mailbox, processed one at a time;
+//   - the janitor (package janitor), which ticks every interval and asks the
+//     limiter to delete old entries. The limiter deletes them in chunks of at
+//     most [SweepChunk] entries a message, so a sweep of a large table never
+//     holds the mailbox for long.
+//
+// # Supervision
+//
+// The supervisor holds the table, as an ETS heir would, and hands it to every
+// new incarnation of the limiter, so a restart keeps every count. When a
+// message makes the limiter panic, its caller is answered at once with
+// [ErrPanicked], the limiter is restarted, and the messages queued behind it
+// are answered by the new incarnation. More than Config.MaxRestarts restarts
+// within Config.RestartWindow stop the limiter for good: every waiting and
+// later call then fails with [ErrClosed].
+//
+// # The synchronous path
+//
+// [Client] is how ordinary Go code calls the limiter. A call takes a pooled
+// request from a sync.Pool, sends it to the limiter's mailbox and waits on the
+// request's own reply channel; nothing is allocated in steady state. The
+// limiter runs on protoactor's synchronized dispatcher: the goroutine that
+// finds the mailbox idle processes it, with no goroutine started or woken for
+// a lone caller, while callers that find it busy only enqueue and wait. The
+// mailbox still serializes every message.
+//
+// # Messages from other actors
+//
+// Actor applications can Request the limiter's PID with messages of their own
+// API; a [Protocol] given in [Config] decodes them into a [Check] and encodes
+// the reply, which the limiter sends back to the requester as an ordinary
+// message.
+package actor

@@ -1,0 +1,116 @@
+package actor
+
+import (
+	"errors"
+	"time"
+
+	"github.com/actorlimit/actorlimit/table"
+)
+
+// Errors returned by a [Client]. The root package re-exports them.
+var (
+	// ErrClosed is returned by every call to a limiter that was closed or
+	// stopped after too many restarts.
+	ErrClosed = errors.New("actorlimit: limiter is closed")
+	// ErrPanicked is returned to the caller whose message made the limiter
+	// panic; the limiter is restarted with its table intact.
+	ErrPanicked = errors.New("actorlimit: limiter panicked")
+)
+
+// SweepChunk is the most entries the limiter deletes in one message.
+const SweepChunk = 1024
+
+// Op is what a [Check] asks of the limiter.
+type Op uint8
+
+// The operations of a [Check].
+const (
+	// OpHit counts Check.N hits and decides them.
+	OpHit Op = iota
+	// OpPeek decides one more hit without counting it.
+	OpPeek
+	// OpReset forgets the key's state.
+	OpReset
+)
+
+// Kind values of a [Check]: which algorithm keeps the key's state.
+const (
+	// FixedWindow is the raterlimiter's algorithm: a count per window.
+	FixedWindow uint8 = iota
+)
+
+// Check is one validated request for the limiter. The caller validates it:
+// the limiter trusts Period > 0 and a whole number of milliseconds, Limit >=
+// 0, N > 0 and a non-empty ID.
+type Check struct {
+	Op     Op
+	Kind   uint8
+	ID     string
+	Period time.Duration
+	Limit  int64
+	Burst  int64
+	N      int64
+}
+
+// key returns the table key of c's state.
+func (c *Check) key() table.Key {
+	return table.Key{Kind: c.Kind, Scale: c.Period.Milliseconds(), ID: c.ID}
+}
+
+// Stats describes a limiter.
+type Stats struct {
+	// Entries is the number of entries in the table.
+	Entries int
+	// Evictions counts entries evicted by the memory bound.
+	Evictions uint64
+	// Expired counts entries deleted by sweeps.
+	Expired uint64
+	// Restarts counts restarts of the limiter actor.
+	Restarts int
+}
+
+// Protocol translates the messages of an outside API, sent to the limiter by
+// other actors, into checks and replies.
+type Protocol interface {
+	// Decode returns the check msg asks for; ok is false for a message that
+	// is not part of the protocol, err non-nil for one that is but is invalid.
+	Decode(msg any) (chk Check, ok bool, err error)
+	// Reply returns the message that answers msg.
+	Reply(msg any, d table.Decision, err error) any
+}
+
+// callKind says what a call asks.
+type callKind uint8
+
+const (
+	callCheck callKind = iota
+	callSweep
+	callStats
+)
+
+// call is one synchronous request: the message a [Client] sends and the slot
+// the limiter answers in. done has room for one signal, so answering never
+// blocks the limiter.
+type call struct {
+	kind  callKind
+	check Check
+
+	dec   table.Decision
+	n     int
+	stats Stats
+	err   error
+	done  chan struct{}
+}
+
+func (k *call) answer(err error) {
+	k.err = err
+	k.done <- struct{}{}
+}
+
+// sweep is a sweep in progress: the limiter sends it to itself after each
+// chunk, so the messages queued behind a sweep are served between chunks.
+type sweep struct {
+	before  int64 // delete entries whose window ended at or before this Unix ms
+	removed int
+	reply   *call // nil for the janitor's sweeps
+}

@@ -1,0 +1,170 @@
+package actor
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlimit/actorlimit/janitor"
+	"github.com/actorlimit/actorlimit/table"
+)
+
+// Child names under the supervisor; fixed, so that PIDs are known in advance
+// and survive restarts.
+const (
+	limiterName = "limiter"
+	janitorName = "janitor"
+)
+
+// Clock tells the limiter the time.
+type Clock interface {
+	Now() time.Time
+}
+
+// Config configures a limiter. [Start] fills in zero fields with defaults.
+type Config struct {
+	// Clock is read for every check and sweep; default: the wall clock.
+	Clock Clock
+	// MaxEntries bounds the table; 0 means no bound.
+	MaxEntries int
+	// SweepEvery is the janitor's interval; 0 means no janitor.
+	SweepEvery time.Duration
+	// SweepTimeout is how long an entry is kept after its window ended.
+	SweepTimeout time.Duration
+	// MaxRestarts is how many restarts within RestartWindow are tolerated
+	// before the limiter is stopped; default 10 within 10 s.
+	MaxRestarts   int
+	RestartWindow time.Duration
+	// Throughput is how many messages the mailbox processes before it
+	// yields the processor; default 300.
+	Throughput int
+	// Logger receives restarts and stops; default: discard.
+	Logger *slog.Logger
+	// Protocol decodes messages from other actors; nil: none.
+	Protocol Protocol
+	// Inject, when set, is called before every check, inside the limiter:
+	// a fault-injection hook for tests.
+	Inject func(Check)
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+func (c *Config) defaults() {
+	if c.Clock == nil {
+		c.Clock = wallClock{}
+	}
+	if c.MaxRestarts <= 0 {
+		c.MaxRestarts = 10
+	}
+	if c.RestartWindow <= 0 {
+		c.RestartWindow = 10 * time.Second
+	}
+	if c.Throughput <= 0 {
+		c.Throughput = 300
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// heir holds what outlives an incarnation of the limiter: the table and the
+// counters. Only the limiter touches tbl and the counters; ready and done
+// are closed once, when the limiter first starts and when it stops for good.
+type heir struct {
+	cfg      Config
+	tbl      *table.Table
+	restarts int
+	expired  uint64
+
+	ready     chan struct{}
+	readyOnce sync.Once
+	done      chan struct{}
+	doneOnce  sync.Once
+}
+
+func newHeir(cfg Config) *heir {
+	return &heir{
+		cfg:   cfg,
+		tbl:   table.New(cfg.MaxEntries),
+		ready: make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+}
+
+func (h *heir) started(*protoactor.PID) {
+	h.readyOnce.Do(func() { close(h.ready) })
+}
+
+func (h *heir) restarting() {
+	h.restarts++
+	h.cfg.Logger.Warn("actorlimit: limiter restarting", slog.Int("restarts", h.restarts))
+}
+
+func (h *heir) stopped() {
+	h.doneOnce.Do(func() { close(h.done) })
+}
+
+func (h *heir) stats() Stats {
+	return Stats{
+		Entries:   h.tbl.Len(),
+		Evictions: h.tbl.Evictions(),
+		Expired:   h.expired,
+		Restarts:  h.restarts,
+	}
+}
+
+// supervisor is the parent of the limiter and the janitor. It keeps the
+// heir, so every incarnation of the limiter gets the same table.
+type supervisor struct {
+	h *heir
+}
+
+// Receive implements protoactor.Actor.
+func (s *supervisor) Receive(c protoactor.Context) {
+	switch m := c.Message().(type) {
+	case *protoactor.Started:
+		s.spawnChildren(c)
+	case *protoactor.Terminated:
+		if m.Who.Id == c.Self().Id+"/"+limiterName {
+			s.h.stopped()
+		}
+	}
+}
+
+func (s *supervisor) spawnChildren(c protoactor.Context) {
+	cfg := s.h.cfg
+	props := protoactor.PropsFromProducer(
+		func() protoactor.Actor { return &limiter{h: s.h} },
+		protoactor.WithDispatcher(protoactor.NewSynchronizedDispatcher(cfg.Throughput)),
+	)
+	pid, err := c.SpawnNamed(props, limiterName)
+	if err != nil {
+		cfg.Logger.Error("actorlimit: cannot spawn limiter", slog.Any("error", err))
+		s.h.stopped()
+		return
+	}
+	if cfg.SweepEvery > 0 {
+		jc := janitor.Config{Every: cfg.SweepEvery, Timeout: cfg.SweepTimeout, Target: pid}
+		if err := jc.Validate(); err != nil {
+			cfg.Logger.Error("actorlimit: no janitor", slog.Any("error", err))
+			return
+		}
+		if _, err := c.SpawnNamed(janitor.Props(jc), janitorName); err != nil {
+			cfg.Logger.Error("actorlimit: cannot spawn janitor", slog.Any("error", err))
+		}
+	}
+}
+
+// supervisorProps returns the props of a supervisor that keeps h.
+func supervisorProps(h *heir) *protoactor.Props {
+	strategy := protoactor.NewOneForOneStrategy(h.cfg.MaxRestarts, h.cfg.RestartWindow,
+		func(any) protoactor.Directive { return protoactor.RestartDirective })
+	return protoactor.PropsFromProducer(
+		func() protoactor.Actor { return &supervisor{h: h} },
+		protoactor.WithSupervisor(strategy),
+	)
+}

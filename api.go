@@ -1,0 +1,256 @@
+package actorlimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlimit/actorlimit/actor"
+	"github.com/actorlimit/actorlimit/table"
+)
+
+// Errors. Bad input and context errors come back wrapped with details; test
+// them with errors.Is.
+var (
+	// ErrInvalidArgument is returned for bad input; nothing is counted.
+	ErrInvalidArgument = errors.New("actorlimit: invalid argument")
+	// ErrClosed is returned by every call after Close, or after the limiter
+	// stopped for good because it kept failing.
+	ErrClosed = actor.ErrClosed
+	// ErrPanicked is returned to the caller whose call made the limiter
+	// panic. The limiter is restarted with its counts intact.
+	ErrPanicked = actor.ErrPanicked
+)
+
+// MaxIDLength is the longest id accepted, in bytes.
+const MaxIDLength = 4096
+
+// Never is the RetryAfter of a hit that no wait can allow.
+const Never = table.Never
+
+// Algorithm chooses how a [Policy] counts hits.
+type Algorithm int
+
+// The algorithms.
+const (
+	// FixedWindow counts hits per window of Period, as raterlimiter does.
+	FixedWindow Algorithm = iota
+)
+
+// String returns the algorithm's name.
+func (a Algorithm) String() string {
+	switch a {
+	case FixedWindow:
+		return "FixedWindow"
+	}
+	return fmt.Sprintf("Algorithm(%d)", int(a))
+}
+
+// Policy says how many hits an id may make.
+type Policy struct {
+	// Algorithm chooses how hits are counted; the zero value is FixedWindow.
+	Algorithm Algorithm
+	// Limit is the number of hits allowed per Period; 0 denies every hit.
+	Limit int64
+	// Period is the window length. For FixedWindow it must be a whole
+	// number of milliseconds.
+	Period time.Duration
+	// Burst is for algorithms with a bucket; 0 means Limit.
+	Burst int64
+}
+
+// Result is the limiter's decision on one call.
+type Result struct {
+	// Allowed says whether the hits may go ahead.
+	Allowed bool
+	// Limit is the policy's Limit.
+	Limit int64
+	// Count is the number of hits counted in the current window.
+	Count int64
+	// Remaining is how many more hits would be allowed now; never negative.
+	Remaining int64
+	// RetryAfter is 0 when allowed, else the least wait after which the
+	// hits would be allowed; negative ([Never]) when no wait would do.
+	RetryAfter time.Duration
+	// ResetAfter is the wait until the key is back to full capacity.
+	ResetAfter time.Duration
+}
+
+// Stats describes a running limiter.
+type Stats struct {
+	// Entries is the number of entries in the table.
+	Entries int
+	// Evictions counts entries evicted to respect WithMaxEntries.
+	Evictions uint64
+	// Expired counts entries deleted by sweeps.
+	Expired uint64
+	// Restarts counts restarts of the limiter actor after a panic.
+	Restarts int
+}
+
+// Limiter is a running limiter. Its methods are safe for concurrent use.
+type Limiter struct {
+	c *actor.Client
+}
+
+// Start runs a limiter in an actor system of its own, which Close shuts
+// down.
+func Start(opts ...Option) (*Limiter, error) {
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
+		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
+	c, err := actor.Start(system.Root, system, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Limiter{c: c}, nil
+}
+
+// Spawn runs a limiter inside the caller's actor tree: its supervisor is a
+// child of parent. Close stops it without touching the rest of the system.
+func Spawn(parent protoactor.SpawnerContext, opts ...Option) (*Limiter, error) {
+	if parent == nil {
+		return nil, fmt.Errorf("%w: parent is nil", ErrInvalidArgument)
+	}
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	c, err := actor.Start(parent, nil, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Limiter{c: c}, nil
+}
+
+// CheckRate is the raterlimiter's check_rate: it counts one hit for id in a
+// fixed window of scaleMs milliseconds that allows limit hits. It is exactly
+// Hit(context.Background(), id, Policy{FixedWindow, limit, scaleMs ms, 0}).
+func (l *Limiter) CheckRate(id string, scaleMs, limit int64) (Result, error) {
+	if scaleMs <= 0 || scaleMs > math.MaxInt64/int64(time.Millisecond) {
+		return Result{}, fmt.Errorf("%w: scaleMs %d is not a positive number of milliseconds", ErrInvalidArgument, scaleMs)
+	}
+	p := Policy{Algorithm: FixedWindow, Limit: limit, Period: time.Duration(scaleMs) * time.Millisecond}
+	return l.HitN(context.Background(), id, p, 1)
+}
+
+// Hit counts one hit for id under p and decides it.
+func (l *Limiter) Hit(ctx context.Context, id string, p Policy) (Result, error) {
+	return l.HitN(ctx, id, p, 1)
+}
+
+// HitN counts n hits for id under p at once and decides them together.
+func (l *Limiter) HitN(ctx context.Context, id string, p Policy, n int64) (Result, error) {
+	return l.do(ctx, actor.OpHit, id, p, n)
+}
+
+// Peek reports id's state under p, and whether one more hit would be
+// allowed, without counting anything.
+func (l *Limiter) Peek(ctx context.Context, id string, p Policy) (Result, error) {
+	return l.do(ctx, actor.OpPeek, id, p, 1)
+}
+
+// Reset forgets id's state under p: its next hit starts from nothing.
+func (l *Limiter) Reset(ctx context.Context, id string, p Policy) error {
+	_, err := l.do(ctx, actor.OpReset, id, p, 1)
+	return err
+}
+
+func (l *Limiter) do(ctx context.Context, op actor.Op, id string, p Policy, n int64) (Result, error) {
+	chk, err := newCheck(op, id, p, n)
+	if err != nil {
+		return Result{}, err
+	}
+	d, err := l.c.Do(ctx, chk)
+	if err != nil {
+		return Result{}, err
+	}
+	return resultOf(p, d), nil
+}
+
+// Sweep runs one janitor pass now and returns how many entries it deleted:
+// those whose window ended more than the janitor's timeout ago.
+func (l *Limiter) Sweep(ctx context.Context) (int, error) {
+	return l.c.Sweep(ctx)
+}
+
+// Stats returns the limiter's statistics.
+func (l *Limiter) Stats(ctx context.Context) (Stats, error) {
+	s, err := l.c.Stats(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	return Stats(s), nil
+}
+
+// PID returns the limiter actor's PID, for actors that message it with
+// [HitRequest], [PeekRequest] and [ResetRequest].
+func (l *Limiter) PID() *protoactor.PID { return l.c.PID() }
+
+// Close lets the limiter answer every call already queued, then stops it,
+// its janitor and its supervisor (and, for a limiter made by Start, its
+// actor system). Calls after Close return ErrClosed. Close is idempotent and
+// returns nil.
+func (l *Limiter) Close() error { return l.c.Close() }
+
+// newCheck validates a call at the edge, so that the limiter never sees bad
+// input.
+func newCheck(op actor.Op, id string, p Policy, n int64) (actor.Check, error) {
+	switch {
+	case id == "":
+		return actor.Check{}, fmt.Errorf("%w: id is empty", ErrInvalidArgument)
+	case len(id) > MaxIDLength:
+		return actor.Check{}, fmt.Errorf("%w: id is %d bytes, longer than %d", ErrInvalidArgument, len(id), MaxIDLength)
+	case n <= 0:
+		return actor.Check{}, fmt.Errorf("%w: n is %d, not positive", ErrInvalidArgument, n)
+	}
+	if err := p.validate(); err != nil {
+		return actor.Check{}, err
+	}
+	return actor.Check{
+		Op:     op,
+		Kind:   uint8(p.Algorithm),
+		ID:     id,
+		Period: p.Period,
+		Limit:  p.Limit,
+		Burst:  p.Burst,
+		N:      n,
+	}, nil
+}
+
+// validate reports what is wrong with p, if anything.
+func (p Policy) validate() error {
+	switch {
+	case p.Algorithm != FixedWindow:
+		return fmt.Errorf("%w: unknown Policy.Algorithm %v", ErrInvalidArgument, p.Algorithm)
+	case p.Limit < 0:
+		return fmt.Errorf("%w: Policy.Limit is %d, negative", ErrInvalidArgument, p.Limit)
+	case p.Burst < 0:
+		return fmt.Errorf("%w: Policy.Burst is %d, negative", ErrInvalidArgument, p.Burst)
+	case p.Period <= 0:
+		return fmt.Errorf("%w: Policy.Period is %v, not positive", ErrInvalidArgument, p.Period)
+	case p.Period%time.Millisecond != 0:
+		return fmt.Errorf("%w: Policy.Period %v is not a whole number of milliseconds", ErrInvalidArgument, p.Period)
+	}
+	return nil
+}
+
+func resultOf(p Policy, d table.Decision) Result {
+	return Result{
+		Allowed:    d.Allowed,
+		Limit:      p.Limit,
+		Count:      d.Count,
+		Remaining:  d.Remaining,
+		RetryAfter: d.RetryAfter,
+		ResetAfter: d.ResetAfter,
+	}
+}

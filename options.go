@@ -1,0 +1,114 @@
+package actorlimit
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/actorlimit/actorlimit/actor"
+)
+
+// Defaults used when no option says otherwise.
+const (
+	// DefaultMaxEntries bounds the table: about 150 MB at most with short
+	// ids.
+	DefaultMaxEntries = 1 << 20
+	// DefaultSweepEvery is the janitor's default interval.
+	DefaultSweepEvery = 10 * time.Second
+	// DefaultSweepTimeout is how long an entry is kept after its window
+	// ended, by default: not at all, a fixed window's count is dead then.
+	DefaultSweepTimeout = 0
+)
+
+// Clock tells the limiter the time. Tests pass a fake one with [WithClock].
+type Clock interface {
+	Now() time.Time
+}
+
+// Option configures [Start] and [Spawn].
+type Option func(*actor.Config) error
+
+// WithClock makes the limiter read the time from c; the default is the wall
+// clock.
+func WithClock(c Clock) Option {
+	return func(cfg *actor.Config) error {
+		if c == nil {
+			return fmt.Errorf("%w: WithClock: clock is nil", ErrInvalidArgument)
+		}
+		cfg.Clock = c
+		return nil
+	}
+}
+
+// WithJanitor makes the janitor sweep every interval, deleting entries whose
+// window ended more than timeout ago. An interval of 0 turns the janitor off
+// ([Limiter.Sweep] still works, with the given timeout). The default is
+// every [DefaultSweepEvery] with timeout [DefaultSweepTimeout].
+func WithJanitor(every, timeout time.Duration) Option {
+	return func(cfg *actor.Config) error {
+		if every < 0 {
+			return fmt.Errorf("%w: WithJanitor: interval %v is negative", ErrInvalidArgument, every)
+		}
+		if timeout < 0 {
+			return fmt.Errorf("%w: WithJanitor: timeout %v is negative", ErrInvalidArgument, timeout)
+		}
+		cfg.SweepEvery, cfg.SweepTimeout = every, timeout
+		return nil
+	}
+}
+
+// WithMaxEntries bounds the table to n entries (default
+// [DefaultMaxEntries]): past it the entries of the oldest windows are evicted
+// first, so a flood of new ids cannot grow memory without bound.
+func WithMaxEntries(n int) Option {
+	return func(cfg *actor.Config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: WithMaxEntries: %d is not positive", ErrInvalidArgument, n)
+		}
+		cfg.MaxEntries = n
+		return nil
+	}
+}
+
+// WithLogger makes the limiter, and the actor system [Start] makes, log to
+// l. Without it the library is silent.
+func WithLogger(l *slog.Logger) Option {
+	return func(cfg *actor.Config) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger: logger is nil", ErrInvalidArgument)
+		}
+		cfg.Logger = l
+		return nil
+	}
+}
+
+// WithRestarts sets how many restarts within window the supervisor allows
+// before it stops the limiter for good (default 10 within 10 s).
+func WithRestarts(max int, window time.Duration) Option {
+	return func(cfg *actor.Config) error {
+		if max <= 0 || window <= 0 {
+			return fmt.Errorf("%w: WithRestarts: %d within %v: both must be positive", ErrInvalidArgument, max, window)
+		}
+		cfg.MaxRestarts, cfg.RestartWindow = max, window
+		return nil
+	}
+}
+
+func configure(opts []Option) (actor.Config, error) {
+	cfg := actor.Config{
+		MaxEntries:   DefaultMaxEntries,
+		SweepEvery:   DefaultSweepEvery,
+		SweepTimeout: DefaultSweepTimeout,
+		Logger:       slog.New(slog.DiscardHandler),
+		Protocol:     protocol{},
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return actor.Config{}, err
+		}
+	}
+	return cfg, nil
+}

@@ -1,0 +1,65 @@
+package table
+
+import "time"
+
+// Never is the RetryAfter of a hit that no wait can allow: it asks for more
+// than the limit's whole capacity.
+const Never time.Duration = -1
+
+// Decision is the outcome of one check of a limit.
+type Decision struct {
+	// Allowed says whether the hit may go ahead.
+	Allowed bool
+	// Count is the number of hits counted in the current window.
+	Count int64
+	// Remaining is how many more hits would be allowed now; never negative.
+	Remaining int64
+	// RetryAfter is the least wait after which the hit would be allowed: 0
+	// when allowed, [Never] when no wait would do.
+	RetryAfter time.Duration
+	// ResetAfter is the wait until the key is back to full capacity.
+	ResetAfter time.Duration
+}
+
+// FixedWindow counts n hits for k at now (Unix nanoseconds) and decides them
+// as the raterlimiter does: the window is bucket floor(now in ms / k.Scale),
+// every hit is counted, denied ones too, and the hits are allowed iff the
+// window's count after them is at most limit.
+func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
+	ms := FloorDiv(now, int64(time.Millisecond))
+	e := t.Add(k, FloorDiv(ms, k.Scale), n, ms)
+	d := Decision{Count: e.Count, Allowed: e.Count <= limit}
+	d.Remaining = max(0, limit-e.Count)
+	d.ResetAfter = time.Duration(e.End()*int64(time.Millisecond) - now)
+	switch {
+	case d.Allowed:
+	case n > limit:
+		d.RetryAfter = Never
+	default:
+		d.RetryAfter = d.ResetAfter
+	}
+	return d
+}
+
+// PeekFixedWindow reports k's fixed window at now (Unix nanoseconds) as
+// [Table.FixedWindow] would see it, and whether one more hit would be
+// allowed, without changing anything. A key with nothing counted in the
+// current window has ResetAfter 0: it is at full capacity.
+func (t *Table) PeekFixedWindow(k Key, limit, now int64) Decision {
+	ms := FloorDiv(now, int64(time.Millisecond))
+	var d Decision
+	if e, ok := t.index[k]; ok && e.Bucket >= FloorDiv(ms, k.Scale) {
+		d.Count = e.Count
+		d.ResetAfter = time.Duration(e.End()*int64(time.Millisecond) - now)
+	}
+	d.Allowed = d.Count+1 <= limit
+	d.Remaining = max(0, limit-d.Count)
+	switch {
+	case d.Allowed:
+	case limit < 1:
+		d.RetryAfter = Never
+	default:
+		d.RetryAfter = d.ResetAfter
+	}
+	return d
+}

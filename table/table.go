@@ -1,0 +1,233 @@
+package table
+
+import (
+	"math"
+	"strings"
+
+	"github.com/google/btree"
+)
+
+// degree is the B-tree's degree: nodes hold up to 2*degree-1 entries. 32 keeps
+// nodes a few cache lines wide and the tree shallow at millions of entries.
+const degree = 32
+
+// Key names one limit state: an id under one kind of limit and one window
+// length.
+type Key struct {
+	// Kind separates kinds of state that share window lengths (one per
+	// algorithm). The table gives it no meaning beyond the order.
+	Kind uint8
+	// Scale is the window length in milliseconds; it must be positive.
+	Scale int64
+	// ID is the client's identifier.
+	ID string
+}
+
+// Entry is one row of the table: <bucketNum, id> -> <count, created,
+// modified>. Times are Unix milliseconds.
+type Entry struct {
+	Key
+	// Bucket is the window number: floor(Unix ms / Scale).
+	Bucket int64
+	// Count is the number of hits counted in the window.
+	Count int64
+	// Created is when the entry entered this window, in Unix ms.
+	Created int64
+	// Modified is the time of the last hit, in Unix ms.
+	Modified int64
+}
+
+// Start returns when the entry's window starts, in Unix ms.
+func (e *Entry) Start() int64 { return e.Bucket * e.Scale }
+
+// End returns when the entry's window ends, in Unix ms.
+func (e *Entry) End() int64 { return (e.Bucket + 1) * e.Scale }
+
+// group is one window length of one kind: one contiguous run of the order.
+type group struct {
+	kind  uint8
+	scale int64
+}
+
+// Table is an ordered table of limit entries with a hash index for point
+// lookups. The zero value is not usable; call [New]. A Table is not safe for
+// concurrent use.
+type Table struct {
+	tree   *btree.BTreeG[*Entry]
+	index  map[Key]*Entry
+	groups map[group]int // entries per window length, for sweeps and eviction
+	limit  int
+
+	evictions uint64
+	lo, hi    Entry    // range pivots, kept here so a sweep allocates nothing
+	doomed    []*Entry // entries found by a walk, deleted after it
+}
+
+// New returns an empty table that holds at most limit entries; limit <= 0
+// means no bound.
+func New(limit int) *Table {
+	if limit < 0 {
+		limit = 0
+	}
+	return &Table{
+		tree:   btree.NewG(degree, less),
+		index:  make(map[Key]*Entry),
+		groups: make(map[group]int),
+		limit:  limit,
+	}
+}
+
+func less(a, b *Entry) bool {
+	switch {
+	case a.Kind != b.Kind:
+		return a.Kind < b.Kind
+	case a.Scale != b.Scale:
+		return a.Scale < b.Scale
+	case a.Bucket != b.Bucket:
+		return a.Bucket < b.Bucket
+	}
+	return a.ID < b.ID
+}
+
+// Len returns the number of entries.
+func (t *Table) Len() int { return len(t.index) }
+
+// Evictions returns how many entries the memory bound has evicted so far.
+func (t *Table) Evictions() uint64 { return t.evictions }
+
+// Limit returns the table's bound on entries; 0 means none.
+func (t *Table) Limit() int { return t.limit }
+
+// Get returns a copy of k's entry and whether there is one.
+func (t *Table) Get(k Key) (Entry, bool) {
+	e, ok := t.index[k]
+	if !ok {
+		return Entry{}, false
+	}
+	return *e, true
+}
+
+// Add is the table's ets:update_counter: it adds n hits to k's entry for
+// window bucket, inserting the entry if there is none, sets its modified time
+// to now (Unix ms) and returns the entry as it is after the change.
+//
+// If the entry belongs to an earlier window it is moved to bucket and starts
+// again from zero, its created time set to now. A bucket earlier than the
+// entry's (a clock that stepped back) counts into the entry's own, newer
+// window, so a step back never forgets hits. Add allocates nothing when the
+// entry exists.
+func (t *Table) Add(k Key, bucket, n, now int64) Entry {
+	if e, ok := t.index[k]; ok {
+		if bucket > e.Bucket {
+			t.tree.Delete(e)
+			e.Bucket, e.Count, e.Created = bucket, 0, now
+			t.tree.ReplaceOrInsert(e)
+		}
+		e.Count += n
+		e.Modified = now
+		return *e
+	}
+	if t.limit > 0 && len(t.index) >= t.limit {
+		t.evictOldest()
+	}
+	k.ID = strings.Clone(k.ID) // never retain the caller's buffer
+	e := &Entry{Key: k, Bucket: bucket, Count: n, Created: now, Modified: now}
+	t.index[k] = e
+	t.tree.ReplaceOrInsert(e)
+	t.groups[group{k.Kind, k.Scale}]++
+	return *e
+}
+
+// Delete removes k's entry and reports whether there was one.
+func (t *Table) Delete(k Key) bool {
+	e, ok := t.index[k]
+	if !ok {
+		return false
+	}
+	t.remove(e)
+	return true
+}
+
+func (t *Table) remove(e *Entry) {
+	t.tree.Delete(e)
+	delete(t.index, e.Key)
+	g := group{e.Kind, e.Scale}
+	if t.groups[g] <= 1 {
+		delete(t.groups, g)
+	} else {
+		t.groups[g]--
+	}
+}
+
+// Expire deletes entries whose window ended at or before the Unix ms time
+// before, at most max of them (max <= 0 means no bound). It returns how many
+// it deleted and whether more such entries may remain. For each window length
+// it walks the order from the oldest bucket and stops at the first live one,
+// so its cost grows with what it deletes, not with what stays.
+func (t *Table) Expire(before int64, max int) (removed int, more bool) {
+	if max <= 0 {
+		max = math.MaxInt
+	}
+	t.doomed = t.doomed[:0]
+	for g := range t.groups {
+		if len(t.doomed) >= max {
+			more = true
+			break
+		}
+		// Window b ended at or before `before` iff (b+1)*scale <= before,
+		// that is iff b < floor(before/scale).
+		t.lo = Entry{Key: Key{Kind: g.kind, Scale: g.scale}, Bucket: math.MinInt64}
+		t.hi = Entry{Key: Key{Kind: g.kind, Scale: g.scale}, Bucket: FloorDiv(before, g.scale)}
+		t.tree.AscendRange(&t.lo, &t.hi, func(e *Entry) bool {
+			if len(t.doomed) >= max {
+				more = true
+				return false
+			}
+			t.doomed = append(t.doomed, e)
+			return true
+		})
+	}
+	for i, e := range t.doomed {
+		t.remove(e)
+		t.doomed[i] = nil
+	}
+	removed = len(t.doomed)
+	t.doomed = t.doomed[:0]
+	return removed, more
+}
+
+// evictOldest deletes the entry whose window started first, whatever its
+// window length. Each window length's oldest entry is the first of its run,
+// so this costs one short descent per window length in use.
+func (t *Table) evictOldest() {
+	var victim *Entry
+	for g := range t.groups {
+		t.lo = Entry{Key: Key{Kind: g.kind, Scale: g.scale}, Bucket: math.MinInt64}
+		t.tree.AscendGreaterOrEqual(&t.lo, func(e *Entry) bool {
+			if victim == nil || e.Start() < victim.Start() {
+				victim = e
+			}
+			return false
+		})
+	}
+	if victim != nil {
+		t.remove(victim)
+		t.evictions++
+	}
+}
+
+// Ascend calls fn for every entry in order (kind, scale, bucket, id) until fn
+// returns false. fn gets a copy and must not change the table.
+func (t *Table) Ascend(fn func(Entry) bool) {
+	t.tree.Ascend(func(e *Entry) bool { return fn(*e) })
+}
+
+// FloorDiv returns floor(a/b) for b > 0, rounding toward minus infinity where
+// Go's / rounds toward zero.
+func FloorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}

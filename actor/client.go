@@ -79,6 +79,27 @@ func (c *Client) Do(ctx context.Context, chk Check) (table.Decision, error) {
 	return d, nil
 }
 
+// DoMany runs every check of checks, in order, in one round trip through the
+// limiter's mailbox, and writes their decisions into out, which must be at
+// least as long. Nothing else runs between them. If the limiter panics in
+// the middle, the checks before the panic have been applied and the error is
+// ErrPanicked.
+func (c *Client) DoMany(ctx context.Context, checks []Check, out []table.Decision) error {
+	if len(out) < len(checks) {
+		return fmt.Errorf("actorlimit: %d decisions for %d checks", len(out), len(checks))
+	}
+	if len(checks) == 0 {
+		return nil
+	}
+	k := c.calls.Get().(*call)
+	k.kind, k.batch, k.decs = callBatch, checks, out
+	if err := c.roundTrip(ctx, k); err != nil {
+		return err
+	}
+	c.release(k)
+	return nil
+}
+
 // Sweep runs one sweep now, with the configured timeout, and returns how
 // many entries it deleted. It is served in chunks like the janitor's.
 func (c *Client) Sweep(ctx context.Context) (int, error) {
@@ -148,7 +169,7 @@ func answered(k *call) bool {
 }
 
 func (c *Client) release(k *call) {
-	k.check, k.err = Check{}, nil
+	k.check, k.batch, k.decs, k.err = Check{}, nil, nil, nil
 	c.calls.Put(k)
 }
 

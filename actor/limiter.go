@@ -49,6 +49,11 @@ func (l *limiter) serve(c protoactor.Context, k *call) {
 	case callCheck:
 		k.dec = l.apply(&k.check)
 		k.answer(nil)
+	case callBatch:
+		for i := range k.batch {
+			k.decs[i] = l.apply(&k.batch[i])
+		}
+		k.answer(nil)
 	case callStats:
 		k.stats = l.h.stats()
 		k.answer(nil)
@@ -75,10 +80,10 @@ func (l *limiter) apply(chk *Check) table.Decision {
 	}
 }
 
-// cutoff returns the Unix ms time before which a window must have ended for
-// its entry to be deleted by a sweep with the given timeout.
+// cutoff returns the Unix ns time at or before which a window must have
+// ended for its entry to be deleted by a sweep with the given timeout.
 func (l *limiter) cutoff(timeout time.Duration) int64 {
-	return table.FloorDiv(l.h.cfg.Clock.Now().Add(-timeout).UnixNano(), int64(time.Millisecond))
+	return l.h.cfg.Clock.Now().Add(-timeout).UnixNano()
 }
 
 // continueSweep deletes one chunk and either sends the rest of the sweep to

@@ -54,7 +54,7 @@ type Check struct {
 
 // key returns the table key of c's state.
 func (c *Check) key() table.Key {
-	return table.Key{Kind: c.Kind, Scale: c.Period.Milliseconds(), ID: c.ID}
+	return table.Key{Kind: c.Kind, Scale: int64(c.Period), ID: c.ID}
 }
 
 // Stats describes a limiter.
@@ -84,6 +84,7 @@ type callKind uint8
 
 const (
 	callCheck callKind = iota
+	callBatch
 	callSweep
 	callStats
 )
@@ -94,6 +95,8 @@ const (
 type call struct {
 	kind  callKind
 	check Check
+	batch []Check          // callBatch: the checks, in order
+	decs  []table.Decision // callBatch: where their decisions go
 
 	dec   table.Decision
 	n     int
@@ -110,7 +113,7 @@ func (k *call) answer(err error) {
 // sweep is a sweep in progress: the limiter sends it to itself after each
 // chunk, so the messages queued behind a sweep are served between chunks.
 type sweep struct {
-	before  int64 // delete entries whose window ended at or before this Unix ms
+	before  int64 // delete entries whose window ended at or before this Unix ns
 	removed int
 	reply   *call // nil for the janitor's sweeps
 }

@@ -2,7 +2,10 @@
 //
 // A [Table] keeps one [Entry] per limit state, in the manner of the Erlang
 // raterlimiter's ordered ETS table: <bucketNum, id> -> <count, created,
-// modified>, times in Unix milliseconds. Entries are ordered by [Key.Kind]
+// modified>, created and modified in Unix milliseconds as in the original
+// (window lengths and bucket arithmetic are in nanoseconds, so that a
+// millisecond scale gives the original's buckets and finer periods are
+// possible). Entries are ordered by [Key.Kind]
 // and [Key.Scale] (the window length), then by bucket number, then by id, so
 // that every window length has its own run of the order and the same id under
 // two window lengths is two entries (the original keyed rows by

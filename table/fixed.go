@@ -22,15 +22,14 @@ type Decision struct {
 }
 
 // FixedWindow counts n hits for k at now (Unix nanoseconds) and decides them
-// as the raterlimiter does: the window is bucket floor(now in ms / k.Scale),
+// as the raterlimiter does: the window is bucket floor(now / k.Scale),
 // every hit is counted, denied ones too, and the hits are allowed iff the
 // window's count after them is at most limit.
 func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
-	ms := FloorDiv(now, int64(time.Millisecond))
-	e := t.Add(k, FloorDiv(ms, k.Scale), n, ms)
+	e := t.Add(k, FloorDiv(now, k.Scale), n, FloorDiv(now, int64(time.Millisecond)))
 	d := Decision{Count: e.Count, Allowed: e.Count <= limit}
 	d.Remaining = max(0, limit-e.Count)
-	d.ResetAfter = time.Duration(e.End()*int64(time.Millisecond) - now)
+	d.ResetAfter = time.Duration(e.End() - now)
 	switch {
 	case d.Allowed:
 	case n > limit:
@@ -46,11 +45,10 @@ func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
 // allowed, without changing anything. A key with nothing counted in the
 // current window has ResetAfter 0: it is at full capacity.
 func (t *Table) PeekFixedWindow(k Key, limit, now int64) Decision {
-	ms := FloorDiv(now, int64(time.Millisecond))
 	var d Decision
-	if e, ok := t.index[k]; ok && e.Bucket >= FloorDiv(ms, k.Scale) {
+	if e, ok := t.index[k]; ok && e.Bucket >= FloorDiv(now, k.Scale) {
 		d.Count = e.Count
-		d.ResetAfter = time.Duration(e.End()*int64(time.Millisecond) - now)
+		d.ResetAfter = time.Duration(e.End() - now)
 	}
 	d.Allowed = d.Count+1 <= limit
 	d.Remaining = max(0, limit-d.Count)

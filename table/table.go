@@ -17,17 +17,19 @@ type Key struct {
 	// Kind separates kinds of state that share window lengths (one per
 	// algorithm). The table gives it no meaning beyond the order.
 	Kind uint8
-	// Scale is the window length in milliseconds; it must be positive.
+	// Scale is the window length in nanoseconds; it must be positive. The
+	// raterlimiter's scales are whole milliseconds.
 	Scale int64
 	// ID is the client's identifier.
 	ID string
 }
 
 // Entry is one row of the table: <bucketNum, id> -> <count, created,
-// modified>. Times are Unix milliseconds.
+// modified>. Created and Modified are Unix milliseconds, as in the original.
 type Entry struct {
 	Key
-	// Bucket is the window number: floor(Unix ms / Scale).
+	// Bucket is the window number: floor(Unix ns / Scale), which for a
+	// whole-millisecond Scale is the original's floor(Unix ms / scale ms).
 	Bucket int64
 	// Count is the number of hits counted in the window.
 	Count int64
@@ -37,10 +39,10 @@ type Entry struct {
 	Modified int64
 }
 
-// Start returns when the entry's window starts, in Unix ms.
+// Start returns when the entry's window starts, in Unix nanoseconds.
 func (e *Entry) Start() int64 { return e.Bucket * e.Scale }
 
-// End returns when the entry's window ends, in Unix ms.
+// End returns when the entry's window ends, in Unix nanoseconds.
 func (e *Entry) End() int64 { return (e.Bucket + 1) * e.Scale }
 
 // group is one window length of one kind: one contiguous run of the order.
@@ -109,7 +111,9 @@ func (t *Table) Get(k Key) (Entry, bool) {
 
 // Add is the table's ets:update_counter: it adds n hits to k's entry for
 // window bucket, inserting the entry if there is none, sets its modified time
-// to now (Unix ms) and returns the entry as it is after the change.
+// to now (Unix ms) and returns the entry as it is after the change. It is
+// one index lookup when the entry exists in that window, one lookup and one
+// tree insert when it does not.
 //
 // If the entry belongs to an earlier window it is moved to bucket and starts
 // again from zero, its created time set to now. A bucket earlier than the
@@ -159,7 +163,7 @@ func (t *Table) remove(e *Entry) {
 	}
 }
 
-// Expire deletes entries whose window ended at or before the Unix ms time
+// Expire deletes entries whose window ended at or before the Unix ns time
 // before, at most max of them (max <= 0 means no bound). It returns how many
 // it deleted and whether more such entries may remain. For each window length
 // it walks the order from the oldest bucket and stops at the first live one,

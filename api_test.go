@@ -162,7 +162,9 @@ func TestBadInputIsRejectedAndCountsNothing(t *testing.T) {
 		{"scaleMs zero", func(l *actorlimit.Limiter) error { _, err := l.CheckRate("a", 0, 1); return err }, "scaleMs 0"},
 		{"scaleMs overflows", func(l *actorlimit.Limiter) error { _, err := l.CheckRate("a", 1<<62, 1); return err }, "scaleMs"},
 		{"peek empty id", func(l *actorlimit.Limiter) error { _, err := l.Peek(context.Background(), "", ok); return err }, "id is empty"},
-		{"reset bad policy", func(l *actorlimit.Limiter) error { return l.Reset(context.Background(), "a", actorlimit.Policy{Limit: 1}) }, "Period"},
+		{"reset bad policy", func(l *actorlimit.Limiter) error {
+			return l.Reset(context.Background(), "a", actorlimit.Policy{Limit: 1})
+		}, "Period"},
 		{"batch with a bad hit", func(l *actorlimit.Limiter) error {
 			hits := []actorlimit.HitRequest{{ID: "a", Policy: ok}, {ID: "", Policy: ok}}
 			return l.HitMany(context.Background(), hits, make([]actorlimit.Result, 2))

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
@@ -95,24 +97,23 @@ type Stats struct {
 
 // Limiter is a running limiter. Its methods are safe for concurrent use.
 type Limiter struct {
-	c *actor.Client
+	shards    []*actor.Client
+	seed      maphash.Seed
+	system    *protoactor.ActorSystem // made by Start, shut down by Close
+	closeOnce sync.Once
 }
 
 // Start runs a limiter in an actor system of its own, which Close shuts
 // down.
 func Start(opts ...Option) (*Limiter, error) {
-	cfg, err := configure(opts)
+	cfg, shards, err := configure(opts)
 	if err != nil {
 		return nil, err
 	}
 	logger := cfg.Logger
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
-	c, err := actor.Start(system.Root, system, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Limiter{c: c}, nil
+	return start(system.Root, system, cfg, shards)
 }
 
 // Spawn runs a limiter inside the caller's actor tree: its supervisor is a
@@ -121,15 +122,40 @@ func Spawn(parent protoactor.SpawnerContext, opts ...Option) (*Limiter, error) {
 	if parent == nil {
 		return nil, fmt.Errorf("%w: parent is nil", ErrInvalidArgument)
 	}
-	cfg, err := configure(opts)
+	cfg, shards, err := configure(opts)
 	if err != nil {
 		return nil, err
 	}
-	c, err := actor.Start(parent, nil, cfg)
-	if err != nil {
-		return nil, err
+	return start(parent, nil, cfg, shards)
+}
+
+// start spawns one supervised limiter per shard under parent.
+func start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg actor.Config, shards int) (*Limiter, error) {
+	l := &Limiter{seed: maphash.MakeSeed(), system: own}
+	if cfg.MaxEntries > 0 {
+		cfg.MaxEntries = (cfg.MaxEntries + shards - 1) / shards
 	}
-	return &Limiter{c: c}, nil
+	for range shards {
+		c, err := actor.Start(parent, nil, cfg)
+		if err != nil {
+			_ = l.Close()
+			return nil, err
+		}
+		l.shards = append(l.shards, c)
+	}
+	return l, nil
+}
+
+// shard returns the limiter actor that owns id's state.
+func (l *Limiter) shard(id string) *actor.Client {
+	return l.shards[l.shardIndex(id)]
+}
+
+func (l *Limiter) shardIndex(id string) int {
+	if len(l.shards) == 1 {
+		return 0
+	}
+	return int(maphash.String(l.seed, id) % uint64(len(l.shards)))
 }
 
 // CheckRate is the raterlimiter's check_rate: it counts one hit for id in a
@@ -170,7 +196,7 @@ func (l *Limiter) do(ctx context.Context, op actor.Op, id string, p Policy, n in
 	if err != nil {
 		return Result{}, err
 	}
-	d, err := l.c.Do(ctx, chk)
+	d, err := l.shard(id).Do(ctx, chk)
 	if err != nil {
 		return Result{}, err
 	}
@@ -180,27 +206,57 @@ func (l *Limiter) do(ctx context.Context, op actor.Op, id string, p Policy, n in
 // Sweep runs one janitor pass now and returns how many entries it deleted:
 // those whose window ended more than the janitor's timeout ago.
 func (l *Limiter) Sweep(ctx context.Context) (int, error) {
-	return l.c.Sweep(ctx)
+	total := 0
+	for _, c := range l.shards {
+		n, err := c.Sweep(ctx)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
-// Stats returns the limiter's statistics.
+// Stats returns the limiter's statistics, summed over its shards.
 func (l *Limiter) Stats(ctx context.Context) (Stats, error) {
-	s, err := l.c.Stats(ctx)
-	if err != nil {
-		return Stats{}, err
+	var sum Stats
+	for _, c := range l.shards {
+		s, err := c.Stats(ctx)
+		if err != nil {
+			return Stats{}, err
+		}
+		sum.Entries += s.Entries
+		sum.Evictions += s.Evictions
+		sum.Expired += s.Expired
+		sum.Restarts += s.Restarts
 	}
-	return Stats(s), nil
+	return sum, nil
 }
 
 // PID returns the limiter actor's PID, for actors that message it with
-// [HitRequest], [PeekRequest] and [ResetRequest].
-func (l *Limiter) PID() *protoactor.PID { return l.c.PID() }
+// [HitRequest], [PeekRequest] and [ResetRequest]. With [WithShards] it is
+// the PID of the first shard; use [Limiter.PIDFor].
+func (l *Limiter) PID() *protoactor.PID { return l.shards[0].PID() }
+
+// PIDFor returns the PID of the limiter actor that owns id's state: the one
+// to message about id when the limiter has several shards.
+func (l *Limiter) PIDFor(id string) *protoactor.PID { return l.shard(id).PID() }
 
 // Close lets the limiter answer every call already queued, then stops it,
 // its janitor and its supervisor (and, for a limiter made by Start, its
 // actor system). Calls after Close return ErrClosed. Close is idempotent and
 // returns nil.
-func (l *Limiter) Close() error { return l.c.Close() }
+func (l *Limiter) Close() error {
+	l.closeOnce.Do(func() {
+		for _, c := range l.shards {
+			_ = c.Close()
+		}
+		if l.system != nil {
+			l.system.Shutdown()
+		}
+	})
+	return nil
+}
 
 // newCheck validates a call at the edge, so that the limiter never sees bad
 // input.

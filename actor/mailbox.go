@@ -107,17 +107,19 @@ func (m *mailbox) process(budget int) {
 
 // run processes system messages first, then user messages in batches. It
 // reports false if it stopped because the budget ran out with messages
-// left, true once the mailbox is empty or suspended.
+// left, true once the mailbox is empty or suspended. After a panic the
+// messages of the batch behind the failing one go back to the front of the
+// queue, and the failure is escalated to the supervisor.
 func (m *mailbox) run(budget int) (done bool) {
 	var msg any
-	var batch []any
-	var i int
+	var batch, rest []any // rest: the batch's messages not yet processed
 	defer func() {
-		if r := recover(); r != nil {
-			if i < len(batch) {
-				m.requeue(batch[i+1:])
-			}
-			m.recycle(batch)
+		r := recover()
+		if r != nil {
+			m.requeue(rest)
+		}
+		m.swapBack(batch)
+		if r != nil {
 			m.invoker.EscalateFailure(r, msg)
 			done = true
 		}
@@ -140,22 +142,20 @@ func (m *mailbox) run(budget int) (done bool) {
 		if budget > 0 && ran >= budget {
 			return m.users.Load() == 0 && m.systems.Load() == 0
 		}
-		batch = m.takeUser()
+		batch = m.swap(batch)
 		if len(batch) == 0 {
 			return true
 		}
-		for i = 0; i < len(batch); i++ {
-			msg = batch[i]
+		for rest = batch; len(rest) > 0; {
+			msg, rest = rest[0], rest[1:]
 			m.users.Add(-1)
 			m.invoker.InvokeUserMessage(msg)
 			ran++
 			if m.systems.Load() > 0 { // a stop or suspend goes before the rest
-				m.requeue(batch[i+1:])
-				break
+				m.requeue(rest)
+				rest = nil
 			}
 		}
-		m.recycle(batch)
-		batch = nil
 	}
 }
 
@@ -175,24 +175,29 @@ func (m *mailbox) popSystem() any {
 	return msg
 }
 
-// takeUser swaps the pending messages for an empty slice.
-func (m *mailbox) takeUser() []any {
+// swap gives back done, the batch just processed, and takes the messages
+// pending since: one lock for both. The two arrays take turns, so a steady
+// flow of messages allocates nothing.
+func (m *mailbox) swap(done []any) []any {
+	clear(done) // hold no message alive
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if done != nil && m.spare == nil {
+		m.spare = done[:0]
+	}
+	if len(m.pending) == 0 {
+		return nil
+	}
 	batch := m.pending
 	m.pending, m.spare = m.spare[:0], nil
 	return batch
 }
 
-// recycle keeps batch's array for the next takeUser, cleared so that it
-// holds no message alive.
-func (m *mailbox) recycle(batch []any) {
-	if batch == nil {
-		return
-	}
+// swapBack gives back a batch abandoned by a panic.
+func (m *mailbox) swapBack(batch []any) {
 	clear(batch)
 	m.mu.Lock()
-	if m.spare == nil {
+	if batch != nil && m.spare == nil {
 		m.spare = batch[:0]
 	}
 	m.mu.Unlock()

@@ -64,36 +64,61 @@ func (g grid) start(j int64) int64 {
 func (g grid) death(j int64) int64 { return g.start(j + g.window + 1) }
 
 // ext is the variable-size state of a sliding window or log: its non-empty
-// slots, oldest first, as pairs (slot - previous slot, count) in varints.
-// The entry's Count is the sum of the counts from head on, Created the slot
-// before the pair at head (the first pair's own slot, with a gap of 0), and
-// Modified the newest slot.
+// slots, oldest first, each as the gap from the slot before it and its
+// count, packed by appendPair. The entry's Count is the sum of the counts
+// from head on, Created the slot before the pair at head (the first pair's
+// own slot, with a gap of 0), and Modified the newest slot.
 type ext struct {
 	buf  []byte
 	head int32 // offset of the oldest pair still kept
 	last int32 // offset of the newest pair
 }
 
-// appendPair appends one slot: the gap shifted left by one, with the low bit
-// set when a count other than 1 follows as count-1.
+// A pair is one uvarint v, whose two low bits say what the rest means,
+// followed for pairTail by a second uvarint:
+//
+//	pairOne   gap v>>2, count 1
+//	pairTail  gap v>>2, count 1 + the uvarint that follows
+//	pairNext  gap 1, count 2 + v>>2
+//
+// so a slot right after the previous one with up to 33 hits takes one byte
+// (the sliding window's usual case), and a lone hit a few minutes after the
+// previous one three (the sliding log's).
+const (
+	pairOne = iota
+	pairTail
+	pairNext
+)
+
+// appendPair appends one slot to b. When b is full it grows by an eighth, not
+// by doubling, to keep the slack of a long log small.
 func appendPair(b []byte, gap, count int64) []byte {
-	if count == 1 {
-		return binary.AppendUvarint(b, uint64(gap)<<1)
+	if len(b)+2*binary.MaxVarintLen64 > cap(b) {
+		nb := make([]byte, len(b), len(b)+len(b)/8+2*binary.MaxVarintLen64)
+		copy(nb, b)
+		b = nb
 	}
-	b = binary.AppendUvarint(b, uint64(gap)<<1|1)
+	switch {
+	case count == 1:
+		return binary.AppendUvarint(b, uint64(gap)<<2|pairOne)
+	case gap == 1:
+		return binary.AppendUvarint(b, uint64(count-2)<<2|pairNext)
+	}
+	b = binary.AppendUvarint(b, uint64(gap)<<2|pairTail)
 	return binary.AppendUvarint(b, uint64(count-1))
 }
 
 // readPair decodes the pair at the start of b and returns its size.
 func readPair(b []byte) (gap, count int64, size int) {
 	v, size := binary.Uvarint(b)
-	gap, count = int64(v>>1), 1
-	if v&1 != 0 {
-		c, m := binary.Uvarint(b[size:])
-		count += int64(c)
-		size += m
+	switch v & 3 {
+	case pairOne:
+		return int64(v >> 2), 1, size
+	case pairNext:
+		return 1, int64(v>>2) + 2, size
 	}
-	return gap, count, size
+	c, m := binary.Uvarint(b[size:])
+	return int64(v >> 2), int64(c) + 1, size + m
 }
 
 // scan skips the pairs of slots before oldest, without changing anything,

@@ -91,12 +91,13 @@ const (
 )
 
 // appendPair appends one slot to b. When b is full it grows by an eighth, not
-// by doubling, to keep the slack of a long log small.
+// by doubling, to keep the slack of a long log small, and takes the whole of
+// the allocator's size class it lands in.
 func appendPair(b []byte, gap, count int64) []byte {
 	if len(b)+2*binary.MaxVarintLen64 > cap(b) {
-		nb := make([]byte, len(b), len(b)+len(b)/8+2*binary.MaxVarintLen64)
-		copy(nb, b)
-		b = nb
+		// Appending to a nil slice gives the size class's whole capacity.
+		nb := append([]byte(nil), make([]byte, len(b)+len(b)/8+2*binary.MaxVarintLen64)...)
+		b = nb[:copy(nb, b)]
 	}
 	switch {
 	case count == 1:

@@ -198,7 +198,10 @@ func (t *Table) remove(e *Entry) {
 // before, at most max of them (max <= 0 means no bound). It returns how many
 // it deleted and whether more such entries may remain. For each window length
 // it walks the order from the oldest bucket and stops at the first live one,
-// so its cost grows with what it deletes, not with what stays.
+// so its cost grows with what it deletes, not with what stays. For the
+// algorithms other than the fixed window an entry's bucket is the one in
+// which its state is back to full capacity (see the package doc), so Expire
+// deletes only entries with nothing left to remember.
 func (t *Table) Expire(before int64, max int) (removed int, more bool) {
 	if max <= 0 {
 		max = math.MaxInt

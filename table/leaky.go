@@ -24,7 +24,7 @@ func (t *Table) PeekLeakyBucket(k Key, limit, burst, now int64) Decision {
 // queue returns the hits a leaky bucket holds: the one served and the burst
 // that wait.
 func queue(burst int64) int64 {
-	if burst >= math.MaxInt64 {
+	if burst == math.MaxInt64 {
 		return burst
 	}
 	return burst + 1

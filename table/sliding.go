@@ -101,7 +101,7 @@ func appendPair(b []byte, gap, count int64) []byte {
 	}
 	switch {
 	case count == 1:
-		return binary.AppendUvarint(b, uint64(gap)<<2|pairOne)
+		return binary.AppendUvarint(b, uint64(gap)<<2) // pairOne is 0
 	case gap == 1:
 		return binary.AppendUvarint(b, uint64(count-2)<<2|pairNext)
 	}

@@ -298,7 +298,7 @@ func (p Policy) validate() error {
 	switch p.Algorithm {
 	case FixedWindow, SlidingWindow, SlidingLog:
 		if p.Period%time.Millisecond != 0 {
-			return fmt.Errorf("%w: Policy.Period %v is not a whole number of milliseconds, as %v needs", ErrInvalidArgument, p.Period, p.Algorithm)
+			return fmt.Errorf("%w: Policy.Period %v is not a whole number of milliseconds", ErrInvalidArgument, p.Period)
 		}
 		if p.Algorithm == SlidingLog && p.Limit > MaxSlidingLogLimit {
 			return fmt.Errorf("%w: Policy.Limit %d is more than %d, too large a log for SlidingLog", ErrInvalidArgument, p.Limit, MaxSlidingLogLimit)

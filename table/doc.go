@@ -45,14 +45,18 @@
 //     F is kept exactly, as Modified + Created/Count nanoseconds: Count is
 //     the Limit of the last update, so that T = Period/Limit needs no
 //     rounding even below a nanosecond. One number per key, in the entry,
-//     nothing else; the death is F.
+//     nothing else; the death is F. Under a changed Limit the bucket keeps
+//     the hits it holds, which drain at the new rate from the first hit
+//     (allowed or not) made under it.
 //   - Sliding window and sliding log ([Table.SlidingWindow],
 //     [Table.SlidingLog]) count hits per slot: Period/60 for the window, one
 //     millisecond for the log. The non-empty slots still counted (at most 61
 //     for the window; for the log, one per millisecond with hits, so at most
 //     Limit) hang off the entry in a side map from entry to a small
-//     extension: a byte buffer of (slot gap, count-1) varint pairs, oldest
-//     first, usually two or three bytes a slot. Count is the sum of the
+//     extension: a byte buffer of (slot gap, count) pairs in varints,
+//     oldest first: one byte for a slot right after the previous one with
+//     up to 33 hits, three for a lone hit minutes after the previous one
+//     (see appendPair). Count is the sum of the
 //     counts kept, Created the slot before the oldest pair, Modified the
 //     newest slot; the death is the end of the newest slot's last window.
 //     Fixed-window entries pay nothing for it: the side map holds only the

@@ -17,8 +17,10 @@ const SubWindows = 60
 // last Period and one sub-window), plus n, are at most limit. Every hit less
 // than a Period old is in those counts, so no interval of length Period ever
 // holds more than limit allowed hits; the price is that a hit is still
-// counted up to one sub-window after it is a Period old. Denied hits change
-// nothing.
+// counted up to one sub-window after it is a Period old. That is 61 counts
+// on a sub-window's edge too, where Figma sums 60: with nanosecond times,
+// the sub-window that began exactly a Period ago may hold hits less than a
+// Period old. Denied hits change nothing.
 func (t *Table) SlidingWindow(k Key, limit, n, now int64) Decision {
 	return t.countHit(k, slidingGrid(k.Scale), limit, n, now, false)
 }

@@ -11,7 +11,7 @@ import (
 // Defaults used when no option says otherwise.
 const (
 	// DefaultMaxEntries bounds the table: about 150 MB at most with short
-	// ids, for every algorithm but SlidingWindow (up to about 300 bytes more
+	// ids, for every algorithm but SlidingWindow (a few hundred bytes more
 	// a key) and SlidingLog (a few bytes more per hit it holds, up to some
 	// tens of kilobytes a key at MaxSlidingLogLimit).
 	DefaultMaxEntries = 1 << 20

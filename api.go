@@ -35,13 +35,38 @@ const MaxIDLength = 4096
 // Never is the RetryAfter of a hit that no wait can allow.
 const Never = table.Never
 
+// MaxSlidingLogLimit is the largest Limit a [SlidingLog] policy accepts. A
+// full log holds one (gap, count) pair per millisecond with allowed hits,
+// so at most Limit pairs of a few bytes: at this bound, some tens of
+// kilobytes a key.
+const MaxSlidingLogLimit = 10_000
+
 // Algorithm chooses how a [Policy] counts hits.
 type Algorithm int
 
-// The algorithms.
+// The algorithms. The package documentation says what each guarantees and
+// what it keeps per key.
 const (
-	// FixedWindow counts hits per window of Period, as raterlimiter does.
+	// FixedWindow counts hits per window of Period, as raterlimiter does;
+	// denied hits are counted too.
 	FixedWindow Algorithm = iota
+	// SlidingWindow is Figma's sliding-window counter, strict variant: a
+	// count per Period/60, and never more than Limit hits in any interval
+	// of length Period.
+	SlidingWindow
+	// GCRA is the generic cell rate algorithm: Limit per Period, Burst hits
+	// at once, one number per key.
+	GCRA
+	// TokenBucket holds Burst tokens, refilled with Limit per Period; a hit
+	// takes one.
+	TokenBucket
+	// LeakyBucket is a queue drained at Limit per Period, as nginx's
+	// limit_req with burst: Burst hits may wait, and Result.Delay says how
+	// long.
+	LeakyBucket
+	// SlidingLog logs the time of every allowed hit: exact to the
+	// millisecond, and the costly one.
+	SlidingLog
 )
 
 // String returns the algorithm's name.
@@ -49,30 +74,54 @@ func (a Algorithm) String() string {
 	switch a {
 	case FixedWindow:
 		return "FixedWindow"
+	case SlidingWindow:
+		return "SlidingWindow"
+	case GCRA:
+		return "GCRA"
+	case TokenBucket:
+		return "TokenBucket"
+	case LeakyBucket:
+		return "LeakyBucket"
+	case SlidingLog:
+		return "SlidingLog"
 	}
 	return fmt.Sprintf("Algorithm(%d)", int(a))
 }
 
-// Policy says how many hits an id may make.
+// Policy says how many hits an id may make. The state of an id is kept per
+// (Algorithm, Period, id): the same id under two algorithms or two Periods
+// is two separate limits, while a changed Limit or Burst applies at once to
+// the existing state.
 type Policy struct {
 	// Algorithm chooses how hits are counted; the zero value is FixedWindow.
 	Algorithm Algorithm
 	// Limit is the number of hits allowed per Period; 0 denies every hit.
+	// For SlidingLog it is at most [MaxSlidingLogLimit].
 	Limit int64
-	// Period is the window length. For FixedWindow it must be a whole
-	// number of milliseconds.
+	// Period is the window length, or the time in which a bucket drains
+	// Limit hits. For FixedWindow, SlidingWindow and SlidingLog it must be a
+	// whole number of milliseconds; GCRA, TokenBucket and LeakyBucket take
+	// any positive Period to the nanosecond. All but FixedWindow accept at
+	// most [table.MaxSpan] (about 100 years).
 	Period time.Duration
-	// Burst is for algorithms with a bucket; 0 means Limit.
+	// Burst is for the algorithms with a bucket; 0 means Limit. GCRA: the
+	// hits allowed at once; TokenBucket: the bucket's capacity in tokens;
+	// LeakyBucket: the hits that may wait behind the one served (nginx's
+	// burst), so Burst+1 at once. The window algorithms ignore it.
 	Burst int64
 }
 
-// Result is the limiter's decision on one call.
+// Result is the limiter's decision on one call. Its fields mean the same for
+// every algorithm.
 type Result struct {
 	// Allowed says whether the hits may go ahead.
 	Allowed bool
 	// Limit is the policy's Limit.
 	Limit int64
-	// Count is the number of hits counted in the current window.
+	// Count is the number of hits the key's state holds: counted in the
+	// current window (FixedWindow), in the last Period (SlidingWindow,
+	// SlidingLog), or not yet drained from the bucket (GCRA, LeakyBucket;
+	// for TokenBucket the tokens missing), rounded up.
 	Count int64
 	// Remaining is how many more hits would be allowed now; never negative.
 	Remaining int64
@@ -81,6 +130,11 @@ type Result struct {
 	RetryAfter time.Duration
 	// ResetAfter is the wait until the key is back to full capacity.
 	ResetAfter time.Duration
+	// Delay is, for an allowed LeakyBucket hit, how long to wait before
+	// serving it so that hits are served at Limit per Period (for HitN, the
+	// wait before the first of the n; the others follow one every
+	// Period/Limit). 0 for every other algorithm.
+	Delay time.Duration
 }
 
 // Stats describes a running limiter.
@@ -278,7 +332,7 @@ func newCheck(op actor.Op, id string, p Policy, n int64) (actor.Check, error) {
 		ID:     id,
 		Period: p.Period,
 		Limit:  p.Limit,
-		Burst:  p.Burst,
+		Burst:  p.burst(),
 		N:      n,
 	}, nil
 }
@@ -286,7 +340,7 @@ func newCheck(op actor.Op, id string, p Policy, n int64) (actor.Check, error) {
 // validate reports what is wrong with p, if anything.
 func (p Policy) validate() error {
 	switch {
-	case p.Algorithm != FixedWindow:
+	case p.Algorithm < FixedWindow || p.Algorithm > SlidingLog:
 		return fmt.Errorf("%w: unknown Policy.Algorithm %v", ErrInvalidArgument, p.Algorithm)
 	case p.Limit < 0:
 		return fmt.Errorf("%w: Policy.Limit is %d, negative", ErrInvalidArgument, p.Limit)
@@ -294,10 +348,45 @@ func (p Policy) validate() error {
 		return fmt.Errorf("%w: Policy.Burst is %d, negative", ErrInvalidArgument, p.Burst)
 	case p.Period <= 0:
 		return fmt.Errorf("%w: Policy.Period is %v, not positive", ErrInvalidArgument, p.Period)
-	case p.Period%time.Millisecond != 0:
-		return fmt.Errorf("%w: Policy.Period %v is not a whole number of milliseconds", ErrInvalidArgument, p.Period)
+	case p.Algorithm != FixedWindow && p.Period > table.MaxSpan:
+		return fmt.Errorf("%w: Policy.Period %v is longer than %v, too long for %v", ErrInvalidArgument, p.Period, table.MaxSpan, p.Algorithm)
+	}
+	switch p.Algorithm {
+	case FixedWindow, SlidingWindow, SlidingLog:
+		if p.Period%time.Millisecond != 0 {
+			return fmt.Errorf("%w: Policy.Period %v is not a whole number of milliseconds", ErrInvalidArgument, p.Period)
+		}
+		if p.Algorithm == SlidingLog && p.Limit > MaxSlidingLogLimit {
+			return fmt.Errorf("%w: Policy.Limit %d is more than %d, too large a log for SlidingLog", ErrInvalidArgument, p.Limit, MaxSlidingLogLimit)
+		}
+	default:
+		if p.Limit == 0 {
+			return nil
+		}
+		c := p.capacity()
+		if _, ok := table.DrainTime(int64(p.Period), p.Limit, c); !ok {
+			return fmt.Errorf("%w: a bucket of %d hits (Policy.Burst) takes longer than %v to drain at %d per %v", ErrInvalidArgument, c, table.MaxSpan, p.Limit, p.Period)
+		}
 	}
 	return nil
+}
+
+// burst returns p's Burst, Limit when it is 0.
+func (p Policy) burst() int64 {
+	if p.Burst == 0 {
+		return p.Limit
+	}
+	return p.Burst
+}
+
+// capacity returns the hits p's bucket holds: Burst+1 for LeakyBucket (the
+// one served and the Burst waiting), Burst for the others.
+func (p Policy) capacity() int64 {
+	b := p.burst()
+	if p.Algorithm == LeakyBucket && b < math.MaxInt64 {
+		return b + 1
+	}
+	return b
 }
 
 func resultOf(p Policy, d table.Decision) Result {
@@ -308,5 +397,6 @@ func resultOf(p Policy, d table.Decision) Result {
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter,
 		ResetAfter: d.ResetAfter,
+		Delay:      d.Delay,
 	}
 }

@@ -11,7 +11,9 @@ import (
 // Defaults used when no option says otherwise.
 const (
 	// DefaultMaxEntries bounds the table: about 150 MB at most with short
-	// ids.
+	// ids, for every algorithm but SlidingWindow (a few hundred bytes more
+	// a key) and SlidingLog (a few bytes more per hit it holds, up to some
+	// tens of kilobytes a key at MaxSlidingLogLimit).
 	DefaultMaxEntries = 1 << 20
 	// DefaultSweepEvery is the janitor's default interval.
 	DefaultSweepEvery = 10 * time.Second

@@ -57,7 +57,8 @@ type group struct {
 type Table struct {
 	tree   *btree.BTreeG[*Entry]
 	index  map[Key]*Entry
-	groups map[group]int // entries per window length, for sweeps and eviction
+	groups map[group]int   // entries per window length, for sweeps and eviction
+	ext    map[*Entry]*ext // variable-size state of the entries that have one
 	limit  int
 
 	evictions uint64
@@ -131,15 +132,42 @@ func (t *Table) Add(k Key, bucket, n, now int64) Entry {
 		e.Modified = now
 		return *e
 	}
+	e := t.insert(k, bucket)
+	e.Count, e.Created, e.Modified = n, now, now
+	return *e
+}
+
+// insert adds an empty entry for k, which must have none, in window bucket,
+// evicting the oldest entry first if the table is full.
+func (t *Table) insert(k Key, bucket int64) *Entry {
 	if t.limit > 0 && len(t.index) >= t.limit {
 		t.evictOldest()
 	}
 	k.ID = strings.Clone(k.ID) // never retain the caller's buffer
-	e := &Entry{Key: k, Bucket: bucket, Count: n, Created: now, Modified: now}
+	e := &Entry{Key: k, Bucket: bucket}
 	t.index[k] = e
 	t.tree.ReplaceOrInsert(e)
 	t.groups[group{k.Kind, k.Scale}]++
-	return *e
+	return e
+}
+
+// move puts e in window bucket, keeping the order: the entry is taken out
+// of the tree and put back. It costs nothing when e is in bucket already.
+func (t *Table) move(e *Entry, bucket int64) {
+	if e.Bucket == bucket {
+		return
+	}
+	t.tree.Delete(e)
+	e.Bucket = bucket
+	t.tree.ReplaceOrInsert(e)
+}
+
+// deathBucket returns the bucket, in units of scale, of an entry whose state
+// is back to empty at the Unix ns time death: the last bucket that ends at or
+// after death, so that [Table.Expire] deletes the entry only once its state
+// is dead.
+func deathBucket(death, scale int64) int64 {
+	return FloorDiv(death-1, scale)
 }
 
 // Delete removes k's entry and reports whether there was one.
@@ -155,6 +183,9 @@ func (t *Table) Delete(k Key) bool {
 func (t *Table) remove(e *Entry) {
 	t.tree.Delete(e)
 	delete(t.index, e.Key)
+	if len(t.ext) > 0 {
+		delete(t.ext, e)
+	}
 	g := group{e.Kind, e.Scale}
 	if t.groups[g] <= 1 {
 		delete(t.groups, g)
@@ -167,7 +198,10 @@ func (t *Table) remove(e *Entry) {
 // before, at most max of them (max <= 0 means no bound). It returns how many
 // it deleted and whether more such entries may remain. For each window length
 // it walks the order from the oldest bucket and stops at the first live one,
-// so its cost grows with what it deletes, not with what stays.
+// so its cost grows with what it deletes, not with what stays. For the
+// algorithms other than the fixed window an entry's bucket is the one in
+// which its state is back to full capacity (see the package doc), so Expire
+// deletes only entries with nothing left to remember.
 func (t *Table) Expire(before int64, max int) (removed int, more bool) {
 	if max <= 0 {
 		max = math.MaxInt

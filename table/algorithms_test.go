@@ -8,17 +8,17 @@ import (
 	"time"
 )
 
-// step is one call of a stateful sequence: a hit of n (a peek when n is 0)
+// algoStep is one call of a stateful sequence: a hit of n (a peek when n is 0)
 // at offset at from the start, and what it must answer.
-type step struct {
+type algoStep struct {
 	at   time.Duration
 	n    int64
 	want Decision
 }
 
-// runSteps runs steps against a and fails at the first wrong answer,
+// runAlgoSteps runs steps against a and fails at the first wrong answer,
 // naming the step.
-func runSteps(t *testing.T, a algo, tbl *Table, k Key, limit, burst int64, start int64, steps []step) {
+func runAlgoSteps(t *testing.T, a algo, tbl *Table, k Key, limit, burst int64, start int64, steps []algoStep) {
 	t.Helper()
 	for i, s := range steps {
 		now := start + int64(s.at)
@@ -46,38 +46,38 @@ func algoNamed(name string) algo {
 // The French article's GCRA: 10 per 60 s; 10 pass at once, the 11th is
 // denied with RetryAfter 6 s, and after 6 s exactly one more passes.
 func TestGCRAFrenchArticle(t *testing.T) {
-	var steps []step
+	var steps []algoStep
 	for i := range int64(10) {
-		steps = append(steps, step{0, 1, Decision{Allowed: true, Count: i + 1, Remaining: 9 - i, ResetAfter: time.Duration(i+1) * 6 * time.Second}})
+		steps = append(steps, algoStep{0, 1, Decision{Allowed: true, Count: i + 1, Remaining: 9 - i, ResetAfter: time.Duration(i+1) * 6 * time.Second}})
 	}
 	full := Decision{Count: 10, ResetAfter: time.Minute, RetryAfter: 6 * time.Second}
 	steps = append(steps,
-		step{0, 1, full},
-		step{6*time.Second - 1, 1, Decision{Count: 10, ResetAfter: time.Minute - 6*time.Second + 1, RetryAfter: 1}},
-		step{6 * time.Second, 1, Decision{Allowed: true, Count: 10, ResetAfter: time.Minute}},
-		step{6 * time.Second, 1, full},
+		algoStep{0, 1, full},
+		algoStep{6*time.Second - 1, 1, Decision{Count: 10, ResetAfter: time.Minute - 6*time.Second + 1, RetryAfter: 1}},
+		algoStep{6 * time.Second, 1, Decision{Allowed: true, Count: 10, ResetAfter: time.Minute}},
+		algoStep{6 * time.Second, 1, full},
 	)
-	runSteps(t, algoNamed("GCRA"), New(0), Key{Kind: 2, Scale: int64(time.Minute), ID: "admin"}, 10, 10, 0, steps)
+	runAlgoSteps(t, algoNamed("GCRA"), New(0), Key{Kind: 2, Scale: int64(time.Minute), ID: "admin"}, 10, 10, 0, steps)
 }
 
 // nginx's limit_req with burst=4 at 2 r/s: 5 hits at once pass, the k-th
 // delayed by (k-1)*500ms; the 6th does not fit.
 func TestLeakyBucketNginx(t *testing.T) {
-	var steps []step
+	var steps []algoStep
 	for i := range int64(5) {
-		steps = append(steps, step{0, 1, Decision{
+		steps = append(steps, algoStep{0, 1, Decision{
 			Allowed: true, Count: i + 1, Remaining: 4 - i,
 			ResetAfter: time.Duration(i+1) * 500 * time.Millisecond,
 			Delay:      time.Duration(i) * 500 * time.Millisecond,
 		}})
 	}
 	steps = append(steps,
-		step{0, 1, Decision{Count: 5, ResetAfter: 2500 * time.Millisecond, RetryAfter: 500 * time.Millisecond}},
-		step{0, 0, Decision{Count: 5, ResetAfter: 2500 * time.Millisecond, RetryAfter: 500 * time.Millisecond}},
-		step{500 * time.Millisecond, 0, Decision{Allowed: true, Count: 4, Remaining: 1, ResetAfter: 2 * time.Second, Delay: 2 * time.Second}},
-		step{500 * time.Millisecond, 1, Decision{Allowed: true, Count: 5, ResetAfter: 2500 * time.Millisecond, Delay: 2 * time.Second}},
+		algoStep{0, 1, Decision{Count: 5, ResetAfter: 2500 * time.Millisecond, RetryAfter: 500 * time.Millisecond}},
+		algoStep{0, 0, Decision{Count: 5, ResetAfter: 2500 * time.Millisecond, RetryAfter: 500 * time.Millisecond}},
+		algoStep{500 * time.Millisecond, 0, Decision{Allowed: true, Count: 4, Remaining: 1, ResetAfter: 2 * time.Second, Delay: 2 * time.Second}},
+		algoStep{500 * time.Millisecond, 1, Decision{Allowed: true, Count: 5, ResetAfter: 2500 * time.Millisecond, Delay: 2 * time.Second}},
 	)
-	runSteps(t, algoNamed("LeakyBucket"), New(0), Key{Kind: 4, Scale: int64(time.Second), ID: "ip"}, 2, 4, 0, steps)
+	runAlgoSteps(t, algoNamed("LeakyBucket"), New(0), Key{Kind: 4, Scale: int64(time.Second), ID: "ip"}, 2, 4, 0, steps)
 }
 
 // Figma's example: 5 per minute. A fixed window lets 5 hits at 11:00:59 and
@@ -124,7 +124,7 @@ func TestSlidingWindowFigma(t *testing.T) {
 // after the end of its millisecond.
 func TestSlidingLogMillisecond(t *testing.T) {
 	a, ms := algoNamed("SlidingLog"), time.Millisecond
-	runSteps(t, a, New(0), Key{Kind: 5, Scale: int64(time.Second), ID: "x"}, 2, 0, 0, []step{
+	runAlgoSteps(t, a, New(0), Key{Kind: 5, Scale: int64(time.Second), ID: "x"}, 2, 0, 0, []algoStep{
 		{ms / 2, 1, Decision{Allowed: true, Count: 1, Remaining: 1, ResetAfter: time.Second + ms/2}},
 		{2 * ms, 1, Decision{Allowed: true, Count: 2, ResetAfter: time.Second + ms}},
 		{2 * ms, 1, Decision{Count: 2, ResetAfter: time.Second + ms, RetryAfter: time.Second - ms}},

@@ -13,8 +13,8 @@ import (
 // arithmetic. TestModels compares the table with them over many random
 // arrival sequences and policies.
 
-// model decides hits like one algorithm of the table.
-type model interface {
+// algoModel decides hits like one algorithm of the table.
+type algoModel interface {
 	hit(now, limit, burst, n int64, peek bool) Decision
 }
 
@@ -206,7 +206,7 @@ type algo struct {
 	window bool // whole-millisecond periods, no burst
 	hit    func(t *Table, k Key, limit, burst, n, now int64) Decision
 	peek   func(t *Table, k Key, limit, burst, now int64) Decision
-	model  func(period int64) model
+	model  func(period int64) algoModel
 }
 
 var algos = []algo{
@@ -214,31 +214,31 @@ var algos = []algo{
 		name: "SlidingWindow", window: true,
 		hit:   func(t *Table, k Key, l, _, n, now int64) Decision { return t.SlidingWindow(k, l, n, now) },
 		peek:  func(t *Table, k Key, l, _, now int64) Decision { return t.PeekSlidingWindow(k, l, now) },
-		model: func(p int64) model { return &logModel{death: slidingDeath(p)} },
+		model: func(p int64) algoModel { return &logModel{death: slidingDeath(p)} },
 	},
 	{
 		name: "SlidingLog", window: true,
 		hit:   func(t *Table, k Key, l, _, n, now int64) Decision { return t.SlidingLog(k, l, n, now) },
 		peek:  func(t *Table, k Key, l, _, now int64) Decision { return t.PeekSlidingLog(k, l, now) },
-		model: func(p int64) model { return &logModel{death: logDeath(p)} },
+		model: func(p int64) algoModel { return &logModel{death: logDeath(p)} },
 	},
 	{
 		name:  "GCRA",
 		hit:   func(t *Table, k Key, l, b, n, now int64) Decision { return t.GCRA(k, l, b, n, now) },
 		peek:  func(t *Table, k Key, l, b, now int64) Decision { return t.PeekGCRA(k, l, b, now) },
-		model: func(p int64) model { return &tatModel{period: p} },
+		model: func(p int64) algoModel { return &tatModel{period: p} },
 	},
 	{
 		name:  "TokenBucket",
 		hit:   func(t *Table, k Key, l, b, n, now int64) Decision { return t.TokenBucket(k, l, b, n, now) },
 		peek:  func(t *Table, k Key, l, b, now int64) Decision { return t.PeekTokenBucket(k, l, b, now) },
-		model: func(p int64) model { return &levelModel{period: p} },
+		model: func(p int64) algoModel { return &levelModel{period: p} },
 	},
 	{
 		name:  "LeakyBucket",
 		hit:   func(t *Table, k Key, l, b, n, now int64) Decision { return t.LeakyBucket(k, l, b, n, now) },
 		peek:  func(t *Table, k Key, l, b, now int64) Decision { return t.PeekLeakyBucket(k, l, b, now) },
-		model: func(p int64) model { return &levelModel{period: p, leaky: true} },
+		model: func(p int64) algoModel { return &levelModel{period: p, leaky: true} },
 	},
 }
 

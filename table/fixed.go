@@ -51,7 +51,7 @@ func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
 // current window has ResetAfter 0: it is at full capacity.
 func (t *Table) PeekFixedWindow(k Key, limit, now int64) Decision {
 	var d Decision
-	if e, ok := t.index[k]; ok && e.Bucket >= FloorDiv(now, k.Scale) {
+	if e := t.lookup(k); e != nil && e.Bucket >= FloorDiv(now, k.Scale) {
 		d.Count = e.Count
 		d.ResetAfter = time.Duration(e.End() - now)
 	}

@@ -170,7 +170,7 @@ func (t *Table) drainHit(k Key, limit, capacity, n, now int64, peek bool) Decisi
 		return Decision{RetryAfter: Never}
 	}
 	r := drain{k.Scale, limit}
-	e := t.index[k]
+	e := t.lookup(k)
 	var back vtime
 	if e != nil {
 		back = r.backlog(e, now)

@@ -199,7 +199,7 @@ func (x *ext) retry(g grid, alive, limit, n int64, off int, base, now int64) tim
 // counts them in the slot of now.
 func (t *Table) countHit(k Key, g grid, limit, n, now int64, peek bool) Decision {
 	cur := g.slot(now)
-	e := t.index[k]
+	e := t.lookup(k)
 	var x *ext
 	if e != nil {
 		x = t.ext[e]

@@ -45,11 +45,12 @@ func (l *limiter) Receive(c protoactor.Context) {
 func (l *limiter) serve(c protoactor.Context, k *call) {
 	switch k.kind {
 	case callCheck:
-		k.dec = l.apply(&k.check)
+		k.dec = l.apply(&k.check, l.now())
 		k.answer(nil)
 	case callBatch:
+		now := l.now() // one instant for the whole batch
 		for i := range k.batch {
-			k.decs[i] = l.apply(&k.batch[i])
+			k.decs[i] = l.apply(&k.batch[i], now)
 		}
 		k.answer(nil)
 	case callStats:
@@ -60,12 +61,14 @@ func (l *limiter) serve(c protoactor.Context, k *call) {
 	}
 }
 
-// apply runs one check against the table.
-func (l *limiter) apply(chk *Check) table.Decision {
+// now reads the clock, in Unix nanoseconds.
+func (l *limiter) now() int64 { return l.h.cfg.Clock.Now().UnixNano() }
+
+// apply runs one check against the table at now (Unix ns).
+func (l *limiter) apply(chk *Check, now int64) table.Decision {
 	if f := l.h.cfg.Inject; f != nil {
 		f(*chk)
 	}
-	now := l.h.cfg.Clock.Now().UnixNano()
 	tbl, k := l.h.tbl, chk.key()
 	switch chk.Op {
 	case OpReset:
@@ -161,7 +164,7 @@ func (l *limiter) serveProtocol(c protoactor.Context, m any) {
 			panic(r)
 		}
 	}()
-	c.Respond(p.Reply(m, l.apply(&chk), nil))
+	c.Respond(p.Reply(m, l.apply(&chk, l.now()), nil))
 }
 
 // answerOnPanic answers k's caller if the limiter is panicking, then lets

@@ -14,10 +14,10 @@
 //
 // # Layout
 //
-// The B-tree holds the order; a hash index beside it maps each Key to its
-// entry, so a hit on a live entry touches no tree node at all. An entry holds
-// the state of the newest window its id has used: when a hit arrives in a later
-// window, the entry is moved forward to that window (its old count is dead by
+// The B-tree holds the order; a hash index beside it (one string-keyed map
+// of ids per kind and window length) maps each Key to its entry, so a hit on
+// a live entry touches no tree node at all. An entry holds the state of the
+// newest window its id has used: when a hit arrives in a later window, the entry is moved forward to that window (its old count is dead by
 // definition of a fixed window) instead of leaving the old row behind for the
 // janitor. The order therefore still says, for every window length, which
 // entries belong to the oldest windows.

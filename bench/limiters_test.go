@@ -21,8 +21,8 @@ func limiterKeys() []int {
 }
 
 // BenchmarkLimiters measures one hit through actorlimit and through each
-// peer, on the same work (see peers_test.go), with every key already hit once
-// (steady state), by 2 and by 256 concurrent callers. Each implementation's
+// peer, on the same work (see peers_test.go), with every key already hit
+// once (steady state), by 2 and by 256 concurrent callers. Each implementation's
 // state is built once per key set and shared by its callers sub-benchmarks
 // (and by the -count repetitions of each).
 //
@@ -33,7 +33,7 @@ func limiterKeys() []int {
 // hit, in the same unit as the single calls', and include the wait of
 // filling a batch.
 func BenchmarkLimiters(b *testing.B) {
-	for _, p := range peers {
+	for _, p := range contenders {
 		for _, n := range limiterKeys() {
 			b.Run(fmt.Sprintf("impl=%s/keys=%d", p.name, n), func(b *testing.B) {
 				keys := keySet(n)

@@ -28,7 +28,7 @@ func memoryKeys() []int {
 // the first reading, so nobody is charged for them; an implementation that
 // copies or prefixes an id pays for its copy.
 func BenchmarkMemory(b *testing.B) {
-	for _, p := range peers {
+	for _, p := range contenders {
 		if p.name == "actorlimit-batch" {
 			continue
 		}
@@ -50,7 +50,7 @@ func BenchmarkMemory(b *testing.B) {
 
 // bytesPerKey builds p and hits every key once. It returns the heap that
 // the keys grew, divided by the number of keys, and the heap of p empty.
-func bytesPerKey(b *testing.B, p peer, keys []string) (perKey, empty float64) {
+func bytesPerKey(b *testing.B, p contender, keys []string) (perKey, empty float64) {
 	start := heapAlloc()
 	inst, err := p.open()
 	if err != nil {

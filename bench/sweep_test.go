@@ -16,11 +16,18 @@ import (
 // concurrent use.
 type fakeClock struct{ ns atomic.Int64 }
 
+func newFakeClock(t time.Time) *fakeClock {
+	c := new(fakeClock)
+	c.ns.Store(t.UnixNano())
+	return c
+}
+
 func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
-func newFakeClock(t time.Time) *fakeClock    { c := new(fakeClock); c.ns.Store(t.UnixNano()); return c }
-func percentile(s []time.Duration, p float64) float64 {
-	return float64(s[int(p*float64(len(s)-1))])
+
+// percentile returns the p-quantile (0 <= p <= 1) of sorted, by nearest rank.
+func percentile(sorted []time.Duration, p float64) float64 {
+	return float64(sorted[int(p*float64(len(sorted)-1))])
 }
 
 // The sweep benchmark's two windows: live keys count in a window of a day,

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// writeLimiters writes one table per key set of BenchmarkLimiters.
+func (res *results) writeLimiters(w io.Writer) {
+	const bench = "Limiters"
+	impls, callers := res.values(bench, "impl"), res.values(bench, "callers")
+	if len(impls) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "## Cost of one hit (BenchmarkLimiters)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Median ns/op and allocs/op; × is the ratio to the fastest peer (actorlimit excluded) at the same keys and callers.")
+	for _, keys := range res.values(bench, "keys") {
+		fmt.Fprintf(w, "\n### %s\n\n| impl |", plural(keys, "key"))
+		for _, c := range callers {
+			fmt.Fprintf(w, " %s callers ns/op | × |", c)
+		}
+		fmt.Fprintf(w, " allocs/op (%s callers) |\n|---|", strings.Join(callers, " / "))
+		fmt.Fprint(w, strings.Repeat("--:|--:|", len(callers)), "--:|\n")
+		for _, impl := range impls {
+			fmt.Fprintf(w, "| %s |", impl)
+			var allocs []string
+			for _, c := range callers {
+				conf := map[string]string{"impl": impl, "keys": keys, "callers": c}
+				ns, ok := res.find("sec/op", bench, conf)
+				least, okBest := res.best("sec/op", bench, impls, map[string]string{"keys": keys, "callers": c})
+				fmt.Fprintf(w, " %s | %s |", num(ns*1e9, ok), ratio(ns, least, ok && okBest))
+				a, ok := res.find("allocs/op", bench, conf)
+				allocs = append(allocs, num(a, ok))
+			}
+			fmt.Fprintf(w, " %s |\n", strings.Join(allocs, " / "))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// writeMemory writes the bytes per key of BenchmarkMemory.
+func (res *results) writeMemory(w io.Writer) {
+	const bench = "Memory"
+	impls, keys := res.values(bench, "impl"), res.values(bench, "keys")
+	if len(impls) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "## Memory (BenchmarkMemory)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Live heap (HeapAlloc after GC) grown by one fixed-window key, median B/key; × is the ratio to the smallest peer; empty is the heap the implementation holds before its first key.")
+	fmt.Fprint(w, "\n| impl |")
+	for _, k := range keys {
+		fmt.Fprintf(w, " B/key at %s keys | × |", group(k))
+	}
+	fmt.Fprint(w, " empty |\n|---|", strings.Repeat("--:|--:|", len(keys)), "--:|\n")
+	for _, impl := range impls {
+		fmt.Fprintf(w, "| %s |", impl)
+		for _, k := range keys {
+			v, ok := res.find("B/key", bench, map[string]string{"impl": impl, "keys": k})
+			least, okBest := res.best("B/key", bench, impls, map[string]string{"keys": k})
+			fmt.Fprintf(w, " %s | %s |", num(v, ok), ratio(v, least, ok && okBest))
+		}
+		e, ok := res.find("empty-B", bench, map[string]string{"impl": impl, "keys": keys[0]})
+		fmt.Fprintf(w, " %s |\n", bytes(e, ok))
+	}
+	fmt.Fprintln(w)
+}
+
+// writeSweep writes the latencies of BenchmarkSweepUnderLoad.
+func (res *results) writeSweep(w io.Writer) {
+	const bench = "SweepUnderLoad"
+	keys, callers := res.values(bench, "keys"), res.values(bench, "callers")
+	if len(keys) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "## CheckRate during a sweep (BenchmarkSweepUnderLoad)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "A sweep deletes the tenth of the entries whose window ended while the callers hit live keys; medians over the runs of each latency percentile, of the sweep's time and of the number of calls the percentiles rest on.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| entries | deleted | callers | calls | p50 | p99 | p99.9 | sweep |")
+	fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|--:|")
+	for _, k := range keys {
+		for _, c := range callers {
+			conf := map[string]string{"keys": k, "callers": c}
+			var n int
+			fmt.Sscan(k, &n)
+			fmt.Fprintf(w, "| %s | %s | %s |", group(k), num(float64(n/10), true), c)
+			calls, ok := res.find("calls", bench, conf)
+			fmt.Fprintf(w, " %s |", num(calls, ok))
+			for _, p := range []string{"p50", "p99", "p999"} {
+				fmt.Fprintf(w, " %s |", res.latency(p, conf))
+			}
+			ms, ok := res.find("sweep-ms", bench, conf)
+			fmt.Fprintf(w, " %s |\n", duration(ms*1e6, ok))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// latency returns the percentile p, reported by the benchmark in "p-ns"
+// and which benchstat may have turned into seconds.
+func (res *results) latency(p string, conf map[string]string) string {
+	if v, ok := res.find(p+"-sec", "SweepUnderLoad", conf); ok {
+		return duration(v*1e9, true)
+	}
+	v, ok := res.find(p+"-ns", "SweepUnderLoad", conf)
+	return duration(v, ok)
+}
+
+// num formats x with a space between groups of three digits, no decimals
+// from 100 up and one below.
+func num(x float64, ok bool) string {
+	if !ok {
+		return "–"
+	}
+	if x < 100 {
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", x), ".0")
+	}
+	return group(fmt.Sprintf("%.0f", x))
+}
+
+// group puts a space between groups of three digits of a whole number.
+func group(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// plural returns "n thing" or "n things", with n's digits grouped.
+func plural(n, thing string) string {
+	if n == "1" {
+		return "1 " + thing
+	}
+	return group(n) + " " + thing + "s"
+}
+
+func ratio(x, least float64, ok bool) string {
+	if !ok || least <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", x/least)
+}
+
+func duration(ns float64, ok bool) string {
+	switch {
+	case !ok:
+		return "–"
+	case ns < 1e3:
+		return fmt.Sprintf("%.0f ns", ns)
+	case ns < 1e6:
+		return fmt.Sprintf("%.1f µs", ns/1e3)
+	default:
+		return fmt.Sprintf("%.2f ms", ns/1e6)
+	}
+}
+
+func bytes(b float64, ok bool) string {
+	switch {
+	case !ok:
+		return "–"
+	case b < 1<<10:
+		return fmt.Sprintf("%.0f B", b)
+	case b < 1<<20:
+		return fmt.Sprintf("%.0f KiB", b/(1<<10))
+	default:
+		return fmt.Sprintf("%.1f MiB", b/(1<<20))
+	}
+}

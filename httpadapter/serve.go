@@ -1,0 +1,186 @@
+package httpadapter
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/actorlimit/actorlimit"
+)
+
+// MonitorDecision is what a monitor rule decided for a request.
+type MonitorDecision struct {
+	// Rule is the monitor rule's name.
+	Rule string
+	// Result is the limiter's decision; Result.Allowed false means the rule
+	// would have blocked the request.
+	Result actorlimit.Result
+}
+
+type monitorKey struct{}
+
+// MonitorDecisions returns the decisions of the monitor rules that matched
+// the request whose context is ctx, in rule order, or nil when none did.
+// The slice must not be modified.
+func MonitorDecisions(ctx context.Context) []MonitorDecision {
+	d, _ := ctx.Value(monitorKey{}).([]MonitorDecision)
+	return d
+}
+
+// serve is the hot path.
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	rs := m.rules.Load()
+	if len(rs.rules) == 0 {
+		next.ServeHTTP(w, r)
+		return
+	}
+	s := scratches.Get().(*scratch)
+	s.q = request{m: m, r: r}
+	for _, ru := range rs.rules {
+		if !ru.matches(&s.q) {
+			if s.q.rejected {
+				break
+			}
+			continue
+		}
+		s.buf = ru.appendKey(s.buf[:0], &s.q)
+		if s.q.rejected {
+			break
+		}
+		s.hits = append(s.hits, actorlimit.HitRequest{ID: string(s.buf), Policy: ru.policy})
+		s.rules = append(s.rules, ru)
+	}
+	switch {
+	case s.q.rejected:
+		s.release()
+		m.unknownIPs.Add(1)
+		http.Error(w, "client address unknown", http.StatusBadRequest)
+		return
+	case len(s.hits) == 0:
+		s.release()
+		next.ServeHTTP(w, r)
+		return
+	}
+	s.res = append(s.res[:0], make([]actorlimit.Result, len(s.hits))...)
+	if err := m.hitMany(r.Context(), s); err != nil {
+		m.failed(w, r, next, s)
+		return
+	}
+	m.decide(w, r, next, s)
+}
+
+func (m *Middleware) hitMany(ctx context.Context, s *scratch) error {
+	if m.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.timeout)
+		defer cancel()
+	}
+	return m.lim.HitMany(ctx, s.hits, s.res)
+}
+
+// failed handles a limiter failure: counted, then open or closed. The
+// scratch is dropped, not pooled: a limiter that gave up waiting may still
+// hold it.
+func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, next http.Handler, s *scratch) {
+	m.limiterErrors.Add(1)
+	enforcing := false
+	for _, ru := range s.rules {
+		ru.stats.matched.Add(1)
+		ru.stats.errors.Add(1)
+		enforcing = enforcing || ru.action.Kind != Monitor
+	}
+	if m.closed && enforcing {
+		http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// decide counts the decisions, picks the strictest and answers or passes
+// the request on.
+func (m *Middleware) decide(w http.ResponseWriter, r *http.Request, next http.Handler, s *scratch) {
+	var (
+		block, shadow *rule
+		blockRes      actorlimit.Result
+		mon           []MonitorDecision
+		headers       bool
+	)
+	for i, ru := range s.rules {
+		res := &s.res[i]
+		st := ru.stats
+		st.matched.Add(1)
+		kind := ru.action.Kind
+		headers = headers || kind == Block
+		if kind == Monitor {
+			mon = append(mon, MonitorDecision{Rule: ru.name, Result: *res})
+		}
+		if res.Allowed {
+			st.allowed.Add(1)
+			continue
+		}
+		switch kind {
+		case Block:
+			st.blocked.Add(1)
+			if block == nil || stricter(res.RetryAfter, blockRes.RetryAfter) {
+				block, blockRes = ru, *res
+			}
+		case Monitor:
+			st.monitored.Add(1)
+		case Shadow:
+			st.shadowed.Add(1)
+			if shadow == nil {
+				shadow = ru
+			}
+		}
+	}
+	switch {
+	case shadow != nil: // the strictest: no header reveals anything
+		s.release()
+		respond(w, &shadow.action)
+		return
+	case headers:
+		m.setHeaders(w.Header(), s)
+	}
+	s.release()
+	if block != nil {
+		if blockRes.RetryAfter >= 0 {
+			w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(blockRes.RetryAfter), 10))
+		}
+		respond(w, &block.action)
+		return
+	}
+	if mon != nil {
+		r = r.WithContext(context.WithValue(r.Context(), monitorKey{}, mon))
+	}
+	next.ServeHTTP(w, r)
+}
+
+// stricter reports whether a wait of a is longer than one of b; Never is
+// the longest.
+func stricter(a, b time.Duration) bool {
+	switch {
+	case b < 0:
+		return false
+	case a < 0:
+		return true
+	}
+	return a > b
+}
+
+// respond answers with a's status and body.
+func respond(w http.ResponseWriter, a *Action) {
+	h := w.Header()
+	h.Set("Content-Type", a.ContentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(a.Status)
+	_, _ = w.Write([]byte(a.Body))
+}
+
+// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}

@@ -239,11 +239,14 @@ func parseNode(s string) (netip.Addr, bool) {
 		}
 		return normalize(a), true
 	}
+	if strings.Count(s, ":") == 1 { // IPv4 and port; tried first, as a failed parse allocates its error
+		if ap, err := netip.ParseAddrPort(s); err == nil && ap.Addr().Is4() {
+			return normalize(ap.Addr()), true
+		}
+		return netip.Addr{}, false
+	}
 	if a, err := netip.ParseAddr(s); err == nil {
 		return normalize(a), true
-	}
-	if ap, err := netip.ParseAddrPort(s); err == nil && ap.Addr().Is4() {
-		return normalize(ap.Addr()), true
 	}
 	return netip.Addr{}, false
 }

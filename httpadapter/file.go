@@ -161,7 +161,7 @@ func parseJSON(data []byte) ([]Rule, error) {
 func jsonField(err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return fmt.Errorf("%s: %s is not a %s", te.Field, te.Value, te.Type)
+		return fmt.Errorf("%s: a JSON %s where %s is wanted", te.Field, te.Value, te.Type)
 	}
 	if s, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		return fmt.Errorf("%s: unknown field", s)
@@ -170,75 +170,152 @@ func jsonField(err error) error {
 }
 
 func parseYAML(data []byte) ([]Rule, error) {
-	var top struct {
-		Rules []yaml.Node `yaml:"rules"`
-	}
+	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&top); err != nil && !errors.Is(err, io.EOF) {
+	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: more than one YAML document", ErrInvalidConfig)
 	}
-	rules := make([]Rule, 0, len(top.Rules))
-	for i := range top.Rules {
-		node := &top.Rules[i]
-		name := yamlName(node)
-		fr, err := decodeYAMLRule(node)
-		if err != nil {
-			return nil, ruleError(i, name, fmt.Errorf("line %d: %w", node.Line, err))
+	var file fileRules
+	strict := yaml.NewDecoder(bytes.NewReader(data))
+	strict.KnownFields(true)
+	if err := strict.Decode(&file); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
-		r, err := fr.rule()
+		return nil, yamlTypeError(&root, te)
+	}
+	ruleNodes := yamlRuleNodes(&root)
+	rules := make([]Rule, 0, len(file.Rules))
+	for i := range file.Rules {
+		r, err := file.Rules[i].rule()
 		if err != nil {
-			return nil, ruleError(i, fr.Name, fmt.Errorf("line %d: %w", node.Line, err))
+			if i < len(ruleNodes) {
+				err = fmt.Errorf("line %d: %w", ruleNodes[i].Line, err)
+			}
+			return nil, ruleError(i, file.Rules[i].Name, err)
 		}
 		rules = append(rules, r)
 	}
 	return rules, nil
 }
 
-// decodeYAMLRule decodes one rule strictly. yaml.Node.Decode does not
-// check fields, so the node is encoded again and decoded by a Decoder with
-// KnownFields.
-func decodeYAMLRule(node *yaml.Node) (fileRule, error) {
-	var fr fileRule
-	if node.Kind != yaml.MappingNode {
-		return fr, errors.New("a rule must be a mapping")
+// yamlRuleNodes returns the items of the top-level "rules" sequence.
+func yamlRuleNodes(root *yaml.Node) []*yaml.Node {
+	doc := root
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		doc = doc.Content[0]
 	}
-	raw, err := yaml.Marshal(node)
-	if err != nil {
-		return fr, err
+	if doc.Kind != yaml.MappingNode {
+		return nil
 	}
-	d := yaml.NewDecoder(bytes.NewReader(raw))
-	d.KnownFields(true)
-	if err := d.Decode(&fr); err != nil {
-		return fr, yamlField(err)
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		if doc.Content[i].Value == "rules" && doc.Content[i+1].Kind == yaml.SequenceNode {
+			return doc.Content[i+1].Content
+		}
 	}
-	return fr, nil
+	return nil
 }
 
-// yamlField drops the line numbers of the re-encoded rule from a YAML
-// error and says which field is unknown.
-func yamlField(err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return err
-	}
-	msgs := make([]string, len(te.Errors))
-	for i, e := range te.Errors {
-		if _, rest, ok := strings.Cut(e, ": "); ok && strings.HasPrefix(e, "line ") {
-			e = rest
-		}
-		if f, ok := strings.CutPrefix(e, "field "); ok {
-			if f, _, ok := strings.Cut(f, " not found in type"); ok {
-				e = f + ": unknown field"
+// yamlTypeError rewrites the messages of a strict decoding error ("line 7:
+// field limt not found in type ...", "line 9: cannot unmarshal !!str
+// `many` into int64") to name the rule and the field path, found in the
+// document's nodes by line and value.
+func yamlTypeError(root *yaml.Node, te *yaml.TypeError) error {
+	rules := yamlRuleNodes(root)
+	msgs := make([]string, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		line, msg, val := splitYAMLError(e)
+		where := ""
+		for i, rn := range rules {
+			if rn.Kind != yaml.MappingNode && rn.Line == line {
+				where = fmt.Sprintf("rules[%d]: line %d: ", i, line)
+				break
+			}
+			if p := yamlPath(rn, line, val, ""); p != "" {
+				where = fmt.Sprintf("rule %q (rules[%d]): line %d: %s: ", yamlName(rn), i, line, p)
+				break
 			}
 		}
-		msgs[i] = e
+		if where == "" {
+			where = fmt.Sprintf("line %d: ", line)
+			if msg == "unknown field" {
+				where += val + ": "
+			}
+		}
+		msgs = append(msgs, where+msg)
 	}
-	return errors.New(strings.Join(msgs, "; "))
+	return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(msgs, "; "))
+}
+
+// splitYAMLError splits one yaml.v3 type error message into its line, the
+// message and the value it is about (a field name or a scalar).
+func splitYAMLError(e string) (line int, msg, val string) {
+	msg = e
+	if rest, ok := strings.CutPrefix(e, "line "); ok {
+		if n, m, ok := strings.Cut(rest, ": "); ok {
+			if _, err := fmt.Sscan(n, &line); err == nil {
+				msg = m
+			}
+		}
+	}
+	if f, ok := strings.CutPrefix(msg, "field "); ok {
+		if f, _, ok := strings.Cut(f, " not found in type"); ok {
+			return line, "unknown field", f
+		}
+	}
+	if _, rest, ok := strings.Cut(msg, "`"); ok {
+		if v, _, ok := strings.Cut(rest, "`"); ok {
+			val = v
+		}
+	}
+	return line, msg, val
+}
+
+// yamlPath returns the path (policy.limit, when[1].path.exact) under n of
+// the key or scalar at line whose value is val ("" matches any; a value
+// ending in "..." is a truncated one), or "".
+func yamlPath(n *yaml.Node, line int, val, prefix string) string {
+	same := func(m *yaml.Node) bool {
+		if m.Line != line {
+			return false
+		}
+		if v, ok := strings.CutSuffix(val, "..."); ok {
+			return strings.HasPrefix(m.Value, v)
+		}
+		return val == "" || m.Value == val
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := k.Value
+			if prefix != "" {
+				p = prefix + "." + k.Value
+			}
+			if same(k) || v.Kind == yaml.ScalarNode && same(v) {
+				return p
+			}
+			if r := yamlPath(v, line, val, p); r != "" {
+				return r
+			}
+		}
+	case yaml.SequenceNode:
+		for j, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", prefix, j)
+			if c.Kind == yaml.ScalarNode && same(c) {
+				return p
+			}
+			if r := yamlPath(c, line, val, p); r != "" {
+				return r
+			}
+		}
+	}
+	return ""
 }
 
 // yamlName finds a rule's name in its node, for error messages.

@@ -47,14 +47,32 @@ func (m *Middleware) setHeaders(h http.Header, s *scratch) {
 		lim = append(lim, ";t="...)
 		lim = strconv.AppendInt(lim, ceilSeconds(s.res[i].ResetAfter), 10)
 	}
-	s.buf = lim
-	h["Ratelimit-Policy"] = []string{string(lim[:mark])}
-	h["Ratelimit"] = []string{string(lim[mark:])}
+	n, ends := 2, [5]int{mark, len(lim)}
 	if m.legacy && best >= 0 {
 		res := &s.res[best]
-		h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(res.Limit, 10)}
-		h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(res.Remaining, 10)}
-		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(ceilSeconds(res.ResetAfter), 10)}
+		n = 5
+		lim = strconv.AppendInt(lim, res.Limit, 10)
+		ends[2] = len(lim)
+		lim = strconv.AppendInt(lim, res.Remaining, 10)
+		ends[3] = len(lim)
+		lim = strconv.AppendInt(lim, ceilSeconds(res.ResetAfter), 10)
+		ends[4] = len(lim)
+	}
+	s.buf = lim
+	// Two allocations for all the fields: one string and one []string,
+	// cut with capacity limits so that an Add to one field cannot write
+	// into the next.
+	str, vals := string(lim), make([]string, n)
+	start := 0
+	for i := range n {
+		vals[i], start = str[start:ends[i]], ends[i]
+	}
+	h["Ratelimit-Policy"] = vals[0:1:1]
+	h["Ratelimit"] = vals[1:2:2]
+	if n == 5 {
+		h["X-Ratelimit-Limit"] = vals[2:3:3]
+		h["X-Ratelimit-Remaining"] = vals[3:4:4]
+		h["X-Ratelimit-Reset"] = vals[4:5:5]
 	}
 }
 

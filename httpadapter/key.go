@@ -298,6 +298,9 @@ func cleanPath(p string) string {
 	if p[0] != '/' {
 		p = "/" + p
 	}
+	if isClean(p) {
+		return p
+	}
 	np := path.Clean(p)
 	if p[len(p)-1] == '/' && np != "/" {
 		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
@@ -306,4 +309,21 @@ func cleanPath(p string) string {
 		return np + "/"
 	}
 	return np
+}
+
+// isClean reports whether p, which starts with '/', has no empty, "." or
+// ".." segment (but for a trailing slash), so cleaning would keep it.
+func isClean(p string) bool {
+	seg := 1 // start of the current segment
+	for i := 1; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
+		}
+		switch s := p[seg:i]; {
+		case s == "" && i < len(p), s == ".", s == "..":
+			return false
+		}
+		seg = i + 1
+	}
+	return true
 }

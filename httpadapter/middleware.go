@@ -213,6 +213,7 @@ type scratch struct {
 	hits  []actorlimit.HitRequest
 	res   []actorlimit.Result
 	rules []*rule
+	ends  []int // of each rule's key in buf
 	buf   []byte
 }
 
@@ -224,6 +225,6 @@ func (s *scratch) release() {
 	}
 	clear(s.rules)
 	s.q = request{}
-	s.hits, s.res, s.rules, s.buf = s.hits[:0], s.res[:0], s.rules[:0], s.buf[:0]
+	s.hits, s.res, s.rules, s.ends, s.buf = s.hits[:0], s.res[:0], s.rules[:0], s.ends[:0], s.buf[:0]
 	scratches.Put(s)
 }

@@ -1,6 +1,7 @@
 package httpadapter_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -470,4 +471,40 @@ func TestNoRulesNoCall(t *testing.T) {
 	calls, _ := lim.snapshot()
 	assert.Zero(t, calls)
 	assert.Equal(t, 1, next.calls)
+}
+
+// allowAll allows everything and allocates nothing.
+type allowAll struct{}
+
+func (allowAll) HitMany(_ context.Context, hits []actorlimit.HitRequest, res []actorlimit.Result) error {
+	for i := range hits {
+		res[i] = actorlimit.Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}
+	}
+	return nil
+}
+
+func TestHotPathAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under the race detector")
+	}
+	rules := []httpadapter.Rule{
+		{Name: "a", GroupBy: []string{"ip", "host", "path"}, Policy: perMinute(10)},
+		{Name: "b", When: []httpadapter.Condition{httpadapter.PathPrefix("/api/")}, GroupBy: []string{"header:User-Agent", "query:u", "cookie:s"}, Policy: perMinute(10)},
+		{Name: "c", When: []httpadapter.Condition{httpadapter.Method("GET")}, GroupBy: []string{"method"}, Policy: perMinute(10)},
+		{Name: "skip", When: []httpadapter.Condition{httpadapter.PathExact("/other")}, Policy: perMinute(10)},
+	}
+	m := newMW(t, allowAll{}, httpadapter.Config{Rules: rules, LegacyHeaders: true})
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	r := req("/api/x?u=1", header("User-Agent", "t"), header("Cookie", "s=1"))
+	hdr := http.Header{}
+	w := &discardWriter{h: hdr}
+	allocs := testing.AllocsPerRun(200, func() {
+		clear(hdr)
+		h.ServeHTTP(w, r)
+	})
+	assert.LessOrEqual(t, allocs, 3.0, "one string for the keys, one string and one slice for the headers")
+	miss := req("/nothing", method("POST"))
+	m2 := newMW(t, allowAll{}, httpadapter.Config{Rules: rules[1:]})
+	h2 := m2.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	assert.Zero(t, testing.AllocsPerRun(200, func() { h2.ServeHTTP(w, miss) }), "no rule matched: nothing allocated")
 }

@@ -44,11 +44,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			}
 			continue
 		}
-		s.buf = ru.appendKey(s.buf[:0], &s.q)
+		s.buf = ru.appendKey(s.buf, &s.q)
 		if s.q.rejected {
 			break
 		}
-		s.hits = append(s.hits, actorlimit.HitRequest{ID: string(s.buf), Policy: ru.policy})
+		s.ends = append(s.ends, len(s.buf))
 		s.rules = append(s.rules, ru)
 	}
 	switch {
@@ -57,10 +57,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.unknownIPs.Add(1)
 		http.Error(w, "client address unknown", http.StatusBadRequest)
 		return
-	case len(s.hits) == 0:
+	case len(s.rules) == 0:
 		s.release()
 		next.ServeHTTP(w, r)
 		return
+	}
+	// One string holds every key: one allocation, whatever the number of
+	// rules. The limiter keeps the keys it stores, and with them this
+	// string, only as long as the longest-lived of them.
+	ids, start := string(s.buf), 0
+	for i, ru := range s.rules {
+		s.hits = append(s.hits, actorlimit.HitRequest{ID: ids[start:s.ends[i]], Policy: ru.policy})
+		start = s.ends[i]
 	}
 	s.res = append(s.res[:0], make([]actorlimit.Result, len(s.hits))...)
 	if err := m.hitMany(r.Context(), s); err != nil {

@@ -102,3 +102,28 @@ func BenchmarkMiddlewareParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAdapterOnly measures the middleware alone: its limiter answers
+// at once and allocates nothing.
+func BenchmarkAdapterOnly(b *testing.B) {
+	for _, n := range []int{1, 5} {
+		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			m, err := httpadapter.New(allowAll{}, httpadapter.Config{Rules: benchRules(n)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+			reqs := benchRequests(benchKeys)
+			if len(reqs) == 0 {
+				b.Fatal("no requests")
+			}
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				clear(w.h)
+				h.ServeHTTP(w, reqs[i%len(reqs)])
+			}
+		})
+	}
+}

@@ -56,9 +56,16 @@ func Start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg Co
 	c.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
 	select {
 	case <-h.ready:
-		return c, nil
-	case <-h.done:
 	case <-time.After(startTimeout):
+	}
+	select {
+	case <-h.ready:
+		select {
+		case <-h.done: // the limiter could not be spawned
+		default:
+			return c, nil
+		}
+	default:
 	}
 	c.Close()
 	return nil, errors.New("actorlimit: limiter did not start")

@@ -33,8 +33,6 @@ func (l *limiter) Receive(c protoactor.Context) {
 			l.sweeping = true
 			l.continueSweep(c, &sweep{before: l.cutoff(m.Timeout)})
 		}
-	case *protoactor.Started:
-		l.h.started(c.Self())
 	case *protoactor.Restarting:
 		l.h.restarting()
 	case *protoactor.Stopped:

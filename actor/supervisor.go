@@ -73,7 +73,8 @@ func (c *Config) defaults() {
 
 // heir holds what outlives an incarnation of the limiter: the table and the
 // counters. Only the limiter touches tbl and the counters; ready and done
-// are closed once, when the limiter first starts and when it stops for good.
+// are closed once: when the supervisor has spawned its children, and when
+// the limiter stops for good.
 type heir struct {
 	cfg      Config
 	tbl      *table.Table
@@ -93,10 +94,6 @@ func newHeir(cfg Config) *heir {
 		ready: make(chan struct{}),
 		done:  make(chan struct{}),
 	}
-}
-
-func (h *heir) started(*protoactor.PID) {
-	h.readyOnce.Do(func() { close(h.ready) })
 }
 
 func (h *heir) restarting() {
@@ -128,6 +125,7 @@ func (s *supervisor) Receive(c protoactor.Context) {
 	switch m := c.Message().(type) {
 	case *protoactor.Started:
 		s.spawnChildren(c)
+		s.h.readyOnce.Do(func() { close(s.h.ready) })
 	case *protoactor.Terminated:
 		if m.Who.Id == c.Self().Id+"/"+limiterName {
 			s.h.stopped()

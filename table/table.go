@@ -112,14 +112,14 @@ func (t *Table) Get(k Key) (Entry, bool) {
 // Add is the table's ets:update_counter: it adds n hits to k's entry for
 // window bucket, inserting the entry if there is none, sets its modified time
 // to now (Unix ms) and returns the entry as it is after the change. It is
-// one index lookup when the entry exists in that window, one lookup and one
-// tree insert when it does not.
+// one index lookup when the entry exists in that window.
 //
 // If the entry belongs to an earlier window it is moved to bucket and starts
 // again from zero, its created time set to now. A bucket earlier than the
 // entry's (a clock that stepped back) counts into the entry's own, newer
 // window, so a step back never forgets hits. Add allocates nothing when the
-// entry exists.
+// entry exists in that window; moving it to a new window is a tree delete
+// and insert, which may now and then allocate a node.
 func (t *Table) Add(k Key, bucket, n, now int64) Entry {
 	if e, ok := t.index[k]; ok {
 		if bucket > e.Bucket {
@@ -174,8 +174,7 @@ func (t *Table) Expire(before int64, max int) (removed int, more bool) {
 	}
 	t.doomed = t.doomed[:0]
 	for g := range t.groups {
-		if len(t.doomed) >= max {
-			more = true
+		if more {
 			break
 		}
 		// Window b ended at or before `before` iff (b+1)*scale <= before,

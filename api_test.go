@@ -1,0 +1,343 @@
+package actorlimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit"
+)
+
+const ms = time.Millisecond
+
+// start runs a limiter on clk with no janitor, closed when the test ends.
+func start(t *testing.T, clk *fakeClock, opts ...actorlimit.Option) *actorlimit.Limiter {
+	t.Helper()
+	opts = append([]actorlimit.Option{actorlimit.WithClock(clk), actorlimit.WithJanitor(0, 0)}, opts...)
+	lim, err := actorlimit.Start(opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, lim.Close()) })
+	return lim
+}
+
+// step is one call in a stateful sequence.
+type step struct {
+	at     time.Duration // clock, from epoch
+	op     string        // hit, peek, reset
+	id     string
+	policy actorlimit.Policy
+	n      int64
+	want   actorlimit.Result
+}
+
+// runSteps runs steps in order on lim, setting clk before each.
+func runSteps(t *testing.T, lim *actorlimit.Limiter, clk *fakeClock, steps []step) {
+	t.Helper()
+	ctx := context.Background()
+	for i, s := range steps {
+		clk.Set(s.at)
+		var got actorlimit.Result
+		var err error
+		switch s.op {
+		case "hit":
+			n := s.n
+			if n == 0 {
+				n = 1
+			}
+			got, err = lim.HitN(ctx, s.id, s.policy, n)
+		case "peek":
+			got, err = lim.Peek(ctx, s.id, s.policy)
+		case "reset":
+			err = lim.Reset(ctx, s.id, s.policy)
+		default:
+			t.Fatalf("step %d: unknown op %q", i, s.op)
+		}
+		require.NoError(t, err, "step %d (%s %s at %v)", i, s.op, s.id, s.at)
+		assert.Equal(t, s.want, got, "step %d (%s %s at %v)", i, s.op, s.id, s.at)
+	}
+}
+
+func TestFixedWindowSemantics(t *testing.T) {
+	p := actorlimit.Policy{Limit: 2, Period: 30 * time.Second}
+	res := func(allowed bool, count, remaining int64, retry, reset time.Duration) actorlimit.Result {
+		return actorlimit.Result{Allowed: allowed, Limit: 2, Count: count, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"window edge at 29 999 and 30 000 ms", []step{
+			{at: 0, op: "hit", id: "a", policy: p, want: res(true, 1, 1, 0, 30*time.Second)},
+			{at: 29_999 * ms, op: "hit", id: "a", policy: p, want: res(true, 2, 0, 0, ms)},
+			{at: 29_999 * ms, op: "hit", id: "a", policy: p, want: res(false, 3, 0, ms, ms)},
+			{at: 30_000 * ms, op: "hit", id: "a", policy: p, want: res(true, 1, 1, 0, 30*time.Second)},
+		}},
+		{"denied hits are counted too", []step{
+			{at: 10 * time.Second, op: "hit", id: "a", policy: p, n: 2, want: res(true, 2, 0, 0, 20*time.Second)},
+			{at: 11 * time.Second, op: "hit", id: "a", policy: p, want: res(false, 3, 0, 19*time.Second, 19*time.Second)},
+			{at: 12 * time.Second, op: "hit", id: "a", policy: p, want: res(false, 4, 0, 18*time.Second, 18*time.Second)},
+			{at: 12 * time.Second, op: "peek", id: "a", policy: p, want: res(false, 4, 0, 18*time.Second, 18*time.Second)},
+		}},
+		{"peek counts nothing", []step{
+			{at: 0, op: "peek", id: "a", policy: p, want: res(true, 0, 2, 0, 0)},
+			{at: 0, op: "hit", id: "a", policy: p, want: res(true, 1, 1, 0, 30*time.Second)},
+			{at: 5 * time.Second, op: "peek", id: "a", policy: p, want: res(true, 1, 1, 0, 25*time.Second)},
+			{at: 5 * time.Second, op: "peek", id: "a", policy: p, want: res(true, 1, 1, 0, 25*time.Second)},
+			{at: 5 * time.Second, op: "hit", id: "a", policy: p, want: res(true, 2, 0, 0, 25*time.Second)},
+			{at: 6 * time.Second, op: "peek", id: "a", policy: p, want: res(false, 2, 0, 24*time.Second, 24*time.Second)},
+			{at: 30 * time.Second, op: "peek", id: "a", policy: p, want: res(true, 0, 2, 0, 0)},
+		}},
+		{"reset forgets", []step{
+			{at: 0, op: "hit", id: "a", policy: p, n: 5, want: res(false, 5, 0, actorlimit.Never, 30*time.Second)},
+			{at: ms, op: "reset", id: "a", policy: p},
+			{at: ms, op: "hit", id: "a", policy: p, want: res(true, 1, 1, 0, 30*time.Second-ms)},
+		}},
+		{"ids are counted apart", []step{
+			{at: 0, op: "hit", id: "a", policy: p, n: 2, want: res(true, 2, 0, 0, 30*time.Second)},
+			{at: 0, op: "hit", id: "b", policy: p, want: res(true, 1, 1, 0, 30*time.Second)},
+			{at: 0, op: "reset", id: "b", policy: p},
+			{at: 0, op: "peek", id: "a", policy: p, want: res(false, 2, 0, 30*time.Second, 30*time.Second)},
+		}},
+		{"scales are counted apart", []step{
+			{at: 0, op: "hit", id: "a", policy: p, n: 2, want: res(true, 2, 0, 0, 30*time.Second)},
+			{at: 0, op: "hit", id: "a", policy: actorlimit.Policy{Limit: 2, Period: time.Second}, want: res(true, 1, 1, 0, time.Second)},
+			{at: 0, op: "peek", id: "a", policy: p, want: res(false, 2, 0, 30*time.Second, 30*time.Second)},
+		}},
+		{"limit 0 always denies", []step{
+			{at: 0, op: "peek", id: "z", policy: actorlimit.Policy{Period: time.Second}, want: actorlimit.Result{RetryAfter: actorlimit.Never}},
+			{at: 0, op: "hit", id: "z", policy: actorlimit.Policy{Period: time.Second}, want: actorlimit.Result{Count: 1, RetryAfter: actorlimit.Never, ResetAfter: time.Second}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newFakeClock()
+			runSteps(t, start(t, clk), clk, tt.steps)
+		})
+	}
+}
+
+func TestCheckRateIsHit(t *testing.T) {
+	clk := newFakeClock()
+	lim := start(t, clk)
+	p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 500, Period: 30000 * ms}
+	for i := 1; i <= 502; i++ {
+		var res actorlimit.Result
+		var err error
+		if i%2 == 0 {
+			res, err = lim.CheckRate("10.0.0.1", 30000, 500)
+		} else {
+			res, err = lim.Hit(context.Background(), "10.0.0.1", p)
+		}
+		require.NoError(t, err)
+		assert.Equal(t, int64(i), res.Count)
+		assert.Equal(t, i <= 500, res.Allowed, "hit %d", i)
+	}
+}
+
+func TestBadInputIsRejectedAndCountsNothing(t *testing.T) {
+	ok := actorlimit.Policy{Limit: 1, Period: time.Second}
+	tests := []struct {
+		name   string
+		call   func(*actorlimit.Limiter) error
+		reason string
+	}{
+		{"empty id", hit("", ok, 1), "id is empty"},
+		{"id too long", hit(strings.Repeat("x", actorlimit.MaxIDLength+1), ok, 1), "longer than 4096"},
+		{"negative limit", hit("a", actorlimit.Policy{Limit: -1, Period: time.Second}, 1), "Limit is -1"},
+		{"negative burst", hit("a", actorlimit.Policy{Limit: 1, Burst: -1, Period: time.Second}, 1), "Burst is -1"},
+		{"zero period", hit("a", actorlimit.Policy{Limit: 1}, 1), "Period is 0s"},
+		{"negative period", hit("a", actorlimit.Policy{Limit: 1, Period: -time.Second}, 1), "not positive"},
+		{"period not whole ms", hit("a", actorlimit.Policy{Limit: 1, Period: 1500 * time.Microsecond}, 1), "whole number of milliseconds"},
+		{"n zero", hit("a", ok, 0), "n is 0"},
+		{"n negative", hit("a", ok, -3), "n is -3"},
+		{"unknown algorithm", hit("a", actorlimit.Policy{Algorithm: 99, Limit: 1, Period: time.Second}, 1), "Algorithm(99)"},
+		{"scaleMs zero", func(l *actorlimit.Limiter) error { _, err := l.CheckRate("a", 0, 1); return err }, "scaleMs 0"},
+		{"scaleMs overflows", func(l *actorlimit.Limiter) error { _, err := l.CheckRate("a", 1<<62, 1); return err }, "scaleMs"},
+		{"peek empty id", func(l *actorlimit.Limiter) error { _, err := l.Peek(context.Background(), "", ok); return err }, "id is empty"},
+		{"reset bad policy", func(l *actorlimit.Limiter) error {
+			return l.Reset(context.Background(), "a", actorlimit.Policy{Limit: 1})
+		}, "Period"},
+		{"batch with a bad hit", func(l *actorlimit.Limiter) error {
+			hits := []actorlimit.HitRequest{{ID: "a", Policy: ok}, {ID: "", Policy: ok}}
+			return l.HitMany(context.Background(), hits, make([]actorlimit.Result, 2))
+		}, "hits[1]"},
+		{"batch results too short", func(l *actorlimit.Limiter) error {
+			return l.HitMany(context.Background(), []actorlimit.HitRequest{{ID: "a", Policy: ok}}, nil)
+		}, "0 results for 1 hits"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim := start(t, newFakeClock())
+			err := tt.call(lim)
+			require.ErrorIs(t, err, actorlimit.ErrInvalidArgument)
+			assert.Contains(t, err.Error(), tt.reason)
+			st, err := lim.Stats(context.Background())
+			require.NoError(t, err)
+			assert.Zero(t, st.Entries, "bad input counted something")
+		})
+	}
+}
+
+func hit(id string, p actorlimit.Policy, n int64) func(*actorlimit.Limiter) error {
+	return func(l *actorlimit.Limiter) error {
+		_, err := l.HitN(context.Background(), id, p, n)
+		return err
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opt  actorlimit.Option
+	}{
+		{"nil clock", actorlimit.WithClock(nil)},
+		{"negative janitor interval", actorlimit.WithJanitor(-time.Second, 0)},
+		{"negative janitor timeout", actorlimit.WithJanitor(time.Second, -1)},
+		{"zero max entries", actorlimit.WithMaxEntries(0)},
+		{"nil logger", actorlimit.WithLogger(nil)},
+		{"zero restarts", actorlimit.WithRestarts(0, time.Second)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim, err := actorlimit.Start(tt.opt)
+			require.ErrorIs(t, err, actorlimit.ErrInvalidArgument)
+			assert.Nil(t, lim)
+		})
+	}
+}
+
+func TestHitManyMatchesSequentialHits(t *testing.T) {
+	clk := newFakeClock()
+	batched, single := start(t, clk), start(t, clk)
+	p := actorlimit.Policy{Limit: 3, Period: time.Second}
+	hits := []actorlimit.HitRequest{
+		{ID: "a", Policy: p}, {ID: "b", Policy: p, N: 2}, {ID: "a", Policy: p, N: 2},
+		{ID: "a", Policy: p}, {ID: "b", Policy: actorlimit.Policy{Limit: 1, Period: 2 * time.Second}},
+	}
+	got := make([]actorlimit.Result, len(hits))
+	require.NoError(t, batched.HitMany(context.Background(), hits, got))
+	for i, h := range hits {
+		n := max(h.N, 1)
+		want, err := single.HitN(context.Background(), h.ID, h.Policy, n)
+		require.NoError(t, err)
+		assert.Equal(t, want, got[i], "hit %d", i)
+	}
+	require.NoError(t, batched.HitMany(context.Background(), nil, nil))
+}
+
+func TestConcurrentHitsOnOneIDAreExact(t *testing.T) {
+	lim := start(t, newFakeClock())
+	p := actorlimit.Policy{Limit: 1000, Period: time.Minute}
+	const goroutines, each = 50, 60
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				var res actorlimit.Result
+				var err error
+				if (g+i)%3 == 0 {
+					results := make([]actorlimit.Result, 1)
+					err = lim.HitMany(context.Background(), []actorlimit.HitRequest{{ID: "one", Policy: p}}, results)
+					res = results[0]
+				} else {
+					res, err = lim.Hit(context.Background(), "one", p)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(1000), allowed.Load())
+	res, err := lim.Peek(context.Background(), "one", p)
+	require.NoError(t, err)
+	assert.Equal(t, int64(goroutines*each), res.Count)
+}
+
+func TestContextErrors(t *testing.T) {
+	lim := start(t, newFakeClock())
+	p := actorlimit.Policy{Limit: 1, Period: time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := lim.Hit(ctx, "a", p)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = lim.Sweep(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	res, err := lim.Peek(context.Background(), "a", p)
+	require.NoError(t, err)
+	assert.Zero(t, res.Count, "a cancelled call was counted")
+}
+
+func TestCloseIsIdempotentAndFailsFast(t *testing.T) {
+	lim, err := actorlimit.Start(actorlimit.WithClock(newFakeClock()))
+	require.NoError(t, err)
+	p := actorlimit.Policy{Limit: 1, Period: time.Second}
+	_, err = lim.Hit(context.Background(), "a", p)
+	require.NoError(t, err)
+	require.NoError(t, lim.Close())
+	require.NoError(t, lim.Close())
+	calls := map[string]func() error{
+		"Hit":       func() error { _, err := lim.Hit(context.Background(), "a", p); return err },
+		"CheckRate": func() error { _, err := lim.CheckRate("a", 1000, 1); return err },
+		"Peek":      func() error { _, err := lim.Peek(context.Background(), "a", p); return err },
+		"Reset":     func() error { return lim.Reset(context.Background(), "a", p) },
+		"HitMany": func() error {
+			return lim.HitMany(context.Background(), []actorlimit.HitRequest{{ID: "a", Policy: p}}, make([]actorlimit.Result, 1))
+		},
+		"Sweep": func() error { _, err := lim.Sweep(context.Background()); return err },
+		"Stats": func() error { _, err := lim.Stats(context.Background()); return err },
+	}
+	for name, call := range calls {
+		assert.ErrorIs(t, call(), actorlimit.ErrClosed, name)
+	}
+}
+
+func TestCloseWhileCallsAreInFlight(t *testing.T) {
+	lim, err := actorlimit.Start(actorlimit.WithClock(newFakeClock()))
+	require.NoError(t, err)
+	p := actorlimit.Policy{Limit: 1 << 40, Period: time.Second}
+	var wg sync.WaitGroup
+	var answered, closed atomic.Int64
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				_, err := lim.Hit(context.Background(), fmt.Sprint(g, "-", i%10), p)
+				switch {
+				case err == nil:
+					answered.Add(1)
+				case errors.Is(err, actorlimit.ErrClosed):
+					closed.Add(1)
+					return
+				default:
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for answered.Load() < 1000 {
+		// let the callers get going; they stop by themselves once closed
+		runtimeGosched()
+	}
+	require.NoError(t, lim.Close())
+	wg.Wait() // every caller was answered or told ErrClosed: none hangs
+	assert.Equal(t, int64(16), closed.Load())
+}

@@ -1,0 +1,170 @@
+// Mochi-like is the raterlimiter article's own use of its limiter, in Go: a
+// small file server that lets each peer IP make at most -limit requests per
+// window of -scale milliseconds, as the article's Mochiweb server did with
+//
+//	raterlimiter:check_rate(Req:get(peer), 30000, 500)
+//
+// Requests over the limit are answered 413 Request Entity Too Large, as in
+// the original, with a Retry-After header in whole seconds (rounded up) and a
+// short plain-text message. If the limiter cannot decide, the answer is 503.
+//
+// Watch it refuse requests: the demo serves -dir on a free port of
+// 127.0.0.1, sends itself the limit plus three requests, prints what came
+// back and exits:
+//
+//	go run ./examples/mochi-like -demo
+//
+// Or serve a folder until SIGINT or SIGTERM, then shut down gracefully:
+//
+//	go run ./examples/mochi-like -dir ./public -addr 127.0.0.1:8080 -scale 30000 -limit 500
+//
+// The flags:
+//
+//	-addr   address to listen on (default 127.0.0.1:8080; ignored with -demo)
+//	-dir    folder to serve (default "."); symbolic links may not leave it
+//	-scale  window length in milliseconds (default 30000)
+//	-limit  requests allowed per peer IP per window (default 500, 5 with -demo)
+//	-demo   run the demo instead of serving
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/actorlimit/actorlimit"
+)
+
+const (
+	defaultAddr    = "127.0.0.1:8080"
+	defaultScaleMs = 30000
+	defaultLimit   = 500
+	// demoLimit is the -limit of the demo when none is given, so that it
+	// reaches the limit in a few lines.
+	demoLimit = 5
+	// maxDemoLimit bounds the requests the demo sends itself.
+	maxDemoLimit = 1000
+	// maxScaleMs is the longest window CheckRate accepts.
+	maxScaleMs = math.MaxInt64 / int64(time.Millisecond)
+)
+
+// config is what the flags ask for.
+type config struct {
+	addr    string
+	dir     string
+	scaleMs int64
+	limit   int64
+	demo    bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills the process at once
+	}()
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "mochi-like:", err)
+		os.Exit(1)
+	}
+}
+
+// run parses args, starts a limiter with opts (tests pass a fake clock) and
+// either runs the demo or serves until ctx is done.
+func run(ctx context.Context, args []string, stdout io.Writer, opts ...actorlimit.Option) error {
+	cfg, err := parseFlags(args, stdout)
+	if err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(cfg.dir)
+	if err != nil {
+		return fmt.Errorf("-dir: %w", err)
+	}
+	defer root.Close()
+	ln, err := listen(cfg)
+	if err != nil {
+		return err
+	}
+	lim, err := actorlimit.Start(opts...)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("start limiter: %w", err)
+	}
+	// Deferred, so it runs after serve has shut the server down and no
+	// request in flight meets a closed limiter.
+	defer lim.Close()
+	srv := newServer(newHandler(lim, root.FS(), cfg.scaleMs, cfg.limit))
+	return serve(ctx, srv, ln, cfg, stdout)
+}
+
+// listen listens on cfg.addr, or on a free port of 127.0.0.1 for the demo.
+func listen(cfg config) (net.Listener, error) {
+	if cfg.demo {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+		return ln, nil
+	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return nil, fmt.Errorf("-addr: %w", err)
+	}
+	return ln, nil
+}
+
+// parseFlags parses and validates args. For -h it prints the usage to
+// stdout and returns flag.ErrHelp.
+func parseFlags(args []string, stdout io.Writer) (config, error) {
+	flags := flag.NewFlagSet("mochi-like", flag.ContinueOnError)
+	flags.SetOutput(io.Discard) // errors are returned, not printed
+	var cfg config
+	flags.StringVar(&cfg.addr, "addr", defaultAddr, "`address` to listen on (ignored with -demo)")
+	flags.StringVar(&cfg.dir, "dir", ".", "`folder` to serve")
+	flags.Int64Var(&cfg.scaleMs, "scale", defaultScaleMs, "window length in `milliseconds`")
+	flags.Int64Var(&cfg.limit, "limit", defaultLimit, "`requests` allowed per peer IP per window (5 with -demo)")
+	flags.BoolVar(&cfg.demo, "demo", false, "send limit+3 requests to a server of its own, print the answers and exit")
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			flags.SetOutput(stdout)
+			flags.Usage()
+		}
+		return config{}, err
+	}
+	limitSet := false
+	flags.Visit(func(f *flag.Flag) { limitSet = limitSet || f.Name == "limit" })
+	if cfg.demo && !limitSet {
+		cfg.limit = demoLimit
+	}
+	if flags.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected argument %q: all settings are flags", flags.Arg(0))
+	}
+	return cfg, cfg.validate()
+}
+
+// validate says which flag is wrong and why, if any.
+func (cfg config) validate() error {
+	switch {
+	case cfg.scaleMs <= 0 || cfg.scaleMs > maxScaleMs:
+		return fmt.Errorf("-scale %d: want a window of 1 to %d milliseconds", cfg.scaleMs, maxScaleMs)
+	case cfg.limit < 0:
+		return fmt.Errorf("-limit %d: must not be negative", cfg.limit)
+	case cfg.demo && cfg.limit > maxDemoLimit:
+		return fmt.Errorf("-limit %d: the demo sends limit+3 requests; use at most %d", cfg.limit, maxDemoLimit)
+	case !cfg.demo && cfg.addr == "":
+		return errors.New("-addr is empty")
+	case cfg.dir == "":
+		return errors.New("-dir is empty")
+	}
+	return nil
+}

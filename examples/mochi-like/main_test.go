@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit"
+)
+
+// fakeClock is a clock that moves only when the test says so.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+const (
+	testFile = "hello.txt"
+	testBody = "hello from mochi-like\n"
+	// testScaleMs is the tests' window: 30 s, as in the article.
+	testScaleMs = 30000
+)
+
+// newFakeClock returns a clock 20.25 s into a 30 s window, so 9.75 s are
+// left in it: a Retry-After of 10 once rounded up.
+func newFakeClock() *fakeClock {
+	windowStart := time.UnixMilli(56_666_667 * testScaleMs)
+	return &fakeClock{now: windowStart.Add(20250 * time.Millisecond)}
+}
+
+// newTestDir returns a temporary folder holding testFile.
+func newTestDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, testFile), []byte(testBody), 0o644))
+	return dir
+}
+
+// limiterOptions are the options of the tests' limiters: the fake clock.
+func limiterOptions(clock *fakeClock) []actorlimit.Option {
+	return []actorlimit.Option{actorlimit.WithClock(clock)}
+}
+
+func startLimiter(t *testing.T, clock *fakeClock) *actorlimit.Limiter {
+	t.Helper()
+	lim, err := actorlimit.Start(limiterOptions(clock)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { lim.Close() })
+	return lim
+}
+
+// step is one request of a stateful sequence.
+type step struct {
+	name    string
+	advance time.Duration // moves the fake clock before the request
+	// from is the RemoteAddr of a request made by calling the handler
+	// directly; "" sends it over the test server, from 127.0.0.1.
+	from           string
+	wantStatus     int
+	wantRetryAfter string // "" when the header must be absent
+	wantBody       string
+}
+
+type rig struct {
+	clock   *fakeClock
+	handler http.Handler
+	server  *httptest.Server
+}
+
+func (r rig) do(t *testing.T, i int, s step) {
+	t.Helper()
+	r.clock.Advance(s.advance)
+	var (
+		status int
+		header http.Header
+		body   string
+	)
+	if s.from == "" {
+		resp, err := r.server.Client().Get(r.server.URL + "/" + testFile)
+		require.NoError(t, err, "step %d (%s)", i, s.name)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err, "step %d (%s)", i, s.name)
+		status, header, body = resp.StatusCode, resp.Header, string(b)
+	} else {
+		req := httptest.NewRequest(http.MethodGet, "/"+testFile, nil)
+		req.RemoteAddr = s.from
+		rec := httptest.NewRecorder()
+		r.handler.ServeHTTP(rec, req)
+		status, header, body = rec.Code, rec.Header(), rec.Body.String()
+	}
+	assert.Equal(t, s.wantStatus, status, "step %d (%s): status", i, s.name)
+	assert.Equal(t, s.wantRetryAfter, header.Get("Retry-After"), "step %d (%s): Retry-After", i, s.name)
+	assert.Equal(t, s.wantBody, body, "step %d (%s): body", i, s.name)
+	if status != http.StatusOK {
+		assert.True(t, strings.HasPrefix(header.Get("Content-Type"), "text/plain"),
+			"step %d (%s): Content-Type %q", i, s.name, header.Get("Content-Type"))
+	}
+}
+
+func TestHandlerLimitsEachPeer(t *testing.T) {
+	clock := newFakeClock()
+	lim := startLimiter(t, clock)
+	root, err := os.OpenRoot(newTestDir(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { root.Close() })
+	h := newHandler(lim, root.FS(), testScaleMs, 3)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	r := rig{clock: clock, handler: h, server: srv}
+
+	over := overLimitMessage + "\n"
+	steps := []step{
+		{name: "hit 1", wantStatus: 200, wantBody: testBody},
+		{name: "hit 2", wantStatus: 200, wantBody: testBody},
+		{name: "hit 3", wantStatus: 200, wantBody: testBody},
+		{name: "hit 4 is over the limit", wantStatus: 413, wantRetryAfter: "10", wantBody: over},
+		{name: "same IP, other port", from: "127.0.0.1:40000", wantStatus: 413, wantRetryAfter: "10", wantBody: over},
+		{name: "second peer is counted apart", from: "192.0.2.7:5555", wantStatus: 200, wantBody: testBody},
+		{name: "IPv6 peer is counted apart", from: "[2001:db8::1]:443", wantStatus: 200, wantBody: testBody},
+		{name: "1 ms left rounds up to 1 s", advance: 9749 * time.Millisecond, wantStatus: 413, wantRetryAfter: "1", wantBody: over},
+		{name: "next window lets it through", advance: time.Millisecond, wantStatus: 200, wantBody: testBody},
+	}
+	for i, s := range steps {
+		r.do(t, i, s)
+	}
+}
+
+func TestHandlerLimitZeroHasNoRetryAfter(t *testing.T) {
+	lim := startLimiter(t, newFakeClock())
+	h := newHandler(lim, os.DirFS(newTestDir(t)), testScaleMs, 0)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/"+testFile, nil))
+	assert.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
+	assert.NotContains(t, rec.Header(), "Retry-After")
+	assert.Equal(t, overLimitMessage+"\n", rec.Body.String())
+}
+
+func TestHandlerClosedLimiterAnswers503(t *testing.T) {
+	lim := startLimiter(t, newFakeClock())
+	h := newHandler(lim, os.DirFS(newTestDir(t)), testScaleMs, 3)
+	require.NoError(t, lim.Close())
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/"+testFile, nil))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Equal(t, unavailableMessage+"\n", rec.Body.String())
+}
+
+func TestPeerIP(t *testing.T) {
+	tests := []struct{ remoteAddr, want string }{
+		{"192.0.2.1:5555", "192.0.2.1"},
+		{"[2001:db8::1]:443", "2001:db8::1"},
+		{"192.0.2.1", "192.0.2.1"}, // no port: the whole address
+		{"pipe", "pipe"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, peerIP(tt.remoteAddr), "peerIP(%q)", tt.remoteAddr)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	tests := []struct {
+		d      time.Duration
+		want   string
+		wantOK bool
+	}{
+		{0, "0", true},
+		{time.Nanosecond, "1", true},
+		{time.Second, "1", true},
+		{time.Second + time.Millisecond, "2", true},
+		{9750 * time.Millisecond, "10", true},
+		{actorlimit.Never, "", false},
+	}
+	for _, tt := range tests {
+		got, ok := retryAfter(tt.d)
+		assert.Equal(t, tt.want, got, "retryAfter(%v)", tt.d)
+		assert.Equal(t, tt.wantOK, ok, "retryAfter(%v) ok", tt.d)
+	}
+}
+
+func TestRunDemo(t *testing.T) {
+	refused := "413 Request Entity Too Large, Retry-After: 10"
+	never := "413 Request Entity Too Large, no Retry-After: no wait helps"
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{{
+		name: "default demo limit",
+		args: []string{"-demo"},
+		want: "demo: limit 5 per 30000 ms per peer IP; sending 8 requests\n" +
+			"request 1: 200 OK\nrequest 2: 200 OK\nrequest 3: 200 OK\n" +
+			"request 4: 200 OK\nrequest 5: 200 OK\n" +
+			"request 6: " + refused + "\nrequest 7: " + refused + "\nrequest 8: " + refused + "\n" +
+			"demo: 5 allowed, 3 refused\n",
+	}, {
+		name: "explicit limit",
+		args: []string{"-demo", "-limit", "1"},
+		want: "demo: limit 1 per 30000 ms per peer IP; sending 4 requests\n" +
+			"request 1: 200 OK\n" +
+			"request 2: " + refused + "\nrequest 3: " + refused + "\nrequest 4: " + refused + "\n" +
+			"demo: 1 allowed, 3 refused\n",
+	}, {
+		name: "limit 0 refuses for ever",
+		args: []string{"-demo", "-limit", "0", "-scale", "1000"},
+		want: "demo: limit 0 per 1000 ms per peer IP; sending 3 requests\n" +
+			"request 1: " + never + "\nrequest 2: " + never + "\nrequest 3: " + never + "\n" +
+			"demo: 0 allowed, 3 refused\n",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			args := slices.Concat(tt.args, []string{"-dir", newTestDir(t)})
+			err := run(t.Context(), args, &out, limiterOptions(newFakeClock())...)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, out.String())
+		})
+	}
+}
+
+func TestRunServesUntilCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	args := []string{"-addr", "127.0.0.1:0", "-dir", newTestDir(t), "-limit", "1"}
+	pr, pw := io.Pipe()
+	errc := make(chan error, 1)
+	go func() {
+		err := run(ctx, args, pw, limiterOptions(newFakeClock())...)
+		pw.Close()
+		errc <- err
+	}()
+	lines := bufio.NewScanner(pr)
+	require.True(t, lines.Scan(), "no first line")
+	var url string
+	for _, f := range strings.Fields(lines.Text()) {
+		if strings.HasPrefix(f, "http://") {
+			url = f
+		}
+	}
+	require.NotEmpty(t, url, "no URL in %q", lines.Text())
+	assert.Contains(t, lines.Text(), "(limit 1 per 30000 ms per peer IP)")
+
+	for _, want := range []int{http.StatusOK, http.StatusRequestEntityTooLarge} {
+		resp, err := http.Get(url + testFile)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode)
+	}
+	cancel()
+	require.True(t, lines.Scan(), "no second line")
+	assert.Equal(t, "shutting down", lines.Text())
+	assert.False(t, lines.Scan(), "unexpected line %q", lines.Text())
+	assert.NoError(t, <-errc)
+}
+
+func TestRunBadFlags(t *testing.T) {
+	file := filepath.Join(newTestDir(t), testFile)
+	tests := []struct {
+		args []string
+		want string // a part of the error
+	}{
+		{[]string{"-limit", "-1"}, "-limit -1: must not be negative"},
+		{[]string{"-limit", "many"}, "-limit"},
+		{[]string{"-scale", "0"}, "-scale 0"},
+		{[]string{"-scale", "-5"}, "-scale -5"},
+		{[]string{"-scale", "9223372036855"}, "-scale 9223372036855"},
+		{[]string{"-demo", "-limit", "1001"}, "-limit 1001"},
+		{[]string{"-addr", ""}, "-addr is empty"},
+		{[]string{"-addr", "nonsense"}, "-addr"},
+		{[]string{"-dir", ""}, "-dir is empty"},
+		{[]string{"-dir", filepath.Join(t.TempDir(), "missing")}, "-dir"},
+		{[]string{"-dir", file}, "-dir"},
+		{[]string{"-nosuchflag"}, "nosuchflag"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		err := run(t.Context(), tt.args, &out)
+		if assert.Error(t, err, "args %q", tt.args) {
+			assert.Contains(t, err.Error(), tt.want, "args %q", tt.args)
+		}
+		assert.Empty(t, out.String(), "args %q: output", tt.args)
+	}
+}
+
+func TestRunHelp(t *testing.T) {
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"-h"}, &out)
+	assert.True(t, errors.Is(err, flag.ErrHelp), "err = %v", err)
+	for _, name := range []string{"-addr", "-dir", "-scale", "-limit", "-demo"} {
+		assert.Contains(t, out.String(), name)
+	}
+}

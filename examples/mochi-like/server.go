@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/actorlimit/actorlimit"
+)
+
+// shutdownTimeout bounds the wait for requests in flight at shutdown.
+const shutdownTimeout = 10 * time.Second
+
+// overLimitMessage is the body of a 413 answer.
+const overLimitMessage = "too many requests from your address"
+
+// unavailableMessage is the body of a 503 answer, sent when the limiter
+// cannot decide (it was closed, for instance).
+const unavailableMessage = "rate limiter unavailable"
+
+// limitHandler counts every request against its peer IP and passes the
+// allowed ones to files.
+type limitHandler struct {
+	lim     *actorlimit.Limiter
+	files   http.Handler
+	scaleMs int64
+	limit   int64
+}
+
+// newHandler serves files, allowing each peer IP limit requests per window
+// of scaleMs milliseconds: the raterlimiter's
+// check_rate(Req:get(peer), scaleMs, limit). Requests over the limit get 413
+// with a Retry-After header; a limiter error gets 503. The caller validates
+// scaleMs and limit.
+func newHandler(lim *actorlimit.Limiter, files fs.FS, scaleMs, limit int64) http.Handler {
+	return &limitHandler{
+		lim:     lim,
+		files:   http.FileServerFS(files),
+		scaleMs: scaleMs,
+		limit:   limit,
+	}
+}
+
+func (h *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ip := peerIP(r.RemoteAddr)
+	res, err := h.lim.CheckRate(ip, h.scaleMs, h.limit)
+	if err != nil {
+		slog.Error("mochi-like: check rate", "peer", ip, "err", err)
+		http.Error(w, unavailableMessage, http.StatusServiceUnavailable)
+		return
+	}
+	if !res.Allowed {
+		if s, ok := retryAfter(res.RetryAfter); ok {
+			w.Header().Set("Retry-After", s)
+		}
+		http.Error(w, overLimitMessage, http.StatusRequestEntityTooLarge)
+		return
+	}
+	h.files.ServeHTTP(w, r)
+}
+
+// peerIP is the host part of a request's RemoteAddr ("192.0.2.1:5555" gives
+// "192.0.2.1", "[2001:db8::1]:443" gives "2001:db8::1"), or the whole
+// RemoteAddr when it has no port.
+func peerIP(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		return remoteAddr
+	}
+	return host
+}
+
+// retryAfter formats d as a Retry-After value: whole seconds, rounded up.
+// It reports false when d is negative (actorlimit.Never): no wait will do,
+// so there is nothing to say.
+func retryAfter(d time.Duration) (string, bool) {
+	if d < 0 {
+		return "", false
+	}
+	secs := d / time.Second
+	if d%time.Second != 0 {
+		secs++
+	}
+	return strconv.FormatInt(int64(secs), 10), true
+}
+
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+}
+
+// serve serves srv on ln. With cfg.demo it sends the demo's requests and
+// returns; otherwise it serves until ctx is done. Either way it then shuts
+// the server down gracefully.
+func serve(ctx context.Context, srv *http.Server, ln net.Listener, cfg config, stdout io.Writer) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	if cfg.demo {
+		err := demoRequests(ctx, "http://"+ln.Addr().String()+"/", cfg, stdout)
+		return errors.Join(err, shutdown(srv, errc))
+	}
+	fmt.Fprintf(stdout, "serving %s at http://%s/ (limit %d per %d ms per peer IP)\n",
+		cfg.dir, ln.Addr(), cfg.limit, cfg.scaleMs)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(stdout, "shutting down")
+	return shutdown(srv, errc)
+}
+
+// shutdown lets requests in flight finish, for at most shutdownTimeout, and
+// waits for Serve, whose result is on errc, to return.
+func shutdown(srv *http.Server, errc <-chan error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	if err != nil {
+		srv.Close()
+		err = fmt.Errorf("shutdown: %w", err)
+	}
+	<-errc // http.ErrServerClosed
+	return err
+}

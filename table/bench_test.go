@@ -1,0 +1,136 @@
+package table
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// A Table is not safe for concurrent use (one actor owns it), so these
+// benchmarks have no b.RunParallel variants.
+
+// benchKeys returns n distinct keys of one window length.
+func benchKeys(b *testing.B, n int, scale int64) []Key {
+	b.Helper()
+	keys := make([]Key, n)
+	for i := range keys {
+		keys[i] = Key{Scale: scale, ID: "client-" + strconv.Itoa(i)}
+	}
+	if len(keys) == 0 {
+		b.Fatal("empty key set")
+	}
+	return keys
+}
+
+// fill adds one hit for every key in bucket, in a shuffled order, and checks
+// they are all there. The shuffle keeps the table's entries from lying in
+// memory in the order the benchmark walks the keys (which would let the CPU
+// prefetch them), while the caller's own id strings stay in that order, as
+// a caller's hot buffer would.
+func fill(b *testing.B, tb *Table, keys []Key, bucket int64) {
+	b.Helper()
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, i := range r.Perm(len(keys)) {
+		tb.Add(keys[i], bucket, 1, 0)
+	}
+	if tb.Len() < len(keys) {
+		b.Fatalf("Len() = %d after adding %d keys", tb.Len(), len(keys))
+	}
+}
+
+// BenchmarkAdd measures the increment path: every key has its entry in the
+// current window.
+func BenchmarkAdd(b *testing.B) {
+	for _, n := range []int{1, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			const bucket, now = 1_000_000, 1_000_000_000
+			keys := benchKeys(b, n, sec)
+			tb := New(0)
+			fill(b, tb, keys, bucket)
+			b.ReportAllocs()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				tb.Add(keys[i], bucket, 1, now)
+				if i++; i == len(keys) {
+					i = 0
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAddNewWindow measures the re-key path: every call moves an entry
+// to the next window (one tree delete and one insert).
+func BenchmarkAddNewWindow(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			keys := benchKeys(b, n, sec)
+			tb := New(0)
+			fill(b, tb, keys, 0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			i, bucket := 0, int64(1)
+			for b.Loop() {
+				tb.Add(keys[i], bucket, 1, bucket*1_000)
+				if i++; i == len(keys) {
+					i, bucket = 0, bucket+1
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkFixedWindow(b *testing.B) {
+	for _, n := range []int{100_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			const now = 1_700_000_000_000_000_000 // inside one 1 s window throughout
+			keys := benchKeys(b, n, sec)
+			tb := New(0)
+			fill(b, tb, keys, now/sec)
+			b.ReportAllocs()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				tb.FixedWindow(keys[i], 1<<40, 1, now)
+				if i++; i == len(keys) {
+					i = 0
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkExpire deletes dead entries from a table where live entries of the
+// same window length stay: its cost should follow dead, not live.
+func BenchmarkExpire(b *testing.B) {
+	for _, live := range []int{10_000, 1_000_000} {
+		for _, dead := range []int{1_000, 10_000} {
+			b.Run(fmt.Sprintf("live=%d/dead=%d", live, dead), func(b *testing.B) {
+				const bucket = 1_000_000 // the live window; the dead ones are older
+				tb := New(0)
+				fill(b, tb, benchKeys(b, live, sec), bucket)
+				deadKeys := make([]Key, dead)
+				for i := range deadKeys {
+					deadKeys[i] = Key{Scale: sec, ID: "dead-" + strconv.Itoa(i)}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					b.StopTimer()
+					for i, k := range deadKeys {
+						tb.Add(k, bucket-1-int64(i%10), 1, 0)
+					}
+					b.StartTimer()
+					if removed, _ := tb.Expire(bucket*sec, 0); removed != dead {
+						b.Fatalf("Expire removed %d, want %d", removed, dead)
+					}
+				}
+				if tb.Len() != live {
+					b.Fatalf("Len() = %d, want %d live", tb.Len(), live)
+				}
+			})
+		}
+	}
+}

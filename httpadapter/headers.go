@@ -11,7 +11,8 @@ import (
 // draft-ietf-httpapi-ratelimit-headers-09 defines them: RateLimit-Policy
 // lists each rule's quota and window ("name";q=100;w=60) and RateLimit its
 // remaining quota and the seconds until the window resets
-// ("name";r=50;t=30). Monitor and shadow rules appear in neither. With
+// ("name";r=50;t=30). Monitor and shadow rules appear in neither. q is
+// the Result's Limit, w the Policy's Period in seconds, rounded up. With
 // LegacyHeaders, X-RateLimit-Limit, -Remaining and -Reset (seconds, rounded
 // up) give the values of the most constraining block rule: the one with the
 // least remaining, then the longest reset. Every value is from the limiter's
@@ -26,7 +27,12 @@ func (m *Middleware) setHeaders(h http.Header, s *scratch) {
 		if len(pol) > 0 {
 			pol = append(pol, ", "...)
 		}
-		pol = append(pol, ru.policyItem...)
+		pol = append(pol, '"')
+		pol = append(pol, ru.name...) // validName: nothing to escape
+		pol = append(pol, `";q=`...)
+		pol = strconv.AppendInt(pol, s.res[i].Limit, 10)
+		pol = append(pol, ";w="...)
+		pol = strconv.AppendInt(pol, ru.window, 10)
 		if best < 0 || moreConstraining(&s.res[i], &s.res[best]) {
 			best = i
 		}

@@ -4,22 +4,21 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 
 	"github.com/actorlimit/actorlimit"
 )
 
 // rule is a validated Rule, ready for the hot path.
 type rule struct {
-	name       string
-	when       []Condition
-	chars      []characteristic
-	policy     actorlimit.Policy
-	action     Action
-	prefix     string // of every key, see key.go
-	policyItem string // its RateLimit-Policy list member
-	needsIP    bool
-	stats      *ruleStats
+	name    string
+	when    []Condition
+	chars   []characteristic
+	policy  actorlimit.Policy
+	action  Action
+	prefix  string // of every key, see key.go
+	window  int64  // the policy's period in whole seconds, rounded up
+	needsIP bool
+	stats   *ruleStats
 }
 
 // ruleSet is the immutable set the hot path reads through an atomic
@@ -97,7 +96,7 @@ func (m *Middleware) compile(r *Rule) (*rule, error) {
 		ru.chars = append(ru.chars, c)
 	}
 	ru.prefix = keyPrefix(ru.name, ru.policy, ru.chars)
-	ru.policyItem = policyItem(ru.name, ru.policy)
+	ru.window = ceilSeconds(ru.policy.Period)
 	return ru, nil
 }
 
@@ -155,16 +154,4 @@ func (ru *rule) matches(q *request) bool {
 		}
 	}
 	return true
-}
-
-// policyItem returns the rule's member of the RateLimit-Policy list:
-// "name";q=LIMIT;w=SECONDS.
-func policyItem(name string, p actorlimit.Policy) string {
-	b := []byte{'"'}
-	b = append(b, name...) // validName: no quote or backslash to escape
-	b = append(b, `";q=`...)
-	b = strconv.AppendInt(b, p.Limit, 10)
-	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, ceilSeconds(p.Period), 10)
-	return string(b)
 }

@@ -105,61 +105,68 @@ func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, next http.Ha
 	next.ServeHTTP(w, r)
 }
 
-// decide counts the decisions, picks the strictest and answers or passes
-// the request on.
-func (m *Middleware) decide(w http.ResponseWriter, r *http.Request, next http.Handler, s *scratch) {
-	var (
-		block, shadow *rule
-		blockRes      actorlimit.Result
-		mon           []MonitorDecision
-		headers       bool
-	)
+// verdict is what the rules of one request decided together.
+type verdict struct {
+	block, shadow *rule             // the strictest denying block and shadow rules
+	blockRes      actorlimit.Result // block's
+	mon           []MonitorDecision // of every monitor rule
+	headers       bool              // a block rule matched
+}
+
+// tally counts every rule's decision and picks the strictest.
+func tally(s *scratch) verdict {
+	var v verdict
 	for i, ru := range s.rules {
 		res := &s.res[i]
 		st := ru.stats
 		st.matched.Add(1)
 		kind := ru.action.Kind
-		headers = headers || kind == Block
+		v.headers = v.headers || kind == Block
 		if kind == Monitor {
-			mon = append(mon, MonitorDecision{Rule: ru.name, Result: *res})
+			v.mon = append(v.mon, MonitorDecision{Rule: ru.name, Result: *res})
 		}
-		if res.Allowed {
+		switch {
+		case res.Allowed:
 			st.allowed.Add(1)
-			continue
-		}
-		switch kind {
-		case Block:
+		case kind == Block:
 			st.blocked.Add(1)
-			if block == nil || stricter(res.RetryAfter, blockRes.RetryAfter) {
-				block, blockRes = ru, *res
+			if v.block == nil || stricter(res.RetryAfter, v.blockRes.RetryAfter) {
+				v.block, v.blockRes = ru, *res
 			}
-		case Monitor:
+		case kind == Monitor:
 			st.monitored.Add(1)
-		case Shadow:
+		case kind == Shadow:
 			st.shadowed.Add(1)
-			if shadow == nil {
-				shadow = ru
+			if v.shadow == nil {
+				v.shadow = ru
 			}
 		}
 	}
+	return v
+}
+
+// decide counts the decisions, then answers with the strictest or passes
+// the request on.
+func (m *Middleware) decide(w http.ResponseWriter, r *http.Request, next http.Handler, s *scratch) {
+	v := tally(s)
 	switch {
-	case shadow != nil: // the strictest: no header reveals anything
+	case v.shadow != nil: // the strictest: no header reveals anything
 		s.release()
-		respond(w, &shadow.action)
+		respond(w, &v.shadow.action)
 		return
-	case headers:
+	case v.headers:
 		m.setHeaders(w.Header(), s)
 	}
 	s.release()
-	if block != nil {
-		if blockRes.RetryAfter >= 0 {
-			w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(blockRes.RetryAfter), 10))
+	if v.block != nil {
+		if v.blockRes.RetryAfter >= 0 {
+			w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(v.blockRes.RetryAfter), 10))
 		}
-		respond(w, &block.action)
+		respond(w, &v.block.action)
 		return
 	}
-	if mon != nil {
-		r = r.WithContext(context.WithValue(r.Context(), monitorKey{}, mon))
+	if v.mon != nil {
+		r = r.WithContext(context.WithValue(r.Context(), monitorKey{}, v.mon))
 	}
 	next.ServeHTTP(w, r)
 }

@@ -176,6 +176,9 @@ func (q *request) appendValue(b []byte, c *characteristic) []byte {
 		}
 		return appendField(b, vs[0])
 	case charQuery:
+		if q.r.URL == nil {
+			return append(b, '-')
+		}
 		pos := len(b)
 		b, ok := appendQueryValue(b, q.r.URL.RawQuery, c.name)
 		if !ok {

@@ -202,7 +202,11 @@ func (q *request) country() (string, bool) {
 
 func (q *request) path() string {
 	if !q.pathDone {
-		q.cleaned, q.pathDone = cleanPath(q.r.URL.Path), true
+		p := ""
+		if q.r.URL != nil {
+			p = q.r.URL.Path
+		}
+		q.cleaned, q.pathDone = cleanPath(p), true
 	}
 	return q.cleaned
 }

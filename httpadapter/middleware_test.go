@@ -508,3 +508,32 @@ func TestHotPathAllocations(t *testing.T) {
 	h2 := m2.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	assert.Zero(t, testing.AllocsPerRun(200, func() { h2.ServeHTTP(w, miss) }), "no rule matched: nothing allocated")
 }
+
+func TestNilURL(t *testing.T) {
+	m := newMW(t, newFake(), httpadapter.Config{Rules: []httpadapter.Rule{{
+		Name: "r", When: []httpadapter.Condition{httpadapter.PathPrefix("/")}, GroupBy: []string{"path", "query:q"}, Policy: perMinute(0),
+	}}})
+	r := &http.Request{Method: http.MethodGet, RemoteAddr: "192.0.2.1:1", Header: http.Header{}}
+	assert.Equal(t, http.StatusTooManyRequests, serve(m.Handler(&okHandler{}), r).Code)
+}
+
+func TestNewErrors(t *testing.T) {
+	tests := []struct {
+		lim  httpadapter.Limiter
+		cfg  httpadapter.Config
+		want string
+	}{
+		{nil, httpadapter.Config{}, "limiter is nil"},
+		{newFake(), httpadapter.Config{IPv6Prefix: 129}, "IPv6Prefix"},
+		{newFake(), httpadapter.Config{IPv4Prefix: -1}, "IPv4Prefix"},
+		{newFake(), httpadapter.Config{UnknownIP: 7}, "UnknownIP"},
+		{newFake(), httpadapter.Config{Timeout: -time.Second}, "Timeout"},
+		{newFake(), httpadapter.Config{TrustedProxies: []netip.Prefix{{}}}, "TrustedProxies[0]"},
+		{newFake(), httpadapter.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, ClientIPHeader: "True-Client-IP"}, "ClientIPHeader"},
+	}
+	for _, tt := range tests {
+		_, err := httpadapter.New(tt.lim, tt.cfg)
+		require.ErrorIs(t, err, httpadapter.ErrInvalidConfig, tt.want)
+		assert.Contains(t, err.Error(), tt.want)
+	}
+}

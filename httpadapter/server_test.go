@@ -127,3 +127,16 @@ func TestRealLimiterClosed(t *testing.T) {
 		assert.Equal(t, uint64(1), m.Stats().Rules[0].Errors)
 	}
 }
+
+// TestRealLimiterNever checks that a limit no wait can satisfy (Limit 0,
+// RetryAfter actorlimit.Never) answers without Retry-After, and that a
+// Timeout on the limiter call works with the real limiter.
+func TestRealLimiterNever(t *testing.T) {
+	lim := startLimiter(t)
+	m := newMW(t, lim, httpadapter.Config{Timeout: 5 * time.Second, Rules: []httpadapter.Rule{{Name: "none", Policy: perMinute(0)}}})
+	w := serve(m.Handler(&okHandler{}), req("/"))
+	assert.Equal(t, http.StatusTooManyRequests, w.Code)
+	assert.Empty(t, w.Header().Values("Retry-After"))
+	assert.Equal(t, `"none";r=0;t=60`, w.Header().Get("RateLimit"))
+	assert.Equal(t, `"none";q=0;w=60`, w.Header().Get("RateLimit-Policy"))
+}

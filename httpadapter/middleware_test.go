@@ -448,6 +448,8 @@ func TestInvalidRules(t *testing.T) {
 		{httpadapter.Rule{Name: "a b", Policy: perMinute(1)}, `rule "a b" (rules[0]): name`},
 		{httpadapter.Rule{Name: "r", Policy: actorlimit.Policy{Limit: -1, Period: time.Second}}, "policy.limit"},
 		{httpadapter.Rule{Name: "r", Policy: actorlimit.Policy{Limit: 1}}, "policy.period"},
+		{httpadapter.Rule{Name: "r", Policy: actorlimit.Policy{Limit: 1, Period: 1500 * time.Microsecond}}, "policy.period: 1.5ms"},
+		{httpadapter.Rule{Name: "r", Policy: actorlimit.Policy{Limit: 1, Period: time.Second, Burst: -1}}, "policy.burst"},
 		{httpadapter.Rule{Name: "r", Policy: perMinute(1), GroupBy: []string{"ip", "ip"}}, "group_by[1]"},
 		{httpadapter.Rule{Name: "r", Policy: perMinute(1), GroupBy: []string{"user"}}, "group_by[0]"},
 		{httpadapter.Rule{Name: "r", Policy: perMinute(1), When: []httpadapter.Condition{httpadapter.PathGlob("[")}}, "when[0].path.glob"},

@@ -26,7 +26,9 @@ type Rule struct {
 	// "query:NAME" and "cookie:NAME", in any combination and order. Empty
 	// means one counter shared by every matching request.
 	GroupBy []string
-	// Policy is the limit of each group.
+	// Policy is the limit of each group. Its limit, period and burst are
+	// checked here; anything else only the limiter can check, at each
+	// call: a policy it refuses shows as Errors in the rule's statistics.
 	Policy actorlimit.Policy
 	// Action says what a request over the limit gets.
 	Action Action

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/actorlimit/actorlimit"
 )
@@ -108,6 +109,8 @@ func checkPolicy(p actorlimit.Policy) error {
 		return fmt.Errorf("policy.period: %v is not positive", p.Period)
 	case p.Burst < 0:
 		return fmt.Errorf("policy.burst: %d is negative", p.Burst)
+	case p.Algorithm == actorlimit.FixedWindow && p.Period%time.Millisecond != 0:
+		return fmt.Errorf("policy.period: %v is not a whole number of milliseconds, as fixed_window needs", p.Period)
 	}
 	return nil
 }

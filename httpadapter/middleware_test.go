@@ -539,3 +539,46 @@ func TestNewErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), tt.want)
 	}
 }
+
+// waitLimiter answers only when the call's context ends.
+type waitLimiter struct{}
+
+func (waitLimiter) HitMany(ctx context.Context, _ []actorlimit.HitRequest, _ []actorlimit.Result) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func TestTimeout(t *testing.T) {
+	m := newMW(t, waitLimiter{}, httpadapter.Config{Timeout: time.Millisecond, FailClosed: true, Rules: []httpadapter.Rule{
+		{Name: "r", Policy: perMinute(1)},
+	}})
+	assert.Equal(t, http.StatusServiceUnavailable, serve(m.Handler(&okHandler{}), req("/")).Code)
+	assert.Equal(t, uint64(1), m.Stats().LimiterErrors)
+}
+
+// TestSetRulesWhileServing swaps rule sets while requests are served; run
+// with -race.
+func TestSetRulesWhileServing(t *testing.T) {
+	lim := newFake()
+	a := []httpadapter.Rule{{Name: "a", GroupBy: []string{"ip"}, Policy: perMinute(1000)}}
+	b := []httpadapter.Rule{{Name: "a", GroupBy: []string{"ip"}, Policy: perMinute(1000)}, {Name: "b", Policy: perMinute(1000)}}
+	m := newMW(t, lim, httpadapter.Config{Rules: a})
+	h := m.Handler(&okHandler{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 100 {
+			rules := a
+			if i%2 == 0 {
+				rules = b
+			}
+			assert.NoError(t, m.SetRules(rules))
+		}
+	}()
+	const requests = 300
+	for range requests {
+		assert.Equal(t, http.StatusOK, serve(h, req("/")).Code)
+	}
+	<-done
+	assert.Equal(t, uint64(requests), m.Stats().Rules[0].Matched, "rule a kept its statistics across every swap")
+}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
@@ -33,13 +35,38 @@ const MaxIDLength = 4096
 // Never is the RetryAfter of a hit that no wait can allow.
 const Never = table.Never
 
+// MaxSlidingLogLimit is the largest Limit a [SlidingLog] policy accepts. A
+// full log holds one (gap, count) pair per millisecond with allowed hits,
+// so at most Limit pairs of a few bytes: at this bound, some tens of
+// kilobytes a key.
+const MaxSlidingLogLimit = 10_000
+
 // Algorithm chooses how a [Policy] counts hits.
 type Algorithm int
 
-// The algorithms.
+// The algorithms. The package documentation says what each guarantees and
+// what it keeps per key.
 const (
-	// FixedWindow counts hits per window of Period, as raterlimiter does.
+	// FixedWindow counts hits per window of Period, as raterlimiter does;
+	// denied hits are counted too.
 	FixedWindow Algorithm = iota
+	// SlidingWindow is Figma's sliding-window counter, strict variant: a
+	// count per Period/60, and never more than Limit hits in any interval
+	// of length Period.
+	SlidingWindow
+	// GCRA is the generic cell rate algorithm: Limit per Period, Burst hits
+	// at once, one number per key.
+	GCRA
+	// TokenBucket holds Burst tokens, refilled with Limit per Period; a hit
+	// takes one.
+	TokenBucket
+	// LeakyBucket is a queue drained at Limit per Period, as nginx's
+	// limit_req with burst: Burst hits may wait, and Result.Delay says how
+	// long.
+	LeakyBucket
+	// SlidingLog logs the time of every allowed hit: exact to the
+	// millisecond, and the costly one.
+	SlidingLog
 )
 
 // String returns the algorithm's name.
@@ -47,30 +74,54 @@ func (a Algorithm) String() string {
 	switch a {
 	case FixedWindow:
 		return "FixedWindow"
+	case SlidingWindow:
+		return "SlidingWindow"
+	case GCRA:
+		return "GCRA"
+	case TokenBucket:
+		return "TokenBucket"
+	case LeakyBucket:
+		return "LeakyBucket"
+	case SlidingLog:
+		return "SlidingLog"
 	}
 	return fmt.Sprintf("Algorithm(%d)", int(a))
 }
 
-// Policy says how many hits an id may make.
+// Policy says how many hits an id may make. The state of an id is kept per
+// (Algorithm, Period, id): the same id under two algorithms or two Periods
+// is two separate limits, while a changed Limit or Burst applies at once to
+// the existing state.
 type Policy struct {
 	// Algorithm chooses how hits are counted; the zero value is FixedWindow.
 	Algorithm Algorithm
 	// Limit is the number of hits allowed per Period; 0 denies every hit.
+	// For SlidingLog it is at most [MaxSlidingLogLimit].
 	Limit int64
-	// Period is the window length. For FixedWindow it must be a whole
-	// number of milliseconds.
+	// Period is the window length, or the time in which a bucket drains
+	// Limit hits. For FixedWindow, SlidingWindow and SlidingLog it must be a
+	// whole number of milliseconds; GCRA, TokenBucket and LeakyBucket take
+	// any positive Period to the nanosecond. All but FixedWindow accept at
+	// most [table.MaxSpan] (about 100 years).
 	Period time.Duration
-	// Burst is for algorithms with a bucket; 0 means Limit.
+	// Burst is for the algorithms with a bucket; 0 means Limit. GCRA: the
+	// hits allowed at once; TokenBucket: the bucket's capacity in tokens;
+	// LeakyBucket: the hits that may wait behind the one served (nginx's
+	// burst), so Burst+1 at once. The window algorithms ignore it.
 	Burst int64
 }
 
-// Result is the limiter's decision on one call.
+// Result is the limiter's decision on one call. Its fields mean the same for
+// every algorithm.
 type Result struct {
 	// Allowed says whether the hits may go ahead.
 	Allowed bool
 	// Limit is the policy's Limit.
 	Limit int64
-	// Count is the number of hits counted in the current window.
+	// Count is the number of hits the key's state holds: counted in the
+	// current window (FixedWindow), in the last Period (SlidingWindow,
+	// SlidingLog), or not yet drained from the bucket (GCRA, LeakyBucket;
+	// for TokenBucket the tokens missing), rounded up.
 	Count int64
 	// Remaining is how many more hits would be allowed now; never negative.
 	Remaining int64
@@ -79,6 +130,11 @@ type Result struct {
 	RetryAfter time.Duration
 	// ResetAfter is the wait until the key is back to full capacity.
 	ResetAfter time.Duration
+	// Delay is, for an allowed LeakyBucket hit, how long to wait before
+	// serving it so that hits are served at Limit per Period (for HitN, the
+	// wait before the first of the n; the others follow one every
+	// Period/Limit). 0 for every other algorithm.
+	Delay time.Duration
 }
 
 // Stats describes a running limiter.
@@ -95,24 +151,23 @@ type Stats struct {
 
 // Limiter is a running limiter. Its methods are safe for concurrent use.
 type Limiter struct {
-	c *actor.Client
+	shards    []*actor.Client
+	seed      maphash.Seed
+	system    *protoactor.ActorSystem // made by Start, shut down by Close
+	closeOnce sync.Once
 }
 
 // Start runs a limiter in an actor system of its own, which Close shuts
 // down.
 func Start(opts ...Option) (*Limiter, error) {
-	cfg, err := configure(opts)
+	cfg, shards, err := configure(opts)
 	if err != nil {
 		return nil, err
 	}
 	logger := cfg.Logger
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
-	c, err := actor.Start(system.Root, system, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Limiter{c: c}, nil
+	return start(system.Root, system, cfg, shards)
 }
 
 // Spawn runs a limiter inside the caller's actor tree: its supervisor is a
@@ -121,15 +176,40 @@ func Spawn(parent protoactor.SpawnerContext, opts ...Option) (*Limiter, error) {
 	if parent == nil {
 		return nil, fmt.Errorf("%w: parent is nil", ErrInvalidArgument)
 	}
-	cfg, err := configure(opts)
+	cfg, shards, err := configure(opts)
 	if err != nil {
 		return nil, err
 	}
-	c, err := actor.Start(parent, nil, cfg)
-	if err != nil {
-		return nil, err
+	return start(parent, nil, cfg, shards)
+}
+
+// start spawns one supervised limiter per shard under parent.
+func start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg actor.Config, shards int) (*Limiter, error) {
+	l := &Limiter{seed: maphash.MakeSeed(), system: own}
+	if cfg.MaxEntries > 0 {
+		cfg.MaxEntries = (cfg.MaxEntries + shards - 1) / shards
 	}
-	return &Limiter{c: c}, nil
+	for range shards {
+		c, err := actor.Start(parent, nil, cfg)
+		if err != nil {
+			_ = l.Close()
+			return nil, err
+		}
+		l.shards = append(l.shards, c)
+	}
+	return l, nil
+}
+
+// shard returns the limiter actor that owns id's state.
+func (l *Limiter) shard(id string) *actor.Client {
+	return l.shards[l.shardIndex(id)]
+}
+
+func (l *Limiter) shardIndex(id string) int {
+	if len(l.shards) == 1 {
+		return 0
+	}
+	return int(maphash.String(l.seed, id) % uint64(len(l.shards)))
 }
 
 // CheckRate is the raterlimiter's check_rate: it counts one hit for id in a
@@ -170,7 +250,7 @@ func (l *Limiter) do(ctx context.Context, op actor.Op, id string, p Policy, n in
 	if err != nil {
 		return Result{}, err
 	}
-	d, err := l.c.Do(ctx, chk)
+	d, err := l.shard(id).Do(ctx, chk)
 	if err != nil {
 		return Result{}, err
 	}
@@ -180,27 +260,57 @@ func (l *Limiter) do(ctx context.Context, op actor.Op, id string, p Policy, n in
 // Sweep runs one janitor pass now and returns how many entries it deleted:
 // those whose window ended more than the janitor's timeout ago.
 func (l *Limiter) Sweep(ctx context.Context) (int, error) {
-	return l.c.Sweep(ctx)
+	total := 0
+	for _, c := range l.shards {
+		n, err := c.Sweep(ctx)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
-// Stats returns the limiter's statistics.
+// Stats returns the limiter's statistics, summed over its shards.
 func (l *Limiter) Stats(ctx context.Context) (Stats, error) {
-	s, err := l.c.Stats(ctx)
-	if err != nil {
-		return Stats{}, err
+	var sum Stats
+	for _, c := range l.shards {
+		s, err := c.Stats(ctx)
+		if err != nil {
+			return Stats{}, err
+		}
+		sum.Entries += s.Entries
+		sum.Evictions += s.Evictions
+		sum.Expired += s.Expired
+		sum.Restarts += s.Restarts
 	}
-	return Stats(s), nil
+	return sum, nil
 }
 
 // PID returns the limiter actor's PID, for actors that message it with
-// [HitRequest], [PeekRequest] and [ResetRequest].
-func (l *Limiter) PID() *protoactor.PID { return l.c.PID() }
+// [HitRequest], [PeekRequest] and [ResetRequest]. With [WithShards] it is
+// the PID of the first shard; use [Limiter.PIDFor].
+func (l *Limiter) PID() *protoactor.PID { return l.shards[0].PID() }
+
+// PIDFor returns the PID of the limiter actor that owns id's state: the one
+// to message about id when the limiter has several shards.
+func (l *Limiter) PIDFor(id string) *protoactor.PID { return l.shard(id).PID() }
 
 // Close lets the limiter answer every call already queued, then stops it,
 // its janitor and its supervisor (and, for a limiter made by Start, its
 // actor system). Calls after Close return ErrClosed. Close is idempotent and
 // returns nil.
-func (l *Limiter) Close() error { return l.c.Close() }
+func (l *Limiter) Close() error {
+	l.closeOnce.Do(func() {
+		for _, c := range l.shards {
+			_ = c.Close()
+		}
+		if l.system != nil {
+			l.system.Shutdown()
+		}
+	})
+	return nil
+}
 
 // newCheck validates a call at the edge, so that the limiter never sees bad
 // input.
@@ -222,7 +332,7 @@ func newCheck(op actor.Op, id string, p Policy, n int64) (actor.Check, error) {
 		ID:     id,
 		Period: p.Period,
 		Limit:  p.Limit,
-		Burst:  p.Burst,
+		Burst:  p.burst(),
 		N:      n,
 	}, nil
 }
@@ -230,7 +340,7 @@ func newCheck(op actor.Op, id string, p Policy, n int64) (actor.Check, error) {
 // validate reports what is wrong with p, if anything.
 func (p Policy) validate() error {
 	switch {
-	case p.Algorithm != FixedWindow:
+	case p.Algorithm < FixedWindow || p.Algorithm > SlidingLog:
 		return fmt.Errorf("%w: unknown Policy.Algorithm %v", ErrInvalidArgument, p.Algorithm)
 	case p.Limit < 0:
 		return fmt.Errorf("%w: Policy.Limit is %d, negative", ErrInvalidArgument, p.Limit)
@@ -238,10 +348,45 @@ func (p Policy) validate() error {
 		return fmt.Errorf("%w: Policy.Burst is %d, negative", ErrInvalidArgument, p.Burst)
 	case p.Period <= 0:
 		return fmt.Errorf("%w: Policy.Period is %v, not positive", ErrInvalidArgument, p.Period)
-	case p.Period%time.Millisecond != 0:
-		return fmt.Errorf("%w: Policy.Period %v is not a whole number of milliseconds", ErrInvalidArgument, p.Period)
+	case p.Algorithm != FixedWindow && p.Period > table.MaxSpan:
+		return fmt.Errorf("%w: Policy.Period %v is longer than %v, too long for %v", ErrInvalidArgument, p.Period, table.MaxSpan, p.Algorithm)
+	}
+	switch p.Algorithm {
+	case FixedWindow, SlidingWindow, SlidingLog:
+		if p.Period%time.Millisecond != 0 {
+			return fmt.Errorf("%w: Policy.Period %v is not a whole number of milliseconds", ErrInvalidArgument, p.Period)
+		}
+		if p.Algorithm == SlidingLog && p.Limit > MaxSlidingLogLimit {
+			return fmt.Errorf("%w: Policy.Limit %d is more than %d, too large a log for SlidingLog", ErrInvalidArgument, p.Limit, MaxSlidingLogLimit)
+		}
+	default:
+		if p.Limit == 0 {
+			return nil
+		}
+		c := p.capacity()
+		if _, ok := table.DrainTime(int64(p.Period), p.Limit, c); !ok {
+			return fmt.Errorf("%w: a bucket of %d hits (Policy.Burst) takes longer than %v to drain at %d per %v", ErrInvalidArgument, c, table.MaxSpan, p.Limit, p.Period)
+		}
 	}
 	return nil
+}
+
+// burst returns p's Burst, Limit when it is 0.
+func (p Policy) burst() int64 {
+	if p.Burst == 0 {
+		return p.Limit
+	}
+	return p.Burst
+}
+
+// capacity returns the hits p's bucket holds: Burst+1 for LeakyBucket (the
+// one served and the Burst waiting), Burst for the others.
+func (p Policy) capacity() int64 {
+	b := p.burst()
+	if p.Algorithm == LeakyBucket && b < math.MaxInt64 {
+		return b + 1
+	}
+	return b
 }
 
 func resultOf(p Policy, d table.Decision) Result {
@@ -252,5 +397,6 @@ func resultOf(p Policy, d table.Decision) Result {
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter,
 		ResetAfter: d.ResetAfter,
+		Delay:      d.Delay,
 	}
 }

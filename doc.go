@@ -28,14 +28,35 @@
 // [*PeekRequest] or [*ResetRequest] and the answer comes back to the sender
 // as a [*HitResponse] or [*ResetResponse].
 //
-// # Fixed window
+// # Algorithms
 //
-// [FixedWindow], the zero [Algorithm], is the raterlimiter's: the window of
-// a hit at time t is bucket floor(t in Unix ms / Period in ms). Every hit is
-// counted, denied ones too; hits are allowed iff the window's count after
-// them is at most Limit. Remaining is max(0, Limit-Count), ResetAfter the time
-// until the window ends, and RetryAfter the same when denied (negative when
-// no wait can help: more hits at once than Limit).
+// [Policy.Algorithm] chooses one of six algorithms; the same limiter, table
+// and janitor serve them all. State is kept per (algorithm, Period, id), and
+// a changed Limit or Burst applies at once to the existing state. [Result]
+// means the same for all: Remaining is the hits that could still be allowed
+// now, RetryAfter the least wait after which the denied hits would be
+// allowed ([Never] when they ask for more than the capacity), ResetAfter the
+// wait until the key is back to full capacity.
+//
+//   - [FixedWindow], the zero Algorithm, is the raterlimiter's: the window
+//     of a hit at time t is bucket floor(t in Unix ms / Period in ms). Every
+//     hit is counted, denied ones too; hits are allowed iff the window's
+//     count after them is at most Limit. Up to twice Limit can pass around a
+//     window's edge.
+//   - [SlidingWindow] is Figma's counter of sub-windows of Period/60, strict:
+//     it sums the current sub-window and the 60 before it, so no interval of
+//     length Period ever holds more than Limit allowed hits.
+//   - [SlidingLog] logs every allowed hit to the millisecond: the same
+//     guarantee, at most a millisecond stricter than exact, at a cost in
+//     memory that grows with Limit (at most [MaxSlidingLogLimit]).
+//   - [GCRA] is the generic cell rate algorithm: one hit per Period/Limit,
+//     Burst at once; one number per key.
+//   - [TokenBucket] holds Burst tokens refilled at Limit per Period.
+//   - [LeakyBucket] queues up to Burst hits behind the one served and says,
+//     in Result.Delay, how long to hold each one so that they leave at Limit
+//     per Period, as nginx's limit_req with burst.
+//
+// Denied hits consume nothing, except under FixedWindow.
 //
 // # Memory
 //

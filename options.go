@@ -11,7 +11,9 @@ import (
 // Defaults used when no option says otherwise.
 const (
 	// DefaultMaxEntries bounds the table: about 150 MB at most with short
-	// ids.
+	// ids, for every algorithm but SlidingWindow (a few hundred bytes more
+	// a key) and SlidingLog (a few bytes more per hit it holds, up to some
+	// tens of kilobytes a key at MaxSlidingLogLimit).
 	DefaultMaxEntries = 1 << 20
 	// DefaultSweepEvery is the janitor's default interval.
 	DefaultSweepEvery = 10 * time.Second
@@ -26,12 +28,18 @@ type Clock interface {
 }
 
 // Option configures [Start] and [Spawn].
-type Option func(*actor.Config) error
+type Option func(*settings) error
+
+// settings is what the options set.
+type settings struct {
+	actor.Config
+	shards int
+}
 
 // WithClock makes the limiter read the time from c; the default is the wall
 // clock.
 func WithClock(c Clock) Option {
-	return func(cfg *actor.Config) error {
+	return func(cfg *settings) error {
 		if c == nil {
 			return fmt.Errorf("%w: WithClock: clock is nil", ErrInvalidArgument)
 		}
@@ -45,7 +53,7 @@ func WithClock(c Clock) Option {
 // ([Limiter.Sweep] still works, with the given timeout). The default is
 // every [DefaultSweepEvery] with timeout [DefaultSweepTimeout].
 func WithJanitor(every, timeout time.Duration) Option {
-	return func(cfg *actor.Config) error {
+	return func(cfg *settings) error {
 		if every < 0 {
 			return fmt.Errorf("%w: WithJanitor: interval %v is negative", ErrInvalidArgument, every)
 		}
@@ -61,7 +69,7 @@ func WithJanitor(every, timeout time.Duration) Option {
 // [DefaultMaxEntries]): past it the entries of the oldest windows are evicted
 // first, so a flood of new ids cannot grow memory without bound.
 func WithMaxEntries(n int) Option {
-	return func(cfg *actor.Config) error {
+	return func(cfg *settings) error {
 		if n <= 0 {
 			return fmt.Errorf("%w: WithMaxEntries: %d is not positive", ErrInvalidArgument, n)
 		}
@@ -73,7 +81,7 @@ func WithMaxEntries(n int) Option {
 // WithLogger makes the limiter, and the actor system [Start] makes, log to
 // l. Without it the library is silent.
 func WithLogger(l *slog.Logger) Option {
-	return func(cfg *actor.Config) error {
+	return func(cfg *settings) error {
 		if l == nil {
 			return fmt.Errorf("%w: WithLogger: logger is nil", ErrInvalidArgument)
 		}
@@ -85,7 +93,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithRestarts sets how many restarts within window the supervisor allows
 // before it stops the limiter for good (default 10 within 10 s).
 func WithRestarts(max int, window time.Duration) Option {
-	return func(cfg *actor.Config) error {
+	return func(cfg *settings) error {
 		if max <= 0 || window <= 0 {
 			return fmt.Errorf("%w: WithRestarts: %d within %v: both must be positive", ErrInvalidArgument, max, window)
 		}
@@ -94,21 +102,43 @@ func WithRestarts(max int, window time.Duration) Option {
 	}
 }
 
-func configure(opts []Option) (actor.Config, error) {
-	cfg := actor.Config{
-		MaxEntries:   DefaultMaxEntries,
-		SweepEvery:   DefaultSweepEvery,
-		SweepTimeout: DefaultSweepTimeout,
-		Logger:       slog.New(slog.DiscardHandler),
-		Protocol:     protocol{},
+// WithShards runs n limiter actors, each with its own table, mailbox and
+// janitor, and hashes ids onto them (default 1). It is for machines with
+// more cores than callers can keep one actor busy on; WithMaxEntries is then
+// shared out among the shards. With more than one shard, actors find the
+// one to message with [Limiter.PIDFor], and HitMany makes one round trip per
+// shard it touches.
+func WithShards(n int) Option {
+	return func(cfg *settings) error {
+		if n <= 0 || n > MaxShards {
+			return fmt.Errorf("%w: WithShards: %d is not between 1 and %d", ErrInvalidArgument, n, MaxShards)
+		}
+		cfg.shards = n
+		return nil
+	}
+}
+
+// MaxShards is the most shards WithShards accepts.
+const MaxShards = 1024
+
+func configure(opts []Option) (actor.Config, int, error) {
+	cfg := settings{
+		Config: actor.Config{
+			MaxEntries:   DefaultMaxEntries,
+			SweepEvery:   DefaultSweepEvery,
+			SweepTimeout: DefaultSweepTimeout,
+			Logger:       slog.New(slog.DiscardHandler),
+			Protocol:     protocol{},
+		},
+		shards: 1,
 	}
 	for _, o := range opts {
 		if o == nil {
 			continue
 		}
 		if err := o(&cfg); err != nil {
-			return actor.Config{}, err
+			return actor.Config{}, 0, err
 		}
 	}
-	return cfg, nil
+	return cfg.Config, cfg.shards, nil
 }

@@ -27,10 +27,12 @@
 // [Client] is how ordinary Go code calls the limiter. A call takes a pooled
 // request from a sync.Pool, sends it to the limiter's mailbox and waits on the
 // request's own reply channel; nothing is allocated in steady state. The
-// limiter runs on protoactor's synchronized dispatcher: the goroutine that
-// finds the mailbox idle processes it, with no goroutine started or woken for
-// a lone caller, while callers that find it busy only enqueue and wait. The
-// mailbox still serializes every message.
+// limiter's mailbox is this package's own implementation of protoactor's
+// Mailbox: a caller that finds it idle runs it on its own goroutine, with no
+// goroutine started or woken for a lone caller, for at most
+// Config.Throughput messages; if more are waiting by then, a goroutine takes
+// over and the caller returns. Callers that find it busy only enqueue and
+// wait. The mailbox still serializes every message, system messages first.
 //
 // # Messages from other actors
 //

@@ -45,11 +45,12 @@ func (l *limiter) Receive(c protoactor.Context) {
 func (l *limiter) serve(c protoactor.Context, k *call) {
 	switch k.kind {
 	case callCheck:
-		k.dec = l.apply(&k.check)
+		k.dec = l.apply(&k.check, l.now())
 		k.answer(nil)
 	case callBatch:
+		now := l.now() // one instant for the whole batch
 		for i := range k.batch {
-			k.decs[i] = l.apply(&k.batch[i])
+			k.decs[i] = l.apply(&k.batch[i], now)
 		}
 		k.answer(nil)
 	case callStats:
@@ -60,22 +61,52 @@ func (l *limiter) serve(c protoactor.Context, k *call) {
 	}
 }
 
-// apply runs one check against the table.
-func (l *limiter) apply(chk *Check) table.Decision {
+// now reads the clock, in Unix nanoseconds.
+func (l *limiter) now() int64 { return l.h.cfg.Clock.Now().UnixNano() }
+
+// apply runs one check against the table at now (Unix ns).
+func (l *limiter) apply(chk *Check, now int64) table.Decision {
 	if f := l.h.cfg.Inject; f != nil {
 		f(*chk)
 	}
-	now := l.h.cfg.Clock.Now().UnixNano()
-	tbl := l.h.tbl
+	tbl, k := l.h.tbl, chk.key()
 	switch chk.Op {
-	case OpPeek:
-		return tbl.PeekFixedWindow(chk.key(), chk.Limit, now)
 	case OpReset:
-		tbl.Delete(chk.key())
+		tbl.Delete(k)
 		return table.Decision{}
-	default:
-		return tbl.FixedWindow(chk.key(), chk.Limit, chk.N, now)
+	case OpPeek:
+		return peek(tbl, chk, k, now)
 	}
+	switch chk.Kind {
+	case SlidingWindow:
+		return tbl.SlidingWindow(k, chk.Limit, chk.N, now)
+	case GCRA:
+		return tbl.GCRA(k, chk.Limit, chk.Burst, chk.N, now)
+	case TokenBucket:
+		return tbl.TokenBucket(k, chk.Limit, chk.Burst, chk.N, now)
+	case LeakyBucket:
+		return tbl.LeakyBucket(k, chk.Limit, chk.Burst, chk.N, now)
+	case SlidingLog:
+		return tbl.SlidingLog(k, chk.Limit, chk.N, now)
+	}
+	return tbl.FixedWindow(k, chk.Limit, chk.N, now)
+}
+
+// peek reports chk's key as its algorithm sees it, changing nothing.
+func peek(tbl *table.Table, chk *Check, k table.Key, now int64) table.Decision {
+	switch chk.Kind {
+	case SlidingWindow:
+		return tbl.PeekSlidingWindow(k, chk.Limit, now)
+	case GCRA:
+		return tbl.PeekGCRA(k, chk.Limit, chk.Burst, now)
+	case TokenBucket:
+		return tbl.PeekTokenBucket(k, chk.Limit, chk.Burst, now)
+	case LeakyBucket:
+		return tbl.PeekLeakyBucket(k, chk.Limit, chk.Burst, now)
+	case SlidingLog:
+		return tbl.PeekSlidingLog(k, chk.Limit, now)
+	}
+	return tbl.PeekFixedWindow(k, chk.Limit, now)
 }
 
 // cutoff returns the Unix ns time at or before which a window must have
@@ -133,7 +164,7 @@ func (l *limiter) serveProtocol(c protoactor.Context, m any) {
 			panic(r)
 		}
 	}()
-	c.Respond(p.Reply(m, l.apply(&chk), nil))
+	c.Respond(p.Reply(m, l.apply(&chk, l.now()), nil))
 }
 
 // answerOnPanic answers k's caller if the limiter is panicking, then lets

@@ -33,15 +33,29 @@ const (
 	OpReset
 )
 
-// Kind values of a [Check]: which algorithm keeps the key's state.
+// Kind values of a [Check]: which algorithm keeps the key's state. They are
+// the root package's Algorithm values.
 const (
 	// FixedWindow is the raterlimiter's algorithm: a count per window.
 	FixedWindow uint8 = iota
+	// SlidingWindow is Figma's sliding-window counter: [table.Table.SlidingWindow].
+	SlidingWindow
+	// GCRA is the generic cell rate algorithm: [table.Table.GCRA].
+	GCRA
+	// TokenBucket is a token bucket: [table.Table.TokenBucket].
+	TokenBucket
+	// LeakyBucket is a leaky bucket as a queue: [table.Table.LeakyBucket].
+	LeakyBucket
+	// SlidingLog is a log of hit times: [table.Table.SlidingLog].
+	SlidingLog
 )
 
 // Check is one validated request for the limiter. The caller validates it:
-// the limiter trusts Period > 0 and a whole number of milliseconds, Limit >=
-// 0, N > 0 and a non-empty ID.
+// the limiter trusts a known Kind, Period > 0 (a whole number of
+// milliseconds for FixedWindow, SlidingWindow and SlidingLog, at most
+// [table.MaxSpan] for all but FixedWindow), Limit >= 0, Burst > 0 for GCRA
+// and TokenBucket and >= 0 for LeakyBucket (the root package replaces a 0
+// by Limit), a drain time within [table.MaxSpan], N > 0 and a non-empty ID.
 type Check struct {
 	Op     Op
 	Kind   uint8

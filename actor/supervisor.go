@@ -37,8 +37,8 @@ type Config struct {
 	// before the limiter is stopped; default 10 within 10 s.
 	MaxRestarts   int
 	RestartWindow time.Duration
-	// Throughput is how many messages the mailbox processes before it
-	// yields the processor; default 300.
+	// Throughput is how many messages a caller that runs the mailbox
+	// processes before it hands the rest to a goroutine; default 300.
 	Throughput int
 	// Logger receives restarts and stops; default: discard.
 	Logger *slog.Logger
@@ -137,7 +137,7 @@ func (s *supervisor) spawnChildren(c protoactor.Context) {
 	cfg := s.h.cfg
 	props := protoactor.PropsFromProducer(
 		func() protoactor.Actor { return &limiter{h: s.h} },
-		protoactor.WithDispatcher(protoactor.NewSynchronizedDispatcher(cfg.Throughput)),
+		protoactor.WithMailbox(func() protoactor.Mailbox { return newMailbox(cfg.Throughput) }),
 	)
 	pid, err := c.SpawnNamed(props, limiterName)
 	if err != nil {

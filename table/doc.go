@@ -14,13 +14,53 @@
 //
 // # Layout
 //
-// The B-tree holds the order; a hash index beside it maps each Key to its
-// entry, so a hit on a live entry touches no tree node at all. An entry holds
-// the state of the newest window its id has used: when a hit arrives in a later
-// window, the entry is moved forward to that window (its old count is dead by
+// The B-tree holds the order; a hash index beside it (one string-keyed map
+// of ids per kind and window length) maps each Key to its entry, so a hit on
+// a live entry touches no tree node at all. An entry holds the state of the
+// newest window its id has used: when a hit arrives in a later window, the entry is moved forward to that window (its old count is dead by
 // definition of a fixed window) instead of leaving the old row behind for the
 // janitor. The order therefore still says, for every window length, which
 // entries belong to the oldest windows.
+//
+// # Algorithms and their entries
+//
+// Each algorithm has its own Kind, so its entries form their own runs of the
+// order; the caller (the limiter actor) chooses the Kind values. Every
+// algorithm keeps one entry per key, and chooses the entry's Bucket so that
+// the end of that bucket, (Bucket+1)*Scale, is at or after the time the
+// key's state is back to full capacity (its death), and less than one Scale
+// after it: an expired entry is exactly an entry with nothing left to
+// remember, and [Table.Expire] stays a range scan for every algorithm. When a
+// hit moves the death into a later bucket the entry is moved forward (taken
+// out of the tree and put back), which happens at most about once per Scale
+// of elapsed time a key, so a hit is mostly one map lookup. Peeks change
+// nothing.
+//
+//   - Fixed window ([Table.FixedWindow]): as above, Count hits in window
+//     Bucket; Created and Modified in Unix ms.
+//   - GCRA, token bucket and leaky bucket ([Table.GCRA],
+//     [Table.TokenBucket], [Table.LeakyBucket]) share one state: the time F
+//     at which the bucket will be empty again (GCRA's theoretical arrival
+//     time; for a token bucket, the time it will be full of tokens again).
+//     F is kept exactly, as Modified + Created/Count nanoseconds: Count is
+//     the Limit of the last update, so that T = Period/Limit needs no
+//     rounding even below a nanosecond. One number per key, in the entry,
+//     nothing else; the death is F. Under a changed Limit the bucket keeps
+//     the hits it holds, which drain at the new rate from the first hit
+//     (allowed or not) made under it.
+//   - Sliding window and sliding log ([Table.SlidingWindow],
+//     [Table.SlidingLog]) count hits per slot: Period/60 for the window, one
+//     millisecond for the log. The non-empty slots still counted (at most 61
+//     for the window; for the log, one per millisecond with hits, so at most
+//     Limit) hang off the entry in a side map from entry to a small
+//     extension: a byte buffer of (slot gap, count) pairs in varints,
+//     oldest first: one byte for a slot right after the previous one with
+//     up to 33 hits, three for a lone hit minutes after the previous one
+//     (see appendPair). Count is the sum of the
+//     counts kept, Created the slot before the oldest pair, Modified the
+//     newest slot; the death is the end of the newest slot's last window.
+//     Fixed-window entries pay nothing for it: the side map holds only the
+//     entries that have an extension.
 //
 // # Deleting old entries
 //

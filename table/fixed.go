@@ -10,7 +10,9 @@ const Never time.Duration = -1
 type Decision struct {
 	// Allowed says whether the hit may go ahead.
 	Allowed bool
-	// Count is the number of hits counted in the current window.
+	// Count is the number of hits the state holds: counted in the current
+	// window (fixed window), in the last Period (sliding window and log), or
+	// not yet drained from the bucket (GCRA, token and leaky bucket).
 	Count int64
 	// Remaining is how many more hits would be allowed now; never negative.
 	Remaining int64
@@ -19,6 +21,9 @@ type Decision struct {
 	RetryAfter time.Duration
 	// ResetAfter is the wait until the key is back to full capacity.
 	ResetAfter time.Duration
+	// Delay is, for [Table.LeakyBucket], the wait before serving the first
+	// of the allowed hits; 0 for every other algorithm.
+	Delay time.Duration
 }
 
 // FixedWindow counts n hits for k at now (Unix nanoseconds) and decides them
@@ -46,7 +51,7 @@ func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
 // current window has ResetAfter 0: it is at full capacity.
 func (t *Table) PeekFixedWindow(k Key, limit, now int64) Decision {
 	var d Decision
-	if e, ok := t.index[k]; ok && e.Bucket >= FloorDiv(now, k.Scale) {
+	if e := t.lookup(k); e != nil && e.Bucket >= FloorDiv(now, k.Scale) {
 		d.Count = e.Count
 		d.ResetAfter = time.Duration(e.End() - now)
 	}

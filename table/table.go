@@ -51,13 +51,22 @@ type group struct {
 	scale int64
 }
 
+// run is the index of one group: its entries by id. Hashing the id alone,
+// with Go's string-keyed map, is cheaper than hashing a whole Key.
+type run struct {
+	group
+	index map[string]*Entry
+}
+
 // Table is an ordered table of limit entries with a hash index for point
 // lookups. The zero value is not usable; call [New]. A Table is not safe for
 // concurrent use.
 type Table struct {
 	tree   *btree.BTreeG[*Entry]
-	index  map[Key]*Entry
-	groups map[group]int // entries per window length, for sweeps and eviction
+	groups map[group]*run  // the index, one run per window length
+	last   *run            // the run of the last lookup: calls come in runs
+	n      int             // entries
+	ext    map[*Entry]*ext // variable-size state of the entries that have one
 	limit  int
 
 	evictions uint64
@@ -73,8 +82,7 @@ func New(limit int) *Table {
 	}
 	return &Table{
 		tree:   btree.NewG(degree, less),
-		index:  make(map[Key]*Entry),
-		groups: make(map[group]int),
+		groups: make(map[group]*run),
 		limit:  limit,
 	}
 }
@@ -92,7 +100,28 @@ func less(a, b *Entry) bool {
 }
 
 // Len returns the number of entries.
-func (t *Table) Len() int { return len(t.index) }
+func (t *Table) Len() int { return t.n }
+
+// runOf returns the run of k's group, or nil if it has no entry.
+func (t *Table) runOf(k *Key) *run {
+	if r := t.last; r != nil && r.kind == k.Kind && r.scale == k.Scale {
+		return r
+	}
+	r := t.groups[group{k.Kind, k.Scale}]
+	if r != nil {
+		t.last = r
+	}
+	return r
+}
+
+// lookup returns k's entry, or nil.
+func (t *Table) lookup(k Key) *Entry {
+	r := t.runOf(&k)
+	if r == nil {
+		return nil
+	}
+	return r.index[k.ID]
+}
 
 // Evictions returns how many entries the memory bound has evicted so far.
 func (t *Table) Evictions() uint64 { return t.evictions }
@@ -102,8 +131,8 @@ func (t *Table) Limit() int { return t.limit }
 
 // Get returns a copy of k's entry and whether there is one.
 func (t *Table) Get(k Key) (Entry, bool) {
-	e, ok := t.index[k]
-	if !ok {
+	e := t.lookup(k)
+	if e == nil {
 		return Entry{}, false
 	}
 	return *e, true
@@ -121,7 +150,7 @@ func (t *Table) Get(k Key) (Entry, bool) {
 // entry exists in that window; moving it to a new window is a tree delete
 // and insert, which may now and then allocate a node.
 func (t *Table) Add(k Key, bucket, n, now int64) Entry {
-	if e, ok := t.index[k]; ok {
+	if e := t.lookup(k); e != nil {
 		if bucket > e.Bucket {
 			t.tree.Delete(e)
 			e.Bucket, e.Count, e.Created = bucket, 0, now
@@ -131,21 +160,54 @@ func (t *Table) Add(k Key, bucket, n, now int64) Entry {
 		e.Modified = now
 		return *e
 	}
-	if t.limit > 0 && len(t.index) >= t.limit {
+	e := t.insert(k, bucket)
+	e.Count, e.Created, e.Modified = n, now, now
+	return *e
+}
+
+// insert adds an empty entry for k, which must have none, in window bucket,
+// evicting the oldest entry first if the table is full.
+func (t *Table) insert(k Key, bucket int64) *Entry {
+	if t.limit > 0 && t.n >= t.limit {
 		t.evictOldest()
 	}
 	k.ID = strings.Clone(k.ID) // never retain the caller's buffer
-	e := &Entry{Key: k, Bucket: bucket, Count: n, Created: now, Modified: now}
-	t.index[k] = e
+	e := &Entry{Key: k, Bucket: bucket}
+	r := t.runOf(&k)
+	if r == nil {
+		r = &run{group: group{k.Kind, k.Scale}, index: make(map[string]*Entry)}
+		t.groups[r.group] = r
+		t.last = r
+	}
+	r.index[k.ID] = e
+	t.n++
 	t.tree.ReplaceOrInsert(e)
-	t.groups[group{k.Kind, k.Scale}]++
-	return *e
+	return e
+}
+
+// move puts e in window bucket, keeping the order: the entry is taken out
+// of the tree and put back. It costs nothing when e is in bucket already.
+func (t *Table) move(e *Entry, bucket int64) {
+	if e.Bucket == bucket {
+		return
+	}
+	t.tree.Delete(e)
+	e.Bucket = bucket
+	t.tree.ReplaceOrInsert(e)
+}
+
+// deathBucket returns the bucket, in units of scale, of an entry whose state
+// is back to empty at the Unix ns time death: the last bucket that ends at or
+// after death, so that [Table.Expire] deletes the entry only once its state
+// is dead.
+func deathBucket(death, scale int64) int64 {
+	return FloorDiv(death-1, scale)
 }
 
 // Delete removes k's entry and reports whether there was one.
 func (t *Table) Delete(k Key) bool {
-	e, ok := t.index[k]
-	if !ok {
+	e := t.lookup(k)
+	if e == nil {
 		return false
 	}
 	t.remove(e)
@@ -154,12 +216,15 @@ func (t *Table) Delete(k Key) bool {
 
 func (t *Table) remove(e *Entry) {
 	t.tree.Delete(e)
-	delete(t.index, e.Key)
-	g := group{e.Kind, e.Scale}
-	if t.groups[g] <= 1 {
-		delete(t.groups, g)
-	} else {
-		t.groups[g]--
+	r := t.runOf(&e.Key)
+	delete(r.index, e.ID)
+	t.n--
+	if len(t.ext) > 0 {
+		delete(t.ext, e)
+	}
+	if len(r.index) == 0 {
+		delete(t.groups, r.group)
+		t.last = nil
 	}
 }
 
@@ -167,7 +232,10 @@ func (t *Table) remove(e *Entry) {
 // before, at most max of them (max <= 0 means no bound). It returns how many
 // it deleted and whether more such entries may remain. For each window length
 // it walks the order from the oldest bucket and stops at the first live one,
-// so its cost grows with what it deletes, not with what stays.
+// so its cost grows with what it deletes, not with what stays. For the
+// algorithms other than the fixed window an entry's bucket is the one in
+// which its state is back to full capacity (see the package doc), so Expire
+// deletes only entries with nothing left to remember.
 func (t *Table) Expire(before int64, max int) (removed int, more bool) {
 	if max <= 0 {
 		max = math.MaxInt

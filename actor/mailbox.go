@@ -1,0 +1,216 @@
+package actor
+
+import (
+	"sync"
+	"sync/atomic"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+)
+
+// mailbox is the limiter's protoactor Mailbox. It keeps protoactor's
+// contract (system messages first, suspend and resume, a panic escalated to
+// the supervisor with the failing message) and changes two things:
+//
+//   - It allocates nothing to schedule itself: protoactor's default mailbox
+//     passes a new method value to its dispatcher every time it wakes.
+//   - A caller that finds it idle runs it on its own goroutine, as the
+//     synchronized dispatcher does, but for at most one batch of messages:
+//     if more arrived meanwhile, a goroutine is started to drain them and
+//     the caller returns. A lone caller thus never waits for a goroutine to
+//     wake, and under load no caller is kept busy serving the others.
+//
+// Producers append to pending under a mutex; the runner swaps pending for an
+// empty slice and processes the batch outside the lock.
+type mailbox struct {
+	mu      sync.Mutex
+	pending []any
+	spare   []any
+	system  []any
+
+	status    atomic.Int32 // idle or running
+	users     atomic.Int32 // user messages queued
+	systems   atomic.Int32 // system messages queued
+	suspended atomic.Bool
+
+	invoker protoactor.MessageInvoker
+	batch   int    // most user messages a caller runs before handing off
+	drain   func() // m.runDrainer, bound once
+}
+
+const (
+	idle int32 = iota
+	running
+)
+
+// newMailbox returns a mailbox whose callers run at most batch messages.
+func newMailbox(batch int) *mailbox {
+	m := &mailbox{batch: batch}
+	m.drain = m.runDrainer
+	return m
+}
+
+// PostUserMessage implements protoactor.Mailbox.
+func (m *mailbox) PostUserMessage(msg any) {
+	m.mu.Lock()
+	m.pending = append(m.pending, msg)
+	m.mu.Unlock()
+	m.users.Add(1)
+	m.schedule()
+}
+
+// PostSystemMessage implements protoactor.Mailbox.
+func (m *mailbox) PostSystemMessage(msg any) {
+	m.mu.Lock()
+	m.system = append(m.system, msg)
+	m.mu.Unlock()
+	m.systems.Add(1)
+	m.schedule()
+}
+
+// RegisterHandlers implements protoactor.Mailbox.
+func (m *mailbox) RegisterHandlers(invoker protoactor.MessageInvoker, _ protoactor.Dispatcher) {
+	m.invoker = invoker
+}
+
+// Start implements protoactor.Mailbox.
+func (m *mailbox) Start() {}
+
+// UserMessageCount implements protoactor.Mailbox.
+func (m *mailbox) UserMessageCount() int { return int(m.users.Load()) }
+
+func (m *mailbox) schedule() {
+	if m.status.CompareAndSwap(idle, running) {
+		m.process(m.batch)
+	}
+}
+
+func (m *mailbox) runDrainer() { m.process(0) }
+
+// process runs the mailbox until it is empty, or, with a positive budget,
+// until budget user messages ran; then a drainer goroutine takes over.
+func (m *mailbox) process(budget int) {
+	for {
+		if !m.run(budget) {
+			go m.drain() // still running: the drainer owns the mailbox now
+			return
+		}
+		m.status.Store(idle)
+		if m.systems.Load() == 0 && (m.suspended.Load() || m.users.Load() == 0) {
+			return
+		}
+		// something arrived after the last look: run again if nobody else does
+		if !m.status.CompareAndSwap(idle, running) {
+			return
+		}
+	}
+}
+
+// run processes system messages first, then user messages in batches. It
+// reports false if it stopped because the budget ran out with messages
+// left, true once the mailbox is empty or suspended. After a panic the
+// messages of the batch behind the failing one go back to the front of the
+// queue, and the failure is escalated to the supervisor.
+func (m *mailbox) run(budget int) (done bool) {
+	var msg any
+	var batch, rest []any // rest: the batch's messages not yet processed
+	defer func() {
+		r := recover()
+		if r != nil {
+			m.requeue(rest)
+		}
+		m.swapBack(batch)
+		if r != nil {
+			m.invoker.EscalateFailure(r, msg)
+			done = true
+		}
+	}()
+	ran := 0
+	for {
+		for msg = m.popSystem(); msg != nil; msg = m.popSystem() {
+			switch msg.(type) {
+			case *protoactor.SuspendMailbox:
+				m.suspended.Store(true)
+			case *protoactor.ResumeMailbox:
+				m.suspended.Store(false)
+			default:
+				m.invoker.InvokeSystemMessage(msg)
+			}
+		}
+		if m.suspended.Load() {
+			return true
+		}
+		if budget > 0 && ran >= budget {
+			return m.users.Load() == 0 && m.systems.Load() == 0
+		}
+		batch = m.swap(batch)
+		if len(batch) == 0 {
+			return true
+		}
+		for rest = batch; len(rest) > 0; {
+			msg, rest = rest[0], rest[1:]
+			m.users.Add(-1)
+			m.invoker.InvokeUserMessage(msg)
+			ran++
+			if m.systems.Load() > 0 { // a stop or suspend goes before the rest
+				m.requeue(rest)
+				rest = nil
+			}
+		}
+	}
+}
+
+func (m *mailbox) popSystem() any {
+	if m.systems.Load() == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.system) == 0 {
+		return nil
+	}
+	msg := m.system[0]
+	m.system[0] = nil
+	m.system = m.system[1:]
+	m.systems.Add(-1)
+	return msg
+}
+
+// swap gives back done, the batch just processed, and takes the messages
+// pending since: one lock for both. The two arrays take turns, so a steady
+// flow of messages allocates nothing.
+func (m *mailbox) swap(done []any) []any {
+	clear(done) // hold no message alive
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if done != nil && m.spare == nil {
+		m.spare = done[:0]
+	}
+	if len(m.pending) == 0 {
+		return nil
+	}
+	batch := m.pending
+	m.pending, m.spare = m.spare[:0], nil
+	return batch
+}
+
+// swapBack gives back a batch abandoned by a panic.
+func (m *mailbox) swapBack(batch []any) {
+	clear(batch)
+	m.mu.Lock()
+	if batch != nil && m.spare == nil {
+		m.spare = batch[:0]
+	}
+	m.mu.Unlock()
+}
+
+// requeue puts messages taken but not processed back before those queued
+// since, and counts them again.
+func (m *mailbox) requeue(rest []any) {
+	if len(rest) == 0 {
+		return
+	}
+	m.mu.Lock()
+	m.pending = append(append(make([]any, 0, len(rest)+len(m.pending)), rest...), m.pending...)
+	m.mu.Unlock()
+	clear(rest) // their counts were never taken off: nothing to add back
+}

@@ -1,0 +1,123 @@
+package actor
+
+import (
+	"sync"
+	"testing"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// recorder is a MessageInvoker that records what the mailbox hands it and
+// escalates failures as protoactor does: by suspending the mailbox.
+type recorder struct {
+	m        *mailbox
+	mu       sync.Mutex
+	user     []any
+	system   []any
+	failures []any
+	panicOn  any
+}
+
+func (r *recorder) InvokeUserMessage(msg any) {
+	if msg == r.panicOn {
+		panic("boom")
+	}
+	r.mu.Lock()
+	r.user = append(r.user, msg)
+	r.mu.Unlock()
+}
+
+func (r *recorder) InvokeSystemMessage(msg any) {
+	r.mu.Lock()
+	r.system = append(r.system, msg)
+	r.mu.Unlock()
+}
+
+func (r *recorder) EscalateFailure(_ any, msg any) {
+	r.mu.Lock()
+	r.failures = append(r.failures, msg)
+	r.mu.Unlock()
+	r.m.PostSystemMessage(&protoactor.SuspendMailbox{})
+}
+
+func newRecorded(batch int) (*mailbox, *recorder) {
+	m := newMailbox(batch)
+	r := &recorder{m: m}
+	m.RegisterHandlers(r, nil)
+	return m, r
+}
+
+type msg struct{ producer, seq int }
+
+func TestMailboxDeliversEveryMessageOnceInOrder(t *testing.T) {
+	for _, batch := range []int{1, 2, 300} { // small batches force hand-offs
+		m, r := newRecorded(batch)
+		const producers, each = 8, 2000
+		var wg sync.WaitGroup
+		for p := range producers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					m.PostUserMessage(msg{p, i})
+				}
+			}()
+		}
+		wg.Wait()
+		require.Eventually(t, func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return len(r.user) == producers*each
+		}, 10e9, 1e6, "batch %d", batch)
+		next := make([]int, producers)
+		r.mu.Lock()
+		for _, u := range r.user {
+			x := u.(msg)
+			require.Equal(t, next[x.producer], x.seq, "batch %d: producer %d out of order", batch, x.producer)
+			next[x.producer]++
+		}
+		r.mu.Unlock()
+		assert.Zero(t, m.UserMessageCount())
+	}
+}
+
+func TestMailboxLoneCallerRunsInline(t *testing.T) {
+	m, r := newRecorded(300)
+	m.PostUserMessage("a")
+	// no goroutine was needed: the message ran before Post returned
+	assert.Equal(t, []any{"a"}, r.user)
+}
+
+func TestMailboxPanicKeepsQueuedMessagesUntilResumed(t *testing.T) {
+	m, r := newRecorded(300)
+	// Queue several messages while the mailbox is busy, so that they are
+	// taken as one batch with the panicking one in the middle.
+	m.status.Store(running)
+	for _, s := range []string{"a", "bad", "b", "c"} {
+		m.PostUserMessage(s)
+	}
+	r.panicOn = "bad"
+	m.status.Store(idle)
+	m.PostSystemMessage("sys") // wakes the mailbox
+	assert.Equal(t, []any{"a"}, r.user)
+	assert.Equal(t, []any{"bad"}, r.failures)
+	assert.Equal(t, []any{"sys"}, r.system)
+	assert.Equal(t, 2, m.UserMessageCount(), "the messages behind the panic were lost")
+
+	m.PostSystemMessage(&protoactor.ResumeMailbox{})
+	assert.Equal(t, []any{"a", "b", "c"}, r.user)
+	assert.Zero(t, m.UserMessageCount())
+}
+
+func TestMailboxSystemMessagesGoFirst(t *testing.T) {
+	m, r := newRecorded(300)
+	m.status.Store(running)
+	m.PostUserMessage("u1")
+	m.PostSystemMessage("s1")
+	m.status.Store(idle)
+	m.PostUserMessage("u2")
+	assert.Equal(t, []any{"s1"}, r.system)
+	assert.Equal(t, []any{"u1", "u2"}, r.user)
+}

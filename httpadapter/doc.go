@@ -57,6 +57,15 @@
 // determined has the outcome Config.UnknownIP says ([UnknownIPGroup] by
 // default).
 //
+// # Algorithms and delays
+//
+// A rule's Policy may use any algorithm of package actorlimit; rules files
+// name them fixed_window, sliding_window, gcra, token_bucket, leaky_bucket
+// and sliding_log. When the limiter allows a request but asks it to wait
+// (Result.Delay, from LeakyBucket), the middleware waits that long before
+// calling the next handler, as nginx's limit_req does, unless
+// Config.NoDelay.
+//
 // # Failures
 //
 // When the limiter fails, the request passes (fail open) unless

@@ -21,6 +21,7 @@ type fakeLimiter struct {
 	err    error    // returned by every call when set
 	Reset  time.Duration
 	Retry  map[string]time.Duration // by rule-name prefix of the ID; default Reset
+	Delay  time.Duration            // of every allowed result
 }
 
 func newFake() *fakeLimiter {
@@ -45,7 +46,9 @@ func (f *fakeLimiter) HitMany(_ context.Context, hits []actorlimit.HitRequest, r
 			Remaining:  max(0, h.Policy.Limit-c),
 			ResetAfter: f.Reset,
 		}
-		if !res.Allowed {
+		if res.Allowed {
+			res.Delay = f.Delay
+		} else {
 			res.RetryAfter = f.Reset
 			for p, d := range f.Retry {
 				if len(h.ID) >= len(p) && h.ID[:len(p)] == p {

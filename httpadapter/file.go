@@ -18,9 +18,14 @@ import (
 	"github.com/actorlimit/actorlimit"
 )
 
-// Algorithms maps the algorithm names of rules files to algorithms.
+// algorithms maps the algorithm names of rules files to algorithms.
 var algorithms = map[string]actorlimit.Algorithm{
-	"fixed_window": actorlimit.FixedWindow,
+	"fixed_window":   actorlimit.FixedWindow,
+	"sliding_window": actorlimit.SlidingWindow,
+	"gcra":           actorlimit.GCRA,
+	"token_bucket":   actorlimit.TokenBucket,
+	"leaky_bucket":   actorlimit.LeakyBucket,
+	"sliding_log":    actorlimit.SlidingLog,
 }
 
 // maxRulesFile bounds the size of a rules file.
@@ -91,11 +96,14 @@ type fileHeader struct {
 //	        not: true
 //	      - country: [RU]
 //	    group_by: [ip, host]   # ip host method path header:N query:N cookie:N
-//	    policy: {algorithm: fixed_window, limit: 5, period: 1m}
+//	    policy: {algorithm: fixed_window, limit: 5, period: 1m}  # burst: for buckets
 //	    action: block          # block (default), monitor or shadow
 //	    status: 429            # block: 4xx/5xx, default 429; shadow: 2xx, default 200
 //	    body: "slow down\n"
 //	    content_type: text/plain
+//
+// The algorithms are fixed_window (the default), sliding_window, gcra,
+// token_bucket, leaky_bucket and sliding_log.
 func ParseRules(data []byte) ([]Rule, error) {
 	if len(data) > maxRulesFile {
 		return nil, fmt.Errorf("%w: rules file is %d bytes, more than %d", ErrInvalidConfig, len(data), maxRulesFile)

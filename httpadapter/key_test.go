@@ -1,7 +1,9 @@
 package httpadapter
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -37,4 +39,11 @@ func TestQueryAndCookieValues(t *testing.T) {
 	assert.Equal(t, "2", c)
 	_, ok = cookieValue([]string{"a=1"}, "b")
 	assert.False(t, ok)
+}
+
+func TestSleep(t *testing.T) {
+	assert.NoError(t, sleep(context.Background(), time.Nanosecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, sleep(ctx, time.Hour), context.Canceled)
 }

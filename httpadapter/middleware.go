@@ -67,6 +67,11 @@ type Config struct {
 	// Timeout bounds each call to the limiter; 0 leaves only the request's
 	// own context.
 	Timeout time.Duration
+	// NoDelay passes an allowed request on at once even when the limiter
+	// asks it to wait (Result.Delay, given by LeakyBucket), as nginx's
+	// limit_req nodelay. By default the middleware waits that long, or
+	// until the request's context ends, before calling the next handler.
+	NoDelay bool
 }
 
 // Middleware limits the requests that pass through it by rules. Its
@@ -81,6 +86,8 @@ type Middleware struct {
 	closed  bool
 	legacy  bool
 	timeout time.Duration
+	noDelay bool
+	sleep   func(context.Context, time.Duration) error // a seam for tests
 
 	rules atomic.Pointer[ruleSet]
 
@@ -105,6 +112,8 @@ func New(lim Limiter, cfg Config) (*Middleware, error) {
 		closed:  cfg.FailClosed,
 		legacy:  cfg.LegacyHeaders,
 		timeout: cfg.Timeout,
+		noDelay: cfg.NoDelay,
+		sleep:   sleep,
 		stats:   map[string]*ruleStats{},
 	}
 	if m.bits4 == 0 {
@@ -144,6 +153,18 @@ func New(lim Limiter, cfg Config) (*Middleware, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Handler wraps next: it is the middleware, of the shape

@@ -109,10 +109,17 @@ func checkPolicy(p actorlimit.Policy) error {
 		return fmt.Errorf("policy.period: %v is not positive", p.Period)
 	case p.Burst < 0:
 		return fmt.Errorf("policy.burst: %d is negative", p.Burst)
-	case p.Algorithm == actorlimit.FixedWindow && p.Period%time.Millisecond != 0:
-		return fmt.Errorf("policy.period: %v is not a whole number of milliseconds, as fixed_window needs", p.Period)
+	case windowed(p.Algorithm) && p.Period%time.Millisecond != 0:
+		return fmt.Errorf("policy.period: %v is not a whole number of milliseconds, as %v needs", p.Period, p.Algorithm)
+	case p.Algorithm == actorlimit.SlidingLog && p.Limit > actorlimit.MaxSlidingLogLimit:
+		return fmt.Errorf("policy.limit: %d is more than %d, too large a log for SlidingLog", p.Limit, actorlimit.MaxSlidingLogLimit)
 	}
 	return nil
+}
+
+// windowed reports whether a counts in windows of whole milliseconds.
+func windowed(a actorlimit.Algorithm) bool {
+	return a == actorlimit.FixedWindow || a == actorlimit.SlidingWindow || a == actorlimit.SlidingLog
 }
 
 // checkAction validates a and fills in its defaults.

@@ -111,6 +111,7 @@ type verdict struct {
 	blockRes      actorlimit.Result // block's
 	mon           []MonitorDecision // of every monitor rule
 	headers       bool              // a block rule matched
+	delay         time.Duration     // the longest Delay of an enforcing rule
 }
 
 // tally counts every rule's decision and picks the strictest.
@@ -128,6 +129,9 @@ func tally(s *scratch) verdict {
 		switch {
 		case res.Allowed:
 			st.allowed.Add(1)
+			if kind != Monitor {
+				v.delay = max(v.delay, res.Delay)
+			}
 		case kind == Block:
 			st.blocked.Add(1)
 			if v.block == nil || stricter(res.RetryAfter, v.blockRes.RetryAfter) {
@@ -164,6 +168,11 @@ func (m *Middleware) decide(w http.ResponseWriter, r *http.Request, next http.Ha
 		}
 		respond(w, &v.block.action)
 		return
+	}
+	if v.delay > 0 && !m.noDelay {
+		if m.sleep(r.Context(), v.delay) != nil {
+			return // the client is gone
+		}
 	}
 	if v.mon != nil {
 		r = r.WithContext(context.WithValue(r.Context(), monitorKey{}, v.mon))

@@ -18,7 +18,7 @@ func demoRequests(ctx context.Context, url string, cfg config, stdout io.Writer)
 	fmt.Fprintf(stdout, "demo: limit %d per %d ms per peer IP; sending %d requests\n", cfg.limit, cfg.scaleMs, n)
 	var allowed, refused int
 	for i := int64(1); i <= n; i++ {
-		status, retry, err := get(ctx, client, url)
+		status, retry, rl, err := get(ctx, client, url)
 		if err != nil {
 			return fmt.Errorf("demo: request %d: %w", i, err)
 		}
@@ -26,7 +26,7 @@ func demoRequests(ctx context.Context, url string, cfg config, stdout io.Writer)
 		switch status {
 		case http.StatusOK:
 			allowed++
-		case http.StatusRequestEntityTooLarge:
+		case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
 			refused++
 		}
 		switch {
@@ -35,26 +35,29 @@ func demoRequests(ctx context.Context, url string, cfg config, stdout io.Writer)
 		case status == http.StatusRequestEntityTooLarge:
 			line += ", no Retry-After: no wait helps"
 		}
+		if rl != "" { // only with -rules
+			line += ", RateLimit: " + rl
+		}
 		fmt.Fprintln(stdout, line)
 	}
 	fmt.Fprintf(stdout, "demo: %d allowed, %d refused\n", allowed, refused)
 	return nil
 }
 
-// get sends a GET request to url and returns the answer's status and
-// Retry-After header.
-func get(ctx context.Context, client *http.Client, url string) (status int, retry string, err error) {
+// get sends a GET request to url and returns the answer's status and its
+// Retry-After and RateLimit headers.
+func get(ctx context.Context, client *http.Client, url string) (status int, retry, rateLimit string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	defer resp.Body.Close()
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
-	return resp.StatusCode, resp.Header.Get("Retry-After"), nil
+	return resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("RateLimit"), nil
 }

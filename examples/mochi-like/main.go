@@ -18,6 +18,13 @@
 //
 //	go run ./examples/mochi-like -dir ./public -addr 127.0.0.1:8080 -scale 30000 -limit 500
 //
+// With -rules, the rules of a file (package httpadapter: conditions,
+// grouping keys, block / monitor / shadow actions; YAML or JSON) run in
+// front of the per-peer limit, and each rule's statistics are printed at
+// the end. rules.yaml beside this file has a monitor rule and a block rule:
+//
+//	go run ./examples/mochi-like -demo -rules examples/mochi-like/rules.yaml
+//
 // The flags:
 //
 //	-addr   address to listen on (default 127.0.0.1:8080; ignored with -demo)
@@ -25,6 +32,7 @@
 //	-scale  window length in milliseconds (default 30000)
 //	-limit  requests allowed per peer IP per window (default 500, 5 with -demo)
 //	-demo   run the demo instead of serving
+//	-rules  rules file to apply in front of the per-peer limit (default none)
 package main
 
 import (
@@ -41,6 +49,7 @@ import (
 	"time"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/httpadapter"
 )
 
 const (
@@ -63,6 +72,7 @@ type config struct {
 	scaleMs int64
 	limit   int64
 	demo    bool
+	rules   string
 }
 
 func main() {
@@ -86,6 +96,12 @@ func run(ctx context.Context, args []string, stdout io.Writer, opts ...actorlimi
 	if err != nil {
 		return err
 	}
+	var rules []httpadapter.Rule
+	if cfg.rules != "" {
+		if rules, err = httpadapter.LoadRules(cfg.rules); err != nil {
+			return fmt.Errorf("-rules: %w", err)
+		}
+	}
 	root, err := os.OpenRoot(cfg.dir)
 	if err != nil {
 		return fmt.Errorf("-dir: %w", err)
@@ -103,8 +119,21 @@ func run(ctx context.Context, args []string, stdout io.Writer, opts ...actorlimi
 	// Deferred, so it runs after serve has shut the server down and no
 	// request in flight meets a closed limiter.
 	defer lim.Close()
-	srv := newServer(newHandler(lim, root.FS(), cfg.scaleMs, cfg.limit))
-	return serve(ctx, srv, ln, cfg, stdout)
+	handler := newHandler(lim, root.FS(), cfg.scaleMs, cfg.limit)
+	if cfg.rules == "" {
+		return serve(ctx, newServer(handler), ln, cfg, stdout)
+	}
+	mw, err := httpadapter.New(lim, httpadapter.Config{Rules: rules})
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("-rules: %w", err)
+	}
+	err = serve(ctx, newServer(mw.Handler(handler)), ln, cfg, stdout)
+	for _, s := range mw.Stats().Rules {
+		fmt.Fprintf(stdout, "rule %s: matched %d, allowed %d, blocked %d, monitored %d, shadowed %d, errors %d\n",
+			s.Rule, s.Matched, s.Allowed, s.Blocked, s.Monitored, s.Shadowed, s.Errors)
+	}
+	return err
 }
 
 // listen listens on cfg.addr, or on a free port of 127.0.0.1 for the demo.
@@ -134,6 +163,7 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	flags.Int64Var(&cfg.scaleMs, "scale", defaultScaleMs, "window length in `milliseconds`")
 	flags.Int64Var(&cfg.limit, "limit", defaultLimit, "`requests` allowed per peer IP per window (5 with -demo)")
 	flags.BoolVar(&cfg.demo, "demo", false, "send limit+3 requests to a server of its own, print the answers and exit")
+	flags.StringVar(&cfg.rules, "rules", "", "rules `file` (YAML or JSON, package httpadapter) to apply in front of the per-peer limit")
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			flags.SetOutput(stdout)

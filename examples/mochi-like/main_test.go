@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -282,6 +283,8 @@ func TestRunServesUntilCancelled(t *testing.T) {
 
 func TestRunBadFlags(t *testing.T) {
 	file := filepath.Join(newTestDir(t), testFile)
+	badRules := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(badRules, []byte("rules:\n  - name: x\n    policy:\n      limt: 1\n"), 0o644))
 	tests := []struct {
 		args []string
 		want string // a part of the error
@@ -299,6 +302,8 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"-dir", file}, "-dir"},
 		{[]string{"-nosuchflag"}, "nosuchflag"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"-rules", filepath.Join(t.TempDir(), "missing.yaml")}, "-rules"},
+		{[]string{"-rules", badRules}, `-rules: bad.yaml: httpadapter: invalid configuration: rule "x" (rules[0]): line 4: policy.limt: unknown field`},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
@@ -314,7 +319,25 @@ func TestRunHelp(t *testing.T) {
 	var out bytes.Buffer
 	err := run(t.Context(), []string{"-h"}, &out)
 	assert.True(t, errors.Is(err, flag.ErrHelp), "err = %v", err)
-	for _, name := range []string{"-addr", "-dir", "-scale", "-limit", "-demo"} {
+	for _, name := range []string{"-addr", "-dir", "-scale", "-limit", "-demo", "-rules"} {
 		assert.Contains(t, out.String(), name)
 	}
+}
+
+// TestRunDemoWithRules runs the demo with the example's rules file: its
+// monitor rule counts, its block rule answers 429 before the per-peer limit
+// is reached.
+func TestRunDemoWithRules(t *testing.T) {
+	var out bytes.Buffer
+	args := []string{"-demo", "-rules", "rules.yaml", "-dir", newTestDir(t)}
+	err := run(t.Context(), args, &out, limiterOptions(newFakeClock())...)
+	require.NoError(t, err)
+	ok := func(r int) string { return fmt.Sprintf(`200 OK, RateLimit: "per-host";r=%d;t=10`, r) }
+	blocked := `429 Too Many Requests, Retry-After: 10, RateLimit: "per-host";r=0;t=10`
+	assert.Equal(t, "demo: limit 5 per 30000 ms per peer IP; sending 8 requests\n"+
+		"request 1: "+ok(3)+"\nrequest 2: "+ok(2)+"\nrequest 3: "+ok(1)+"\nrequest 4: "+ok(0)+"\n"+
+		"request 5: "+blocked+"\nrequest 6: "+blocked+"\nrequest 7: "+blocked+"\nrequest 8: "+blocked+"\n"+
+		"demo: 4 allowed, 4 refused\n"+
+		"rule trial: matched 8, allowed 3, blocked 0, monitored 5, shadowed 0, errors 0\n"+
+		"rule per-host: matched 8, allowed 4, blocked 4, monitored 0, shadowed 0, errors 0\n", out.String())
 }

@@ -1,0 +1,73 @@
+// Package httpadapter is net/http middleware that limits requests by rules,
+// in the manner of a CDN's rate limiter: each rule has conditions, a
+// grouping key, a policy and an action.
+//
+//	mw, err := httpadapter.New(lim, httpadapter.Config{Rules: rules})
+//	...
+//	http.ListenAndServe(addr, mw.Handler(mux))
+//
+// The limiter is anything with the [Limiter] method set, such as
+// *actorlimit.Limiter; every rule a request matches is counted in one
+// HitMany call, and a request that matches no rule costs no call at all.
+//
+// # Rules
+//
+// A [Rule] applies to a request when all its conditions hold: method set,
+// path exact / prefix / glob (on the path cleaned as ServeMux cleans it),
+// header equals / present / regex, client IP in CIDRs, country (through
+// Config.Country); each may be negated. Its GroupBy characteristics (ip,
+// host, method, path, header:NAME, query:NAME, cookie:NAME) make the key of
+// the request's counter, together with the rule's name, policy and
+// characteristics, so two rules never share a counter and values cannot be
+// forged into another group's key. Rules come from Go or from a YAML or
+// JSON file ([ParseRules], [LoadRules]) and can be replaced at run time
+// ([Middleware.SetRules]) without losing the counts of unchanged rules.
+//
+// # Actions and the strictest decision
+//
+// A request counts against every rule it matches. Over a limit, a [Block]
+// rule answers 429 (or its own status) with Retry-After in whole seconds,
+// rounded up; a [Monitor] rule lets the request pass and records what it
+// would have done, in its statistics and in the request's context
+// ([MonitorDecisions]); a [Shadow] rule answers a fake success without
+// calling the next handler and without any rate-limit header. When several
+// rules deny, shadow wins over block (a shadow ban must not be given away
+// by a 429), and among block rules the one with the longest wait answers.
+//
+// # Headers
+//
+// Responses that a block rule matched carry the RateLimit-Policy and
+// RateLimit fields of draft-ietf-httpapi-ratelimit-headers-09, one list
+// member per block rule:
+//
+//	RateLimit-Policy: "login";q=5;w=60
+//	RateLimit: "login";r=4;t=42
+//
+// and, with Config.LegacyHeaders, X-RateLimit-Limit, X-RateLimit-Remaining
+// and X-RateLimit-Reset (seconds) of the most constraining one.
+//
+// # Client IP
+//
+// The client IP is the direct peer (RemoteAddr) unless the peer is in
+// Config.TrustedProxies; then the one header Config.ClientIPHeader names
+// (X-Forwarded-For by default, Forwarded or X-Real-IP) is read right to
+// left, trusted hops are skipped, and the first untrusted address is the
+// client. A header sent by an untrusted peer is never read. IPv6 clients
+// are grouped by Config.IPv6Prefix (default /64). A client IP that cannot be
+// determined has the outcome Config.UnknownIP says ([UnknownIPGroup] by
+// default).
+//
+// # Algorithms and delays
+//
+// A rule's Policy may use any algorithm of package actorlimit; rules files
+// name them fixed_window, sliding_window, gcra, token_bucket, leaky_bucket
+// and sliding_log. When the limiter allows a request but asks it to wait
+// (Result.Delay, from LeakyBucket), the middleware waits that long before
+// calling the next handler, as nginx's limit_req does, unless
+// Config.NoDelay.
+//
+// # Failures
+//
+// When the limiter fails, the request passes (fail open) unless
+// Config.FailClosed, and the failure is counted in [Middleware.Stats].
+package httpadapter

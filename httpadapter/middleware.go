@@ -1,0 +1,255 @@
+package httpadapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/actorlimit/actorlimit"
+)
+
+// Limiter counts hits; *actorlimit.Limiter is one. HitMany counts every
+// request of hits in one call and writes the i-th decision to results[i].
+// It must not keep hits or results after it returns.
+type Limiter interface {
+	HitMany(ctx context.Context, hits []actorlimit.HitRequest, results []actorlimit.Result) error
+}
+
+// ErrInvalidConfig is wrapped by every error of [New], [Middleware.SetRules]
+// and the rules parsers; test it with errors.Is.
+var ErrInvalidConfig = errors.New("httpadapter: invalid configuration")
+
+// Defaults used when Config leaves a field zero.
+const (
+	DefaultIPv6Prefix = 64
+	DefaultIPv4Prefix = 32
+)
+
+// Config configures a [Middleware]. Only Rules may change later, with
+// [Middleware.SetRules].
+type Config struct {
+	// Rules is the initial rule set; it may be empty.
+	Rules []Rule
+	// TrustedProxies lists the networks of the proxies in front of the
+	// server. Only a request whose direct peer (RemoteAddr) is in one of
+	// them has its ClientIPHeader believed. Empty: the client IP is always
+	// the peer.
+	TrustedProxies []netip.Prefix
+	// ClientIPHeader is the one forwarding header the proxies set:
+	// XForwardedFor (the default), Forwarded or XRealIP. Only one is read,
+	// so a client cannot pick a header the proxy does not overwrite.
+	ClientIPHeader string
+	// IPv6Prefix is how many leading bits of an IPv6 client IP make its
+	// "ip" group (default 64: one group per customer network, so a client
+	// cannot escape by rotating through its own /64).
+	IPv6Prefix int
+	// IPv4Prefix is the same for IPv4 (default 32).
+	IPv4Prefix int
+	// UnknownIP says what happens when the client IP cannot be determined.
+	UnknownIP UnknownIP
+	// Country maps a client IP to a country code, for CountryIn conditions;
+	// it is called at most once per request and must be safe for concurrent
+	// use.
+	Country func(netip.Addr) string
+	// FailClosed answers 503 Service Unavailable when the limiter fails (it
+	// is closed, or the call times out) and a block or shadow rule
+	// matched. The default is to fail open: the request passes. Either way
+	// the failure is counted.
+	FailClosed bool
+	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (seconds) to the draft RateLimit fields.
+	LegacyHeaders bool
+	// Timeout bounds each call to the limiter; 0 leaves only the request's
+	// own context.
+	Timeout time.Duration
+	// NoDelay passes an allowed request on at once even when the limiter
+	// asks it to wait (Result.Delay, given by LeakyBucket), as nginx's
+	// limit_req nodelay. By default the middleware waits that long, or
+	// until the request's context ends, before calling the next handler.
+	NoDelay bool
+}
+
+// Middleware limits the requests that pass through it by rules. Its
+// methods are safe for concurrent use.
+type Middleware struct {
+	lim     Limiter
+	ips     ipResolver
+	bits4   int
+	bits6   int
+	unknown UnknownIP
+	country func(netip.Addr) string
+	closed  bool
+	legacy  bool
+	timeout time.Duration
+	noDelay bool
+	sleep   func(context.Context, time.Duration) error // a seam for tests
+
+	rules atomic.Pointer[ruleSet]
+
+	mu    sync.Mutex            // serializes SetRules
+	stats map[string]*ruleStats // by rule name, for the current set
+
+	limiterErrors atomic.Uint64
+	unknownIPs    atomic.Uint64
+}
+
+// New returns a middleware that asks lim, configured by cfg.
+func New(lim Limiter, cfg Config) (*Middleware, error) {
+	if lim == nil {
+		return nil, fmt.Errorf("%w: limiter is nil", ErrInvalidConfig)
+	}
+	m := &Middleware{
+		lim:     lim,
+		bits4:   cfg.IPv4Prefix,
+		bits6:   cfg.IPv6Prefix,
+		unknown: cfg.UnknownIP,
+		country: cfg.Country,
+		closed:  cfg.FailClosed,
+		legacy:  cfg.LegacyHeaders,
+		timeout: cfg.Timeout,
+		noDelay: cfg.NoDelay,
+		sleep:   sleep,
+		stats:   map[string]*ruleStats{},
+	}
+	if m.bits4 == 0 {
+		m.bits4 = DefaultIPv4Prefix
+	}
+	if m.bits6 == 0 {
+		m.bits6 = DefaultIPv6Prefix
+	}
+	switch {
+	case m.bits4 < 0 || m.bits4 > 32:
+		return nil, fmt.Errorf("%w: IPv4Prefix %d is not in 1..32", ErrInvalidConfig, cfg.IPv4Prefix)
+	case m.bits6 < 0 || m.bits6 > 128:
+		return nil, fmt.Errorf("%w: IPv6Prefix %d is not in 1..128", ErrInvalidConfig, cfg.IPv6Prefix)
+	case cfg.UnknownIP != UnknownIPGroup && cfg.UnknownIP != UnknownIPReject:
+		return nil, fmt.Errorf("%w: UnknownIP %d is unknown", ErrInvalidConfig, cfg.UnknownIP)
+	case cfg.Timeout < 0:
+		return nil, fmt.Errorf("%w: Timeout %v is negative", ErrInvalidConfig, cfg.Timeout)
+	}
+	if len(cfg.TrustedProxies) > 0 {
+		h := http.CanonicalHeaderKey(cfg.ClientIPHeader)
+		switch h {
+		case "":
+			h = XForwardedFor
+		case XForwardedFor, Forwarded, XRealIP:
+		default:
+			return nil, fmt.Errorf("%w: ClientIPHeader %q is not X-Forwarded-For, Forwarded or X-Real-IP", ErrInvalidConfig, cfg.ClientIPHeader)
+		}
+		m.ips.header = h
+		for i, p := range cfg.TrustedProxies {
+			if !p.IsValid() {
+				return nil, fmt.Errorf("%w: TrustedProxies[%d] is not a valid prefix", ErrInvalidConfig, i)
+			}
+			m.ips.trusted = append(m.ips.trusted, p.Masked())
+		}
+	}
+	if err := m.SetRules(cfg.Rules); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Handler wraps next: it is the middleware, of the shape
+// func(http.Handler) http.Handler.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.serve(w, r, next)
+	})
+}
+
+// request is the per-request state that conditions and keys read; client
+// IP, country and cleaned path are computed once, when first needed.
+type request struct {
+	m        *Middleware
+	r        *http.Request
+	ip       netip.Addr
+	ipState  uint8 // 0 not yet, 1 known, 2 unknown
+	cc       string
+	ccDone   bool
+	cleaned  string
+	pathDone bool
+	rejected bool // the client IP was needed, unknown, and UnknownIPReject
+}
+
+func (q *request) clientIP() (netip.Addr, bool) {
+	if q.ipState == 0 {
+		q.ipState = 2
+		if ip, ok := q.m.ips.resolve(q.r); ok {
+			q.ip, q.ipState = ip, 1
+		}
+	}
+	if q.ipState == 2 && q.m.unknown == UnknownIPReject {
+		q.rejected = true
+	}
+	return q.ip, q.ipState == 1
+}
+
+func (q *request) groupIP() (netip.Addr, bool) {
+	ip, ok := q.clientIP()
+	if !ok {
+		return ip, false
+	}
+	return group(ip, q.m.bits4, q.m.bits6), true
+}
+
+func (q *request) country() (string, bool) {
+	ip, ok := q.clientIP()
+	if !ok {
+		return "", false
+	}
+	if !q.ccDone {
+		q.cc, q.ccDone = q.m.country(ip), true
+	}
+	return q.cc, true
+}
+
+func (q *request) path() string {
+	if !q.pathDone {
+		p := ""
+		if q.r.URL != nil {
+			p = q.r.URL.Path
+		}
+		q.cleaned, q.pathDone = cleanPath(p), true
+	}
+	return q.cleaned
+}
+
+// scratch is the pooled per-request memory of the hot path.
+type scratch struct {
+	q     request
+	hits  []actorlimit.HitRequest
+	res   []actorlimit.Result
+	rules []*rule
+	ends  []int // of each rule's key in buf
+	buf   []byte
+}
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
+
+func (s *scratch) release() {
+	for i := range s.hits {
+		s.hits[i] = actorlimit.HitRequest{}
+	}
+	clear(s.rules)
+	s.q = request{}
+	s.hits, s.res, s.rules, s.ends, s.buf = s.hits[:0], s.res[:0], s.rules[:0], s.ends[:0], s.buf[:0]
+	scratches.Put(s)
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package httpadapter_test
+
+const raceEnabled = false

@@ -1,0 +1,210 @@
+package httpadapter
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/actorlimit/actorlimit"
+)
+
+// MonitorDecision is what a monitor rule decided for a request.
+type MonitorDecision struct {
+	// Rule is the monitor rule's name.
+	Rule string
+	// Result is the limiter's decision; Result.Allowed false means the rule
+	// would have blocked the request.
+	Result actorlimit.Result
+}
+
+type monitorKey struct{}
+
+// MonitorDecisions returns the decisions of the monitor rules that matched
+// the request whose context is ctx, in rule order, or nil when none did.
+// The slice must not be modified.
+func MonitorDecisions(ctx context.Context) []MonitorDecision {
+	d, _ := ctx.Value(monitorKey{}).([]MonitorDecision)
+	return d
+}
+
+// serve is the hot path.
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	rs := m.rules.Load()
+	if len(rs.rules) == 0 {
+		next.ServeHTTP(w, r)
+		return
+	}
+	s := scratches.Get().(*scratch)
+	s.q = request{m: m, r: r}
+	for _, ru := range rs.rules {
+		if !ru.matches(&s.q) {
+			if s.q.rejected {
+				break
+			}
+			continue
+		}
+		s.buf = ru.appendKey(s.buf, &s.q)
+		if s.q.rejected {
+			break
+		}
+		s.ends = append(s.ends, len(s.buf))
+		s.rules = append(s.rules, ru)
+	}
+	switch {
+	case s.q.rejected:
+		s.release()
+		m.unknownIPs.Add(1)
+		http.Error(w, "client address unknown", http.StatusBadRequest)
+		return
+	case len(s.rules) == 0:
+		s.release()
+		next.ServeHTTP(w, r)
+		return
+	}
+	// One string holds every key: one allocation, whatever the number of
+	// rules. The limiter keeps the keys it stores, and with them this
+	// string, only as long as the longest-lived of them.
+	ids, start := string(s.buf), 0
+	for i, ru := range s.rules {
+		s.hits = append(s.hits, actorlimit.HitRequest{ID: ids[start:s.ends[i]], Policy: ru.policy})
+		start = s.ends[i]
+	}
+	s.res = append(s.res[:0], make([]actorlimit.Result, len(s.hits))...)
+	if err := m.hitMany(r.Context(), s); err != nil {
+		m.failed(w, r, next, s)
+		return
+	}
+	m.decide(w, r, next, s)
+}
+
+func (m *Middleware) hitMany(ctx context.Context, s *scratch) error {
+	if m.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.timeout)
+		defer cancel()
+	}
+	return m.lim.HitMany(ctx, s.hits, s.res)
+}
+
+// failed handles a limiter failure: counted, then open or closed. The
+// scratch is dropped, not pooled: a limiter that gave up waiting may still
+// hold it.
+func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, next http.Handler, s *scratch) {
+	m.limiterErrors.Add(1)
+	enforcing := false
+	for _, ru := range s.rules {
+		ru.stats.matched.Add(1)
+		ru.stats.errors.Add(1)
+		enforcing = enforcing || ru.action.Kind != Monitor
+	}
+	if m.closed && enforcing {
+		http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// verdict is what the rules of one request decided together.
+type verdict struct {
+	block, shadow *rule             // the strictest denying block and shadow rules
+	blockRes      actorlimit.Result // block's
+	mon           []MonitorDecision // of every monitor rule
+	headers       bool              // a block rule matched
+	delay         time.Duration     // the longest Delay of an enforcing rule
+}
+
+// tally counts every rule's decision and picks the strictest.
+func tally(s *scratch) verdict {
+	var v verdict
+	for i, ru := range s.rules {
+		res := &s.res[i]
+		st := ru.stats
+		st.matched.Add(1)
+		kind := ru.action.Kind
+		v.headers = v.headers || kind == Block
+		if kind == Monitor {
+			v.mon = append(v.mon, MonitorDecision{Rule: ru.name, Result: *res})
+		}
+		switch {
+		case res.Allowed:
+			st.allowed.Add(1)
+			if kind != Monitor {
+				v.delay = max(v.delay, res.Delay)
+			}
+		case kind == Block:
+			st.blocked.Add(1)
+			if v.block == nil || stricter(res.RetryAfter, v.blockRes.RetryAfter) {
+				v.block, v.blockRes = ru, *res
+			}
+		case kind == Monitor:
+			st.monitored.Add(1)
+		case kind == Shadow:
+			st.shadowed.Add(1)
+			if v.shadow == nil {
+				v.shadow = ru
+			}
+		}
+	}
+	return v
+}
+
+// decide counts the decisions, then answers with the strictest or passes
+// the request on.
+func (m *Middleware) decide(w http.ResponseWriter, r *http.Request, next http.Handler, s *scratch) {
+	v := tally(s)
+	switch {
+	case v.shadow != nil: // the strictest: no header reveals anything
+		s.release()
+		respond(w, &v.shadow.action)
+		return
+	case v.headers:
+		m.setHeaders(w.Header(), s)
+	}
+	s.release()
+	if v.block != nil {
+		if v.blockRes.RetryAfter >= 0 {
+			w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(v.blockRes.RetryAfter), 10))
+		}
+		respond(w, &v.block.action)
+		return
+	}
+	if v.delay > 0 && !m.noDelay {
+		if m.sleep(r.Context(), v.delay) != nil {
+			return // the client is gone
+		}
+	}
+	if v.mon != nil {
+		r = r.WithContext(context.WithValue(r.Context(), monitorKey{}, v.mon))
+	}
+	next.ServeHTTP(w, r)
+}
+
+// stricter reports whether a wait of a is longer than one of b; Never is
+// the longest.
+func stricter(a, b time.Duration) bool {
+	switch {
+	case b < 0:
+		return false
+	case a < 0:
+		return true
+	}
+	return a > b
+}
+
+// respond answers with a's status and body.
+func respond(w http.ResponseWriter, a *Action) {
+	h := w.Header()
+	h.Set("Content-Type", a.ContentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(a.Status)
+	_, _ = w.Write([]byte(a.Body))
+}
+
+// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}

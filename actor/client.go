@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,10 @@ import (
 
 	"github.com/actorlimit/actorlimit/table"
 )
+
+// spins is how many times a caller yields, waiting for its answer, before
+// it parks.
+const spins = 16
 
 // startTimeout bounds how long [Start] waits for the limiter's first start.
 const startTimeout = 10 * time.Second
@@ -144,39 +149,42 @@ func (c *Client) roundTrip(ctx context.Context, k *call) error {
 		return fmt.Errorf("actorlimit: %w", err)
 	}
 	c.root.Send(c.pid, k)
-	select {
-	case <-k.done: // a lone caller ran the mailbox itself: answered already
-		return k.err
-	default:
+	// A lone caller ran the mailbox itself and is answered already. Others
+	// yield the processor a few times before they park: on a busy limiter
+	// the answer usually comes within a batch, and a parked goroutine costs
+	// a wake-up, often of an idle thread.
+	for range spins {
+		if k.state.Load() == answered {
+			return k.err
+		}
+		runtime.Gosched()
+	}
+	if !k.state.CompareAndSwap(waiting, parked) {
+		return k.err // answered while we decided to park
 	}
 	select {
 	case <-k.done:
 		return k.err
 	case <-ctx.Done():
-		if answered(k) {
+		if wasAnswered(k) {
 			return k.err
 		}
 		return fmt.Errorf("actorlimit: %w", ctx.Err())
 	case <-c.h.done:
-		if answered(k) {
+		if wasAnswered(k) {
 			return k.err
 		}
 		return ErrClosed
 	}
 }
 
-// answered reports whether k was answered, taking the answer if so.
-func answered(k *call) bool {
-	select {
-	case <-k.done:
-		return true
-	default:
-		return false
-	}
-}
+// wasAnswered reports whether k was answered after all. The limiter may
+// still be about to signal done: k is abandoned either way, never pooled.
+func wasAnswered(k *call) bool { return k.state.Load() == answered }
 
 func (c *Client) release(k *call) {
 	k.check, k.batch, k.decs, k.err = Check{}, nil, nil, nil
+	k.state.Store(waiting)
 	c.calls.Put(k)
 }
 

@@ -2,6 +2,7 @@ package actor
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/actorlimit/actorlimit/table"
@@ -104,8 +105,7 @@ const (
 )
 
 // call is one synchronous request: the message a [Client] sends and the slot
-// the limiter answers in. done has room for one signal, so answering never
-// blocks the limiter.
+// the limiter answers in.
 type call struct {
 	kind  callKind
 	check Check
@@ -116,12 +116,26 @@ type call struct {
 	n     int
 	stats Stats
 	err   error
-	done  chan struct{}
+	state atomic.Uint32 // waiting, answered or parked
+	done  chan struct{} // signalled when a parked caller is answered
 }
 
+// States of a call's wait.
+const (
+	waiting  uint32 = iota // the caller has not parked: no signal needed
+	answered               // the limiter has answered
+	parked                 // the caller waits on done
+)
+
+// answer records err and wakes the caller. A caller that has not parked
+// sees the state change; only a parked one is signalled on done, which has
+// room for one signal, so answering never blocks the limiter.
 func (k *call) answer(err error) {
 	k.err = err
-	k.done <- struct{}{}
+	if !k.state.CompareAndSwap(waiting, answered) {
+		k.state.Store(answered)
+		k.done <- struct{}{}
+	}
 }
 
 // sweep is a sweep in progress: the limiter sends it to itself after each

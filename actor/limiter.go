@@ -2,6 +2,7 @@ package actor
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
@@ -123,6 +124,9 @@ func (l *limiter) continueSweep(c protoactor.Context, s *sweep) {
 	l.h.expired += uint64(n)
 	if more {
 		c.Send(c.Self(), s)
+		// Let the callers answered meanwhile run: a woken goroutine waits
+		// on this processor until the goroutine running the mailbox yields.
+		runtime.Gosched()
 		return
 	}
 	if s.reply == nil {

@@ -110,7 +110,7 @@ func BenchmarkMemory(b *testing.B) {
 			b.ReportAllocs()
 			var perKey float64
 			for b.Loop() {
-				clock := &algoClock{now: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}
+				clock := &fakeClock{now: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}
 				lim, err := actorlimit.Start(actorlimit.WithClock(clock), actorlimit.WithJanitor(0, 0))
 				if err != nil {
 					b.Fatal(err)

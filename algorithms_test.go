@@ -3,7 +3,6 @@ package actorlimit_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,28 +12,10 @@ import (
 	"github.com/actorlimit/actorlimit"
 )
 
-// algoClock is a fake clock held by one test and advanced by it.
-type algoClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *algoClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *algoClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // startAt starts a limiter on a fake clock at t, without a janitor.
-func startAt(t *testing.T, at time.Time) (*actorlimit.Limiter, *algoClock) {
+func startAt(t *testing.T, at time.Time) (*actorlimit.Limiter, *fakeClock) {
 	t.Helper()
-	clock := &algoClock{now: at}
+	clock := &fakeClock{now: at}
 	lim, err := actorlimit.Start(actorlimit.WithClock(clock), actorlimit.WithJanitor(0, 0))
 	require.NoError(t, err)
 	t.Cleanup(func() { lim.Close() })

@@ -12,7 +12,7 @@ import (
 // LeakyBucket lets Burst+1 through, each with the Delay that spaces them
 // at the limit's rate.
 func Example_algorithms() {
-	clock := &algoClock{now: time.Date(2026, 11, 22, 11, 0, 0, 0, time.UTC)}
+	clock := &fakeClock{now: time.Date(2026, 11, 22, 11, 0, 0, 0, time.UTC)}
 	lim, err := actorlimit.Start(actorlimit.WithClock(clock))
 	if err != nil {
 		panic(err)

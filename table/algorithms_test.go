@@ -154,7 +154,7 @@ func TestNeverAllowed(t *testing.T) {
 // snapshot returns every entry of tbl, with its variable-size state.
 func snapshot(tbl *Table) []string {
 	var s []string
-	tbl.tree.Ascend(func(e *Entry) bool {
+	tbl.ascend(func(e *Entry) bool {
 		x := ""
 		if ext := tbl.ext[e]; ext != nil {
 			x = fmt.Sprintf("%x@%d/%d", ext.buf[ext.head:], ext.head, ext.last)

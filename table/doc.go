@@ -5,22 +5,24 @@
 // modified>, created and modified in Unix milliseconds as in the original
 // (window lengths and bucket arithmetic are in nanoseconds, so that a
 // millisecond scale gives the original's buckets and finer periods are
-// possible). Entries are ordered by [Key.Kind]
-// and [Key.Scale] (the window length), then by bucket number, then by id, so
-// that every window length has its own run of the order and the same id under
-// two window lengths is two entries (the original keyed rows by
+// possible). Entries are ordered by [Key.Kind] and [Key.Scale] (the window
+// length), then by bucket number, then by id, so that every window length has
+// its own run of the order and the same id under two window lengths is two
+// entries (the original keyed rows by
 // {BucketNumber, Id} alone, so bucket 5 of a 1 s scale was bucket 5 of a 5 s
 // scale; here they are apart).
 //
 // # Layout
 //
-// The B-tree holds the order; a hash index beside it (one string-keyed map
-// of ids per kind and window length) maps each Key to its entry, so a hit on
-// a live entry touches no tree node at all. An entry holds the state of the
-// newest window its id has used: when a hit arrives in a later window, the entry is moved forward to that window (its old count is dead by
-// definition of a fixed window) instead of leaving the old row behind for the
-// janitor. The order therefore still says, for every window length, which
-// entries belong to the oldest windows.
+// Each kind and window length (a group) has its own run of the order: a
+// B-tree of its entries by bucket, then id, and beside it a hash index, a
+// string-keyed map of its ids, so a hit on a live entry touches no tree node
+// at all. An entry holds the state of the newest window its id has used:
+// when a hit arrives in a later window, the entry is moved forward to that
+// window (its old count is dead by definition of a fixed window) instead of
+// leaving the old row behind for the janitor. Each tree therefore starts
+// with the entries of its oldest windows, and a sweep or an eviction takes
+// them from its left edge, the cheapest place to delete from.
 //
 // # Algorithms and their entries
 //

@@ -1,7 +1,9 @@
 package table
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/google/btree"
@@ -51,10 +53,15 @@ type group struct {
 	scale int64
 }
 
-// run is the index of one group: its entries by id. Hashing the id alone,
-// with Go's string-keyed map, is cheaper than hashing a whole Key.
+// run is one group's part of the table: its run of the order, a B-tree of
+// its entries by (bucket, id), and its index, its entries by id. Hashing the
+// id alone, with Go's string-keyed map, is cheaper than hashing a whole Key;
+// and since a group's oldest entries are the first of its own tree, a sweep
+// or an eviction takes them from the tree's left edge, the cheapest place to
+// delete from.
 type run struct {
 	group
+	tree  *btree.BTreeG[*Entry]
 	index map[string]*Entry
 }
 
@@ -62,16 +69,13 @@ type run struct {
 // lookups. The zero value is not usable; call [New]. A Table is not safe for
 // concurrent use.
 type Table struct {
-	tree   *btree.BTreeG[*Entry]
-	groups map[group]*run  // the index, one run per window length
+	groups map[group]*run  // the runs of the order, one per window length
 	last   *run            // the run of the last lookup: calls come in runs
 	n      int             // entries
 	ext    map[*Entry]*ext // variable-size state of the entries that have one
 	limit  int
 
 	evictions uint64
-	lo, hi    Entry    // range pivots, kept here so a sweep allocates nothing
-	doomed    []*Entry // entries found by a walk, deleted after it
 }
 
 // New returns an empty table that holds at most limit entries; limit <= 0
@@ -81,19 +85,15 @@ func New(limit int) *Table {
 		limit = 0
 	}
 	return &Table{
-		tree:   btree.NewG(degree, less),
 		groups: make(map[group]*run),
 		limit:  limit,
 	}
 }
 
+// less orders the entries of one run: by bucket, then id. Kind and scale
+// are the run's own.
 func less(a, b *Entry) bool {
-	switch {
-	case a.Kind != b.Kind:
-		return a.Kind < b.Kind
-	case a.Scale != b.Scale:
-		return a.Scale < b.Scale
-	case a.Bucket != b.Bucket:
+	if a.Bucket != b.Bucket {
 		return a.Bucket < b.Bucket
 	}
 	return a.ID < b.ID
@@ -152,9 +152,8 @@ func (t *Table) Get(k Key) (Entry, bool) {
 func (t *Table) Add(k Key, bucket, n, now int64) Entry {
 	if e := t.lookup(k); e != nil {
 		if bucket > e.Bucket {
-			t.tree.Delete(e)
-			e.Bucket, e.Count, e.Created = bucket, 0, now
-			t.tree.ReplaceOrInsert(e)
+			t.move(e, bucket)
+			e.Count, e.Created = 0, now
 		}
 		e.Count += n
 		e.Modified = now
@@ -175,13 +174,17 @@ func (t *Table) insert(k Key, bucket int64) *Entry {
 	e := &Entry{Key: k, Bucket: bucket}
 	r := t.runOf(&k)
 	if r == nil {
-		r = &run{group: group{k.Kind, k.Scale}, index: make(map[string]*Entry)}
+		r = &run{
+			group: group{k.Kind, k.Scale},
+			tree:  btree.NewG(degree, less),
+			index: make(map[string]*Entry),
+		}
 		t.groups[r.group] = r
 		t.last = r
 	}
 	r.index[k.ID] = e
 	t.n++
-	t.tree.ReplaceOrInsert(e)
+	r.tree.ReplaceOrInsert(e)
 	return e
 }
 
@@ -191,9 +194,10 @@ func (t *Table) move(e *Entry, bucket int64) {
 	if e.Bucket == bucket {
 		return
 	}
-	t.tree.Delete(e)
+	r := t.runOf(&e.Key)
+	r.tree.Delete(e)
 	e.Bucket = bucket
-	t.tree.ReplaceOrInsert(e)
+	r.tree.ReplaceOrInsert(e)
 }
 
 // deathBucket returns the bucket, in units of scale, of an entry whose state
@@ -215,8 +219,13 @@ func (t *Table) Delete(k Key) bool {
 }
 
 func (t *Table) remove(e *Entry) {
-	t.tree.Delete(e)
 	r := t.runOf(&e.Key)
+	r.tree.Delete(e)
+	t.unindex(r, e)
+}
+
+// unindex forgets e, already out of r's tree.
+func (t *Table) unindex(r *run, e *Entry) {
 	delete(r.index, e.ID)
 	t.n--
 	if len(t.ext) > 0 {
@@ -240,49 +249,40 @@ func (t *Table) Expire(before int64, max int) (removed int, more bool) {
 	if max <= 0 {
 		max = math.MaxInt
 	}
-	t.doomed = t.doomed[:0]
-	for g := range t.groups {
-		if more {
-			break
-		}
+	for _, r := range t.groups {
 		// Window b ended at or before `before` iff (b+1)*scale <= before,
 		// that is iff b < floor(before/scale).
-		t.lo = Entry{Key: Key{Kind: g.kind, Scale: g.scale}, Bucket: math.MinInt64}
-		t.hi = Entry{Key: Key{Kind: g.kind, Scale: g.scale}, Bucket: FloorDiv(before, g.scale)}
-		t.tree.AscendRange(&t.lo, &t.hi, func(e *Entry) bool {
-			if len(t.doomed) >= max {
-				more = true
-				return false
+		cutoff := FloorDiv(before, r.scale)
+		for {
+			e, ok := r.tree.Min()
+			if !ok || e.Bucket >= cutoff {
+				break
 			}
-			t.doomed = append(t.doomed, e)
-			return true
-		})
+			if removed == max {
+				return removed, true
+			}
+			r.tree.DeleteMin()
+			t.unindex(r, e)
+			removed++
+		}
 	}
-	for i, e := range t.doomed {
-		t.remove(e)
-		t.doomed[i] = nil
-	}
-	removed = len(t.doomed)
-	t.doomed = t.doomed[:0]
-	return removed, more
+	return removed, false
 }
 
 // evictOldest deletes the entry whose window started first, whatever its
-// window length. Each window length's oldest entry is the first of its run,
-// so this costs one short descent per window length in use.
+// window length. Each window length's oldest entry is the first of its own
+// tree, so this costs one look at the left edge of each tree.
 func (t *Table) evictOldest() {
 	var victim *Entry
-	for g := range t.groups {
-		t.lo = Entry{Key: Key{Kind: g.kind, Scale: g.scale}, Bucket: math.MinInt64}
-		t.tree.AscendGreaterOrEqual(&t.lo, func(e *Entry) bool {
-			if victim == nil || e.Start() < victim.Start() {
-				victim = e
-			}
-			return false
-		})
+	var from *run
+	for _, r := range t.groups {
+		if e, ok := r.tree.Min(); ok && (victim == nil || e.Start() < victim.Start()) {
+			victim, from = e, r
+		}
 	}
 	if victim != nil {
-		t.remove(victim)
+		from.tree.DeleteMin()
+		t.unindex(from, victim)
 		t.evictions++
 	}
 }
@@ -290,7 +290,29 @@ func (t *Table) evictOldest() {
 // Ascend calls fn for every entry in order (kind, scale, bucket, id) until fn
 // returns false. fn gets a copy and must not change the table.
 func (t *Table) Ascend(fn func(Entry) bool) {
-	t.tree.Ascend(func(e *Entry) bool { return fn(*e) })
+	t.ascend(func(e *Entry) bool { return fn(*e) })
+}
+
+// ascend walks the runs in (kind, scale) order and each run's tree in
+// order, until fn returns false.
+func (t *Table) ascend(fn func(*Entry) bool) {
+	runs := make([]*run, 0, len(t.groups))
+	for _, r := range t.groups {
+		runs = append(runs, r)
+	}
+	slices.SortFunc(runs, func(a, b *run) int {
+		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.scale, b.scale))
+	})
+	for _, r := range runs {
+		more := true
+		r.tree.Ascend(func(e *Entry) bool {
+			more = fn(e)
+			return more
+		})
+		if !more {
+			return
+		}
+	}
 }
 
 // FloorDiv returns floor(a/b) for b > 0, rounding toward minus infinity where

@@ -190,7 +190,7 @@ func start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg ac
 		cfg.MaxEntries = (cfg.MaxEntries + shards - 1) / shards
 	}
 	for range shards {
-		c, err := actor.Start(parent, nil, cfg)
+		c, err := actor.Start(parent, cfg)
 		if err != nil {
 			_ = l.Close()
 			return nil, err

@@ -24,12 +24,11 @@ const startTimeout = 10 * time.Second
 // Client is the synchronous handle of a running limiter: ordinary Go code
 // calls the limiter through it. A Client is safe for concurrent use.
 type Client struct {
-	h      *heir
-	root   *protoactor.RootContext
-	sup    *protoactor.PID
-	pid    *protoactor.PID
-	jan    *protoactor.PID
-	system *protoactor.ActorSystem // shut down by Close when set
+	h    *heir
+	root *protoactor.RootContext
+	sup  *protoactor.PID
+	pid  *protoactor.PID
+	jan  *protoactor.PID
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -37,10 +36,8 @@ type Client struct {
 }
 
 // Start spawns a supervisor, a limiter and (when cfg.SweepEvery > 0) a
-// janitor under parent, and waits until the limiter runs. If own is not
-// nil, [Client.Close] shuts that actor system down after stopping the
-// limiter.
-func Start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg Config) (*Client, error) {
+// janitor under parent, and waits until the limiter runs.
+func Start(parent protoactor.SpawnerContext, cfg Config) (*Client, error) {
 	cfg.defaults()
 	if cfg.SweepEvery < 0 || cfg.SweepTimeout < 0 {
 		return nil, errors.New("actorlimit: janitor interval and timeout must not be negative")
@@ -49,11 +46,10 @@ func Start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg Co
 	sup := parent.SpawnPrefix(supervisorProps(h), "actorlimit")
 	system := parent.ActorSystem()
 	c := &Client{
-		h:      h,
-		root:   system.Root,
-		sup:    sup,
-		pid:    protoactor.NewPID(sup.Address, sup.Id+"/"+limiterName),
-		system: own,
+		h:    h,
+		root: system.Root,
+		sup:  sup,
+		pid:  protoactor.NewPID(sup.Address, sup.Id+"/"+limiterName),
 	}
 	if cfg.SweepEvery > 0 {
 		c.jan = protoactor.NewPID(sup.Address, sup.Id+"/"+janitorName)
@@ -61,16 +57,12 @@ func Start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg Co
 	c.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
 	select {
 	case <-h.ready:
-	case <-time.After(startTimeout):
-	}
-	select {
-	case <-h.ready:
 		select {
 		case <-h.done: // the limiter could not be spawned
 		default:
 			return c, nil
 		}
-	default:
+	case <-time.After(startTimeout):
 	}
 	c.Close()
 	return nil, errors.New("actorlimit: limiter did not start")
@@ -189,9 +181,8 @@ func (c *Client) release(k *call) {
 }
 
 // Close stops the janitor, lets the limiter answer every call already
-// queued, stops it and its supervisor, and shuts down the actor system the
-// client owns. Calls made after Close returns ErrClosed. Close is
-// idempotent and always returns nil.
+// queued, and stops it and its supervisor. Calls made after Close return
+// ErrClosed. Close is idempotent and always returns nil.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
@@ -205,9 +196,6 @@ func (c *Client) Close() error {
 		}
 		_ = c.root.StopFuture(c.sup).Wait()
 		c.h.stopped()
-		if c.system != nil {
-			c.system.Shutdown()
-		}
 	})
 	return nil
 }

@@ -19,7 +19,7 @@ func BenchmarkDo(b *testing.B) {
 	sys := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	defer sys.Shutdown()
-	c, err := Start(sys.Root, nil, Config{Clock: frozenClock{}})
+	c, err := Start(sys.Root, Config{Clock: frozenClock{}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,8 +25,10 @@
 // # The synchronous path
 //
 // [Client] is how ordinary Go code calls the limiter. A call takes a pooled
-// request from a sync.Pool, sends it to the limiter's mailbox and waits on the
-// request's own reply channel; nothing is allocated in steady state. The
+// request from a sync.Pool, sends it to the limiter's mailbox and waits for
+// the answer: a caller that has not parked yet (it yields the processor a
+// few times first) sees it through an atomic state, a parked one is woken on
+// the request's own channel. Nothing is allocated in steady state. The
 // limiter's mailbox is this package's own implementation of protoactor's
 // Mailbox: a caller that finds it idle runs it on its own goroutine, with no
 // goroutine started or woken for a lone caller, for at most

@@ -30,23 +30,31 @@ func benchPolicy(alg actorlimit.Algorithm) actorlimit.Policy {
 	return actorlimit.Policy{Algorithm: alg, Limit: 100, Period: time.Second}
 }
 
+// filledLimiter starts a limiter, closed when b ends, with every key of the
+// benchmark's set hit once under alg's policy.
+func filledLimiter(b *testing.B, alg actorlimit.Algorithm) (*actorlimit.Limiter, []string, actorlimit.Policy) {
+	b.Helper()
+	lim, err := actorlimit.Start(actorlimit.WithJanitor(0, 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = lim.Close() })
+	ids, p := benchIDs(b, benchKeys), benchPolicy(alg)
+	for _, id := range ids {
+		if _, err := lim.Hit(context.Background(), id, p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return lim, ids, p
+}
+
 // BenchmarkHit measures one Hit through the limiter's mailbox, on the wall
 // clock, with every key of the set in the table first.
 func BenchmarkHit(b *testing.B) {
 	ctx := context.Background()
 	for _, alg := range allAlgorithms {
 		b.Run(fmt.Sprintf("alg=%v/keys=%d", alg, benchKeys), func(b *testing.B) {
-			lim, err := actorlimit.Start(actorlimit.WithJanitor(0, 0))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer lim.Close()
-			ids, p := benchIDs(b, benchKeys), benchPolicy(alg)
-			for _, id := range ids {
-				if _, err := lim.Hit(ctx, id, p); err != nil {
-					b.Fatal(err)
-				}
-			}
+			lim, ids, p := filledLimiter(b, alg)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
@@ -63,17 +71,7 @@ func BenchmarkHitParallel(b *testing.B) {
 	ctx := context.Background()
 	for _, alg := range allAlgorithms {
 		b.Run(fmt.Sprintf("alg=%v/keys=%d/callers=%d", alg, benchKeys, runtime.GOMAXPROCS(0)), func(b *testing.B) {
-			lim, err := actorlimit.Start(actorlimit.WithJanitor(0, 0))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer lim.Close()
-			ids, p := benchIDs(b, benchKeys), benchPolicy(alg)
-			for _, id := range ids {
-				if _, err := lim.Hit(ctx, id, p); err != nil {
-					b.Fatal(err)
-				}
-			}
+			lim, ids, p := filledLimiter(b, alg)
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {

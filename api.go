@@ -323,7 +323,7 @@ func newCheck(op actor.Op, id string, p Policy, n int64) (actor.Check, error) {
 	case n <= 0:
 		return actor.Check{}, fmt.Errorf("%w: n is %d, not positive", ErrInvalidArgument, n)
 	}
-	if err := p.validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return actor.Check{}, err
 	}
 	return actor.Check{
@@ -337,8 +337,11 @@ func newCheck(op actor.Op, id string, p Policy, n int64) (actor.Check, error) {
 	}, nil
 }
 
-// validate reports what is wrong with p, if anything.
-func (p Policy) validate() error {
+// Validate reports what is wrong with p, if anything: an error wrapping
+// [ErrInvalidArgument] that names the field and why, or nil. Every call that
+// takes a Policy validates it this way; callers that build policies ahead of
+// time (rules files, configuration) call it to refuse a bad one early.
+func (p Policy) Validate() error {
 	switch {
 	case p.Algorithm < FixedWindow || p.Algorithm > SlidingLog:
 		return fmt.Errorf("%w: unknown Policy.Algorithm %v", ErrInvalidArgument, p.Algorithm)

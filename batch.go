@@ -6,13 +6,13 @@ import (
 	"sync"
 
 	"github.com/actorlimit/actorlimit/actor"
-	"github.com/actorlimit/actorlimit/table"
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // batch is the scratch space of one HitMany call, pooled.
 type batch struct {
 	checks []actor.Check
-	decs   []table.Decision
+	decs   []algo.Decision
 	// With several shards the checks are grouped by shard (a counting
 	// sort): order[j] is the index in hits of the j-th grouped check, and
 	// shard s has checks[start[s]:start[s+1]].

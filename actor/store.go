@@ -59,3 +59,25 @@ type Store interface {
 }
 
 var _ Store = (*table.Table)(nil)
+
+// Snapshotter is a [Store] whose state can be written out and read back, so
+// that it survives a restart of the process. It is part of the Store
+// contract for stores that keep their state in the process (the table); a
+// store that keeps it elsewhere (Redis) need not implement it. The same
+// concurrency rule holds: the limiter actor is its only caller.
+type Snapshotter interface {
+	// Snapshot calls fn with the record of every key the store holds, in
+	// no promised order, until fn returns false. Records whose Death is at
+	// or before now may be left out. fn must not keep r.State after it
+	// returns.
+	Snapshot(now int64, fn func(r algo.Record) bool)
+	// Record returns the current record of c's key: what a log of changes
+	// writes after a batch that touched it. A key without state gives a
+	// record with nil State.
+	Record(c *algo.Check) algo.Record
+	// Load puts r's state in the store, replacing the key's own. A record
+	// whose State is nil deletes the key's state; one whose Death is at or
+	// before now is ignored. A record the store cannot decode is an error
+	// and changes nothing.
+	Load(now int64, r algo.Record) error
+}

@@ -51,16 +51,17 @@ func (l *Limiter) HitMany(ctx context.Context, hits []HitRequest, results []Resu
 		}
 		chk, err := newCheck(actor.OpHit, h.ID, h.Policy, n)
 		if err != nil {
-			batches.Put(b)
 			if grouped {
 				i = b.order[i]
 			}
+			batches.Put(b)
 			return fmt.Errorf("hits[%d]: %w", i, err)
 		}
 		b.checks[i] = chk
 	}
 	if err := b.run(ctx, l); err != nil {
-		return err // b may still be written to by a limiter: not pooled
+		batches.Put(b) // the limiters work on copies: b is ours again
+		return err
 	}
 	for i := range hits {
 		j := i

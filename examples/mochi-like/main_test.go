@@ -285,6 +285,12 @@ func TestRunBadFlags(t *testing.T) {
 	file := filepath.Join(newTestDir(t), testFile)
 	badRules := filepath.Join(t.TempDir(), "bad.yaml")
 	require.NoError(t, os.WriteFile(badRules, []byte("rules:\n  - name: x\n    policy:\n      limt: 1\n"), 0o644))
+	geoRules := filepath.Join(t.TempDir(), "geo.yaml")
+	require.NoError(t, os.WriteFile(geoRules, []byte("rules:\n  - name: geo\n    when: [{country: [RU]}]\n    policy: {limit: 1, period: 1s}\n"), 0o644))
+	emptyRules := filepath.Join(t.TempDir(), "empty.yaml")
+	require.NoError(t, os.WriteFile(emptyRules, nil, 0o644))
+	noRules := filepath.Join(t.TempDir(), "none.yaml")
+	require.NoError(t, os.WriteFile(noRules, []byte("rules: []\n"), 0o644))
 	tests := []struct {
 		args []string
 		want string // a part of the error
@@ -303,7 +309,10 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"-nosuchflag"}, "nosuchflag"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"-rules", filepath.Join(t.TempDir(), "missing.yaml")}, "-rules"},
-		{[]string{"-rules", badRules}, `-rules: bad.yaml: httpadapter: invalid configuration: rule "x" (rules[0]): line 4: policy.limt: unknown field`},
+		{[]string{"-rules", badRules}, `-rules: httpadapter: invalid configuration: ` + badRules + ` line 4: rule "x": policy.limt: unknown field`},
+		{[]string{"-rules", geoRules}, `-rules: httpadapter: invalid configuration: ` + geoRules + ` line 2: rule "geo" uses a country condition (when[0]) but this server has no country lookup`},
+		{[]string{"-rules", emptyRules}, `-rules: httpadapter: invalid configuration: ` + emptyRules + `: no "rules" key`},
+		{[]string{"-rules", noRules}, `-rules: httpadapter: invalid configuration: no rules`},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer

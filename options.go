@@ -27,6 +27,19 @@ type Clock interface {
 	Now() time.Time
 }
 
+// Ticker delivers ticks on C() until Stop, as a time.Ticker does (a tick
+// that finds the previous one not yet taken is dropped).
+type Ticker = actor.Ticker
+
+// TickerClock is a [Clock] that can also tick. When the clock given to
+// [WithClock] is one, the janitor ticks on it, so a test that moves its
+// fake clock by hand moves the janitor too; a Clock without NewTicker
+// leaves the janitor on the wall clock.
+type TickerClock interface {
+	Clock
+	NewTicker(d time.Duration) Ticker
+}
+
 // Option configures [Start] and [Spawn].
 type Option func(*settings) error
 
@@ -37,7 +50,7 @@ type settings struct {
 }
 
 // WithClock makes the limiter read the time from c; the default is the wall
-// clock.
+// clock. If c is a [TickerClock], the janitor ticks on it too.
 func WithClock(c Clock) Option {
 	return func(cfg *settings) error {
 		if c == nil {
@@ -102,6 +115,26 @@ func WithRestarts(max int, window time.Duration) Option {
 	}
 }
 
+// Store keeps a limiter's state and decides checks against it: the embedded
+// ordered table by default, or a store that many processes share. The
+// contract a store keeps (concurrency, time, batches, errors) is
+// [actor.Store]'s.
+type Store = actor.Store
+
+// WithStore makes the limiter keep its state in s instead of its embedded
+// table; WithMaxEntries then does not apply (s bounds its own memory). The
+// limiter actor is s's only caller. A store serves one limiter actor, so
+// WithStore cannot be combined with WithShards(n) for n > 1.
+func WithStore(s Store) Option {
+	return func(cfg *settings) error {
+		if s == nil {
+			return fmt.Errorf("%w: WithStore: store is nil", ErrInvalidArgument)
+		}
+		cfg.Store = s
+		return nil
+	}
+}
+
 // WithShards runs n limiter actors, each with its own table, mailbox and
 // janitor, and hashes ids onto them (default 1). It is for machines with
 // more cores than callers can keep one actor busy on; WithMaxEntries is then
@@ -139,6 +172,9 @@ func configure(opts []Option) (actor.Config, int, error) {
 		if err := o(&cfg); err != nil {
 			return actor.Config{}, 0, err
 		}
+	}
+	if cfg.Store != nil && cfg.shards > 1 {
+		return actor.Config{}, 0, fmt.Errorf("%w: WithStore with WithShards(%d): a store serves one limiter actor", ErrInvalidArgument, cfg.shards)
 	}
 	return cfg.Config, cfg.shards, nil
 }

@@ -277,6 +277,18 @@ func normalize(a netip.Addr) netip.Addr {
 	return a.WithZone("").Unmap()
 }
 
+// unmapPrefix returns p masked, and an IPv4-mapped IPv6 prefix
+// (::ffff:a.b.c.d/n, n >= 96) as the IPv4 prefix a.b.c.d/(n-96): client IPs
+// are unmapped before they are compared, so the mapped form would never
+// match.
+func unmapPrefix(p netip.Prefix) netip.Prefix {
+	p = p.Masked()
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p
+}
+
 // group masks ip to the grouping prefix of its family.
 func group(ip netip.Addr, bits4, bits6 int) netip.Addr {
 	bits := bits6

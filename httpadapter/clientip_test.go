@@ -149,3 +149,17 @@ func FuzzForwardedFor(f *testing.F) {
 		}
 	})
 }
+
+func TestUnmapPrefix(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"::ffff:127.0.0.1/128", "127.0.0.1/32"},
+		{"::ffff:10.1.2.3/104", "10.0.0.0/8"},
+		{"::ffff:0.0.0.0/96", "0.0.0.0/0"},
+		{"::ffff:0:0/95", "::fffe:0:0/95"}, // wider than the mapped range: IPv6
+		{"10.1.2.3/8", "10.0.0.0/8"},
+		{"2001:db8::1/32", "2001:db8::/32"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, unmapPrefix(netip.MustParsePrefix(tt.in)).String(), tt.in)
+	}
+}

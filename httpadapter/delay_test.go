@@ -82,8 +82,8 @@ func TestAlgorithms(t *testing.T) {
 
 func TestAlgorithmPolicyErrors(t *testing.T) {
 	for _, tt := range []struct{ data, want string }{
-		{"rules:\n  - name: r\n    policy: {algorithm: sliding_window, limit: 1, period: 1500us}\n", "policy.period: 1.5ms is not a whole number of milliseconds"},
-		{"rules:\n  - name: r\n    policy: {algorithm: sliding_log, limit: 100000000, period: 1s}\n", "policy.limit"},
+		{"rules:\n  - name: r\n    policy: {algorithm: sliding_window, limit: 1, period: 1500us}\n", `line 2: rule "r": policy: period 1.5ms is not a whole number of milliseconds`},
+		{"rules:\n  - name: r\n    policy: {algorithm: sliding_log, limit: 100000000, period: 1s}\n", `line 2: rule "r": policy: limit 100000000 is more than 10000, too large a log for sliding_log`},
 	} {
 		_, err := httpadapter.ParseRules([]byte(tt.data))
 		require.Error(t, err)

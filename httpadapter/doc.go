@@ -22,6 +22,11 @@
 // forged into another group's key. Rules come from Go or from a YAML or
 // JSON file ([ParseRules], [LoadRules]) and can be replaced at run time
 // ([Middleware.SetRules]) without losing the counts of unchanged rules.
+// Every rule is checked when it is parsed or set, its policy with
+// actorlimit.Policy.Validate, and errors say which rule (and, for a file,
+// which line) and which field. An empty rule set is an error unless
+// Config.AllowNoRules, so that an empty rules file cannot remove every
+// limit by mistake.
 //
 // # Actions and the strictest decision
 //
@@ -30,7 +35,8 @@
 // rounded up; a [Monitor] rule lets the request pass and records what it
 // would have done, in its statistics and in the request's context
 // ([MonitorDecisions]); a [Shadow] rule answers a fake success without
-// calling the next handler and without any rate-limit header. When several
+// calling the next handler, with the headers an allowed request would get
+// (no Retry-After, nothing that gives it away). When several
 // rules deny, shadow wins over block (a shadow ban must not be given away
 // by a 429), and among block rules the one with the longest wait answers.
 //
@@ -70,4 +76,12 @@
 //
 // When the limiter fails, the request passes (fail open) unless
 // Config.FailClosed, and the failure is counted in [Middleware.Stats].
+// When it refuses the hit of one rule (bad input, after which it counts
+// nothing), the middleware asks again for each rule alone: the other rules
+// are counted and enforced as usual, the refused rule decides nothing, its
+// failure is counted in its statistics and logged once through
+// Config.Logger. Policies are checked with actorlimit.Policy.Validate when
+// rules are parsed or set, and keys are bounded (hashed when the request's
+// values make them long), so this takes a limiter stricter than
+// *actorlimit.Limiter.
 package httpadapter

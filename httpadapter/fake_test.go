@@ -2,6 +2,8 @@ package httpadapter_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +24,10 @@ type fakeLimiter struct {
 	Reset  time.Duration
 	Retry  map[string]time.Duration // by rule-name prefix of the ID; default Reset
 	Delay  time.Duration            // of every allowed result
+	// Refuse lists rule-name prefixes of IDs whose hits it refuses as bad
+	// input, failing the whole call and counting nothing, as
+	// *actorlimit.Limiter does.
+	Refuse []string
 }
 
 func newFake() *fakeLimiter {
@@ -34,6 +40,13 @@ func (f *fakeLimiter) HitMany(_ context.Context, hits []actorlimit.HitRequest, r
 	f.calls++
 	if f.err != nil {
 		return f.err
+	}
+	for i, h := range hits {
+		for _, p := range f.Refuse {
+			if strings.HasPrefix(h.ID, p) {
+				return fmt.Errorf("hits[%d]: %w: refused", i, actorlimit.ErrInvalidArgument)
+			}
+		}
 	}
 	for i, h := range hits {
 		f.ids = append(f.ids, h.ID)

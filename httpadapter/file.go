@@ -2,31 +2,17 @@ package httpadapter
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/actorlimit/actorlimit"
 )
-
-// algorithms maps the algorithm names of rules files to algorithms.
-var algorithms = map[string]actorlimit.Algorithm{
-	"fixed_window":   actorlimit.FixedWindow,
-	"sliding_window": actorlimit.SlidingWindow,
-	"gcra":           actorlimit.GCRA,
-	"token_bucket":   actorlimit.TokenBucket,
-	"leaky_bucket":   actorlimit.LeakyBucket,
-	"sliding_log":    actorlimit.SlidingLog,
-}
 
 // maxRulesFile bounds the size of a rules file.
 const maxRulesFile = 4 << 20
@@ -79,10 +65,18 @@ type fileHeader struct {
 
 // ParseRules parses a rules file, JSON when its first non-blank byte is '{'
 // and YAML otherwise. Parsing is strict: an unknown field is an error, and
-// every error names the rule (its index and name) and the field. The
-// result still goes through [Middleware.SetRules] or [New], which check
-// what needs the middleware's configuration (CountryIn needs
-// Config.Country).
+// every error says where (the line), which rule (its name, or its number
+// when it has none) and which field, in the file's own terms. Every rule is
+// checked as far as it can be without a middleware: names (valid, unique),
+// policies (with [actorlimit.Policy.Validate]), conditions, grouping and
+// action; [Middleware.SetRules] or [New] then check what needs the
+// middleware's configuration (a country condition needs a country lookup)
+// and refuse an empty set unless [Config.AllowNoRules]. Each rule's Source
+// is its line.
+//
+// A file without a "rules" key (an empty file, only comments, "{}") is an
+// error, as an empty or truncated file is more likely a mistake than a wish
+// to remove every limit; "rules: []" says no rules.
 //
 // The format, in YAML:
 //
@@ -106,15 +100,13 @@ type fileHeader struct {
 // token_bucket, leaky_bucket and sliding_log.
 func ParseRules(data []byte) ([]Rule, error) {
 	if len(data) > maxRulesFile {
-		return nil, fmt.Errorf("%w: rules file is %d bytes, more than %d", ErrInvalidConfig, len(data), maxRulesFile)
+		return nil, fmt.Errorf("%w: the rules file is %d bytes, more than the %d allowed", ErrInvalidConfig, len(data), maxRulesFile)
 	}
-	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
-		return parseJSON(data)
-	}
-	return parseYAML(data)
+	return parseRules(data, "")
 }
 
-// LoadRules reads and parses the rules file at path with [ParseRules].
+// LoadRules reads and parses the rules file at path with [ParseRules]; its
+// errors, and the Source of each rule, start with path.
 func LoadRules(path string) ([]Rule, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -125,232 +117,93 @@ func LoadRules(path string) ([]Rule, error) {
 	if err != nil {
 		return nil, err
 	}
-	rules, err := ParseRules(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	if len(data) > maxRulesFile {
+		// Only the first maxRulesFile+1 bytes were read: the size is the
+		// file's, when it has one.
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxRulesFile {
+			return nil, fmt.Errorf("%w: %s: the rules file is %d bytes, more than the %d allowed", ErrInvalidConfig, path, fi.Size(), maxRulesFile)
+		}
+		return nil, fmt.Errorf("%w: %s: the rules file is more than the %d bytes allowed", ErrInvalidConfig, path, maxRulesFile)
 	}
-	return rules, nil
+	return parseRules(data, path)
 }
 
-func parseJSON(data []byte) ([]Rule, error) {
-	var top struct {
-		Rules []json.RawMessage `json:"rules"`
+// parseRules parses data, read from file ("" when unknown).
+func parseRules(data []byte, file string) ([]Rule, error) {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		return parseJSON(data, file)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&top); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: data after the rules object", ErrInvalidConfig)
-	}
-	rules := make([]Rule, 0, len(top.Rules))
-	for i, raw := range top.Rules {
-		var named struct {
-			Name any `json:"name"`
-		}
-		_ = json.Unmarshal(raw, &named)
-		var fr fileRule
-		d := json.NewDecoder(bytes.NewReader(raw))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&fr); err != nil {
-			return nil, ruleError(i, named.Name, jsonField(err))
-		}
-		r, err := fr.rule()
-		if err != nil {
-			return nil, ruleError(i, fr.Name, err)
-		}
-		rules = append(rules, r)
-	}
-	return rules, nil
+	return parseYAML(data, file)
 }
 
-// jsonField rewords a JSON decoding error to name the field.
-func jsonField(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Errorf("%s: a JSON %s where %s is wanted", te.Field, te.Value, te.Type)
+// errNoRulesKey is the error of a file without a "rules" key.
+var errNoRulesKey = errors.New(`no "rules" key: the file is empty or is not a rules file (write "rules: []" for no rules)`)
+
+// where says where in a rules file: "rules.yaml line 12", "line 12",
+// "rules.yaml", or "" when nothing is known.
+func where(file string, line int) string {
+	switch {
+	case line <= 0:
+		return file
+	case file == "":
+		return fmt.Sprintf("line %d", line)
 	}
-	if s, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return fmt.Errorf("%s: unknown field", s)
-	}
-	return err
+	return fmt.Sprintf("%s line %d", file, line)
 }
 
-func parseYAML(data []byte) ([]Rule, error) {
-	var root yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+// fileError is an error of the file as a whole.
+func fileError(file string, line int, err error) error {
+	if w := where(file, line); w != "" {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidConfig, w, err)
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: more than one YAML document", ErrInvalidConfig)
-	}
-	var file fileRules
-	strict := yaml.NewDecoder(bytes.NewReader(data))
-	strict.KnownFields(true)
-	if err := strict.Decode(&file); err != nil && !errors.Is(err, io.EOF) {
-		var te *yaml.TypeError
-		if !errors.As(err, &te) {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-		}
-		return nil, yamlTypeError(&root, te)
-	}
-	ruleNodes := yamlRuleNodes(&root)
-	rules := make([]Rule, 0, len(file.Rules))
-	for i := range file.Rules {
-		r, err := file.Rules[i].rule()
-		if err != nil {
-			if i < len(ruleNodes) {
-				err = fmt.Errorf("line %d: %w", ruleNodes[i].Line, err)
-			}
-			return nil, ruleError(i, file.Rules[i].Name, err)
-		}
-		rules = append(rules, r)
-	}
-	return rules, nil
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 }
 
-// yamlRuleNodes returns the items of the top-level "rules" sequence.
-func yamlRuleNodes(root *yaml.Node) []*yaml.Node {
-	doc := root
-	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
-		doc = doc.Content[0]
-	}
-	if doc.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(doc.Content); i += 2 {
-		if doc.Content[i].Value == "rules" && doc.Content[i+1].Kind == yaml.SequenceNode {
-			return doc.Content[i+1].Content
-		}
-	}
-	return nil
-}
-
-// yamlTypeError rewrites the messages of a strict decoding error ("line 7:
-// field limt not found in type ...", "line 9: cannot unmarshal !!str
-// `many` into int64") to name the rule and the field path, found in the
-// document's nodes by line and value.
-func yamlTypeError(root *yaml.Node, te *yaml.TypeError) error {
-	rules := yamlRuleNodes(root)
-	msgs := make([]string, 0, len(te.Errors))
-	for _, e := range te.Errors {
-		line, msg, val := splitYAMLError(e)
-		where := ""
-		for i, rn := range rules {
-			if rn.Kind != yaml.MappingNode && rn.Line == line {
-				where = fmt.Sprintf("rules[%d]: line %d: ", i, line)
-				break
-			}
-			if p := yamlPath(rn, line, val, ""); p != "" {
-				where = fmt.Sprintf("rule %q (rules[%d]): line %d: %s: ", yamlName(rn), i, line, p)
-				break
-			}
-		}
-		if where == "" {
-			where = fmt.Sprintf("line %d: ", line)
-			if msg == "unknown field" {
-				where += val + ": "
-			}
-		}
-		msgs = append(msgs, where+msg)
-	}
-	return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(msgs, "; "))
-}
-
-// splitYAMLError splits one yaml.v3 type error message into its line, the
-// message and the value it is about (a field name or a scalar).
-func splitYAMLError(e string) (line int, msg, val string) {
-	msg = e
-	if rest, ok := strings.CutPrefix(e, "line "); ok {
-		if n, m, ok := strings.Cut(rest, ": "); ok {
-			if _, err := fmt.Sscan(n, &line); err == nil {
-				msg = m
-			}
-		}
-	}
-	if f, ok := strings.CutPrefix(msg, "field "); ok {
-		if f, _, ok := strings.Cut(f, " not found in type"); ok {
-			return line, "unknown field", f
-		}
-	}
-	if _, rest, ok := strings.Cut(msg, "`"); ok {
-		if v, _, ok := strings.Cut(rest, "`"); ok {
-			val = v
-		}
-	}
-	return line, msg, val
-}
-
-// yamlPath returns the path (policy.limit, when[1].path.exact) under n of
-// the key or scalar at line whose value is val ("" matches any; a value
-// ending in "..." is a truncated one), or "".
-func yamlPath(n *yaml.Node, line int, val, prefix string) string {
-	same := func(m *yaml.Node) bool {
-		if m.Line != line {
-			return false
-		}
-		if v, ok := strings.CutSuffix(val, "..."); ok {
-			return strings.HasPrefix(m.Value, v)
-		}
-		return val == "" || m.Value == val
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			p := k.Value
-			if prefix != "" {
-				p = prefix + "." + k.Value
-			}
-			if same(k) || v.Kind == yaml.ScalarNode && same(v) {
-				return p
-			}
-			if r := yamlPath(v, line, val, p); r != "" {
-				return r
-			}
-		}
-	case yaml.SequenceNode:
-		for j, c := range n.Content {
-			p := fmt.Sprintf("%s[%d]", prefix, j)
-			if c.Kind == yaml.ScalarNode && same(c) {
-				return p
-			}
-			if r := yamlPath(c, line, val, p); r != "" {
-				return r
-			}
-		}
-	}
-	return ""
-}
-
-// yamlName finds a rule's name in its node, for error messages.
-func yamlName(node *yaml.Node) string {
-	if node.Kind != yaml.MappingNode {
-		return ""
-	}
-	for i := 0; i+1 < len(node.Content); i += 2 {
-		if node.Content[i].Value == "name" {
-			return node.Content[i+1].Value
-		}
-	}
-	return ""
-}
-
-func ruleError(i int, name any, err error) error {
+// ruleError is an error of the i-th rule, named name (any: a JSON name
+// may not be a string), at line of file.
+func ruleError(file string, line, i int, name any, err error) error {
+	who := fmt.Sprintf("rule #%d (it has no name)", i+1)
 	if s, ok := name.(string); ok && s != "" {
-		return fmt.Errorf("%w: rule %q (rules[%d]): %w", ErrInvalidConfig, s, i, err)
+		who = fmt.Sprintf("rule %q", s)
 	}
-	return fmt.Errorf("%w: rules[%d]: %w", ErrInvalidConfig, i, err)
+	if w := where(file, line); w != "" {
+		return fmt.Errorf("%w: %s: %s: %w", ErrInvalidConfig, w, who, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrInvalidConfig, who, err)
+}
+
+// convert turns the decoded rules, written at lines of file (0: unknown),
+// into Rules, and checks that names are unique.
+func convert(file string, frs []fileRule, lines []int) ([]Rule, error) {
+	rules := make([]Rule, 0, len(frs))
+	first := make(map[string]int, len(frs)) // the line of each name's first rule
+	for i := range frs {
+		line := 0
+		if i < len(lines) {
+			line = lines[i]
+		}
+		r, err := frs[i].rule()
+		if l, dup := first[r.Name]; err == nil && dup {
+			err = fmt.Errorf("name: already the name of the rule at line %d", l)
+		}
+		if err != nil {
+			return nil, ruleError(file, line, i, frs[i].Name, err)
+		}
+		first[r.Name] = line
+		r.Source = where(file, line)
+		rules = append(rules, r)
+	}
+	return rules, nil
 }
 
 // rule converts a decoded rule; errors name the field.
 func (fr *fileRule) rule() (Rule, error) {
 	r := Rule{Name: fr.Name, GroupBy: fr.GroupBy}
-	if fr.Name == "" {
+	switch {
+	case fr.Name == "":
 		return r, errors.New("name: missing")
+	case !validName(fr.Name):
+		return r, fmt.Errorf("name: %q is not 1 to 64 letters, digits, '-', '_' or '.'", fr.Name)
 	}
 	if fr.Policy == nil {
 		return r, errors.New("policy: missing")
@@ -391,13 +244,11 @@ func (fr *fileRule) rule() (Rule, error) {
 
 func (fp *filePolicy) policy() (actorlimit.Policy, error) {
 	var p actorlimit.Policy
-	name := fp.Algorithm
-	if name == "" {
-		name = "fixed_window"
-	}
-	alg, ok := algorithms[name]
-	if !ok {
-		return p, fmt.Errorf("policy.algorithm: %q is unknown", fp.Algorithm)
+	var alg actorlimit.Algorithm // FixedWindow when not given
+	if fp.Algorithm != "" {
+		if err := alg.UnmarshalText([]byte(fp.Algorithm)); err != nil {
+			return p, errors.New("policy.algorithm: " + strings.TrimPrefix(err.Error(), actorlimit.ErrInvalidArgument.Error()+": "))
+		}
 	}
 	if fp.Limit == nil {
 		return p, errors.New("policy.limit: missing")
@@ -407,7 +258,7 @@ func (fp *filePolicy) policy() (actorlimit.Policy, error) {
 		return p, fmt.Errorf("policy.period: %q is not a duration such as 30s or 1m", fp.Period)
 	}
 	p = actorlimit.Policy{Algorithm: alg, Limit: *fp.Limit, Period: d, Burst: fp.Burst}
-	return p, checkPolicy(p)
+	return p, policyError(p.Validate())
 }
 
 // condition converts one decoded condition; exactly one kind must be set.
@@ -452,7 +303,7 @@ func (fc *fileCondition) condition() (Condition, error) {
 	if fc.Not {
 		c = c.Not()
 	}
-	return c, c.check(true) // Config.Country is checked by SetRules
+	return c, c.check() // whether there is a country lookup, SetRules checks
 }
 
 func (fp *filePath) condition() (Condition, error) {

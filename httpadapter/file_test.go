@@ -1,6 +1,7 @@
 package httpadapter_test
 
 import (
+	"bytes"
 	"net/http"
 	"net/netip"
 	"os"
@@ -113,15 +114,15 @@ func TestParseRulesErrors(t *testing.T) {
 		want       []string
 	}{
 		{"yaml unknown top field", "rulez: []", []string{"line 1: rulez: unknown field"}},
-		{"yaml unknown rule field", "rules:\n  - name: a\n    limit: 3\n    policy: {limit: 1, period: 1s}\n", []string{`rule "a" (rules[0])`, "line 3", "limit: unknown field"}},
+		{"yaml unknown rule field", "rules:\n  - name: a\n    limit: 3\n    policy: {limit: 1, period: 1s}\n", []string{`line 3: rule "a": limit: unknown field`}},
 		{"yaml unknown policy field", "rules:\n  - name: a\n    policy: {limit: 1, period: 1s, rate: 2}\n", []string{`rule "a"`, "rate: unknown field"}},
 		{"yaml unknown condition field", "rules:\n  - name: a\n    when: [{methods: [GET]}]\n    policy: {limit: 1, period: 1s}\n", []string{`rule "a"`, "methods: unknown field"}},
-		{"yaml wrong type", "rules:\n  - name: a\n    policy: {limit: many, period: 1s}\n", []string{`rule "a"`, "line 3: policy.limit:", "many"}},
-		{"yaml missing name", "rules:\n  - policy: {limit: 1, period: 1s}\n", []string{"rules[0]", "name: missing"}},
+		{"yaml wrong type", "rules:\n  - name: a\n    policy: {limit: many, period: 1s}\n", []string{"line 3: rule \"a\": policy.limit: cannot unmarshal !!str `many` into int64"}},
+		{"yaml missing name", "rules:\n  - policy: {limit: 1, period: 1s}\n", []string{"line 2: rule #1 (it has no name): name: missing"}},
 		{"yaml missing policy", "rules:\n  - name: a\n", []string{`rule "a"`, "policy: missing"}},
 		{"yaml missing limit", "rules:\n  - name: a\n    policy: {period: 1s}\n", []string{`rule "a"`, "policy.limit: missing"}},
 		{"yaml bad period", "rules:\n  - name: a\n    policy: {limit: 1, period: soon}\n", []string{`rule "a"`, "policy.period"}},
-		{"yaml bad algorithm", "rules:\n  - name: a\n    policy: {algorithm: magic, limit: 1, period: 1s}\n", []string{`rule "a"`, `policy.algorithm: "magic"`}},
+		{"yaml bad algorithm", "rules:\n  - name: a\n    policy: {algorithm: magic, limit: 1, period: 1s}\n", []string{`rule "a"`, `policy.algorithm: unknown algorithm "magic" (known: fixed_window, sliding_window`}},
 		{"yaml bad action", "rules:\n  - name: a\n    policy: {limit: 1, period: 1s}\n    action: drop\n", []string{`rule "a"`, `action: "drop"`}},
 		{"yaml monitor status", "rules:\n  - name: a\n    policy: {limit: 1, period: 1s}\n    action: monitor\n    status: 429\n", []string{`rule "a"`, "status"}},
 		{"yaml two kinds", "rules:\n  - name: a\n    when: [{method: [GET], path: {exact: /}}]\n    policy: {limit: 1, period: 1s}\n", []string{`rule "a"`, "when[0].condition"}},
@@ -131,11 +132,11 @@ func TestParseRulesErrors(t *testing.T) {
 		{"yaml bad header", "rules:\n  - name: a\n    when: [{header: {name: A}}]\n    policy: {limit: 1, period: 1s}\n", []string{`rule "a"`, "when[0].header"}},
 		{"yaml bad ip", "rules:\n  - name: a\n    when: [{ip: [300.1.1.1]}]\n    policy: {limit: 1, period: 1s}\n", []string{`rule "a"`, "when[0].ip[0]"}},
 		{"yaml bad group", "rules:\n  - name: a\n    group_by: [ip, user]\n    policy: {limit: 1, period: 1s}\n", []string{`rule "a"`, "group_by[1]"}},
-		{"yaml not a mapping", "rules: [3]\n", []string{"rules[0]: line 1"}},
+		{"yaml not a mapping", "rules: [3]\n", []string{"line 1: rule #1: not a rule"}},
 		{"yaml wrong list", "rules:\n  - name: a\n    when: [{method: GET}]\n    policy: {limit: 1, period: 1s}\n", []string{`rule "a"`, "when[0].method"}},
 		{"yaml syntax", "rules: [\n", []string{"line"}},
 		{"yaml two documents", "rules: []\n---\nrules: []\n", []string{"more than one"}},
-		{"json unknown field", `{"rules": [{"name": "a", "policy": {"limit": 1, "period": "1s"}, "extra": 1}]}`, []string{`rule "a" (rules[0])`, `"extra": unknown field`}},
+		{"json unknown field", `{"rules": [{"name": "a", "policy": {"limit": 1, "period": "1s"}, "extra": 1}]}`, []string{`line 1: rule "a": "extra": unknown field`}},
 		{"json unknown top field", `{"rules": [], "x": 1}`, []string{`"x"`}},
 		{"json wrong type", `{"rules": [{"name": "a", "policy": {"limit": "1", "period": "1s"}}]}`, []string{`rule "a"`, "policy.limit"}},
 		{"json trailing", `{"rules": []} {}`, []string{"after"}},
@@ -176,7 +177,7 @@ func FuzzParseRules(f *testing.F) {
 		}
 		// What parses must be accepted by a middleware (with a country
 		// function), or be refused with a message naming a rule.
-		_, err = httpadapter.New(newFake(), httpadapter.Config{Rules: rules, Country: func(netip.Addr) string { return "" }})
+		_, err = httpadapter.New(newFake(), httpadapter.Config{Rules: rules, AllowNoRules: true, Country: func(netip.Addr) string { return "" }})
 		if err != nil {
 			if len(rules) == 0 {
 				t.Fatalf("no rules, yet %v", err)
@@ -185,4 +186,115 @@ func FuzzParseRules(f *testing.F) {
 			assert.Contains(t, err.Error(), "rule")
 		}
 	})
+}
+
+// TestEmptyRuleSets checks that no rule set removes every limit by
+// accident: a file without a "rules" key does not parse, and an empty set
+// is refused by New and SetRules unless Config.AllowNoRules.
+func TestEmptyRuleSets(t *testing.T) {
+	for _, data := range []string{"", "  \n", "# nothing yet\n", "{}", "{ }\n"} {
+		_, err := httpadapter.ParseRules([]byte(data))
+		if assert.ErrorIs(t, err, httpadapter.ErrInvalidConfig, "%q", data) {
+			assert.Contains(t, err.Error(), `no "rules" key`, "%q", data)
+		}
+	}
+	_, err := httpadapter.ParseRules([]byte("other: 1\n"))
+	assert.ErrorContains(t, err, "other: unknown field", "strict decoding comes first")
+	for _, data := range []string{"rules: []\n", "rules:\n", `{"rules": []}`, `{"rules": null}`} {
+		rules, err := httpadapter.ParseRules([]byte(data))
+		assert.NoError(t, err, "%q says no rules", data)
+		assert.Empty(t, rules, "%q", data)
+	}
+	p := filepath.Join(t.TempDir(), "empty.yaml")
+	require.NoError(t, os.WriteFile(p, nil, 0o600))
+	_, err = httpadapter.LoadRules(p)
+	require.ErrorIs(t, err, httpadapter.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), p+`: no "rules" key`)
+
+	_, err = httpadapter.New(newFake(), httpadapter.Config{})
+	require.ErrorIs(t, err, httpadapter.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "no rules")
+	_, err = httpadapter.New(newFake(), httpadapter.Config{AllowNoRules: true})
+	assert.NoError(t, err)
+
+	rules := []httpadapter.Rule{{Name: "r", Policy: perMinute(0)}}
+	m := newMW(t, newFake(), httpadapter.Config{Rules: rules})
+	h := m.Handler(&okHandler{})
+	err = m.SetRules(nil)
+	require.ErrorIs(t, err, httpadapter.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "AllowNoRules")
+	assert.Equal(t, http.StatusTooManyRequests, serve(h, req("/")).Code, "a refused reload keeps the rules")
+
+	m = newMW(t, newFake(), httpadapter.Config{Rules: rules, AllowNoRules: true})
+	h = m.Handler(&okHandler{})
+	require.NoError(t, m.SetRules([]httpadapter.Rule{}))
+	assert.Equal(t, http.StatusOK, serve(h, req("/")).Code, "no rules, as asked")
+	assert.Empty(t, m.Stats().Rules)
+}
+
+// TestRulesFileSize checks that a rules file over the size limit is
+// reported with its real size.
+func TestRulesFileSize(t *testing.T) {
+	const size = 4_823_449 // 4.6 MB
+	data := append([]byte("rules:\n"), bytes.Repeat([]byte("#"), size-len("rules:\n"))...)
+	p := filepath.Join(t.TempDir(), "big.yaml")
+	require.NoError(t, os.WriteFile(p, data, 0o600))
+	for name, parse := range map[string]func() ([]httpadapter.Rule, error){
+		"LoadRules":  func() ([]httpadapter.Rule, error) { return httpadapter.LoadRules(p) },
+		"ParseRules": func() ([]httpadapter.Rule, error) { return httpadapter.ParseRules(data) },
+	} {
+		_, err := parse()
+		require.ErrorIs(t, err, httpadapter.ErrInvalidConfig, name)
+		assert.Contains(t, err.Error(), "is 4823449 bytes, more than the 4194304 allowed", name)
+		assert.NotContains(t, err.Error(), "4194305", name)
+	}
+}
+
+// TestRuleErrorsSayWhere checks that every error about a rule of a file
+// gives the file and the line, and says what is wrong in the file's terms.
+func TestRuleErrorsSayWhere(t *testing.T) {
+	tests := []struct {
+		name, data string
+		noCountry  bool // the middleware has no country lookup
+		want       string
+	}{
+		{"bad name", "rules:\n  - name: x\n    policy: {limit: 1, period: 1s}\n  - name: a b\n    policy: {limit: 1, period: 1s}\n",
+			false, `rules.yaml line 4: rule "a b": name: "a b" is not 1 to 64 letters`},
+		{"duplicate name", "rules:\n  - name: a\n    policy: {limit: 1, period: 1s}\n  - name: a\n    policy: {limit: 2, period: 1s}\n",
+			false, `rules.yaml line 4: rule "a": name: already the name of the rule at line 2`},
+		{"duplicate name, JSON", "{\"rules\": [\n  {\"name\": \"a\", \"policy\": {\"limit\": 1, \"period\": \"1s\"}},\n\n  {\"name\": \"a\", \"policy\": {\"limit\": 1, \"period\": \"1s\"}}\n]}",
+			false, `rules.yaml line 4: rule "a": name: already the name of the rule at line 2`},
+		{"JSON field", "{\"rules\": [\n  {\"name\": \"a\", \"policy\": {\"limit\": 1, \"period\": \"1s\"}},\n  {\"name\": \"b\",\n   \"policy\": {\"limit\": \"x\", \"period\": \"1s\"}}]}",
+			false, `rules.yaml line 3: rule "b": policy.limit: a JSON string where int64 is wanted`},
+		{"JSON unknown top field", "{\"rules\": [],\n \"x\": 1}", false, `rules.yaml line 2: "x": unknown field`},
+		{"country without lookup", "rules:\n  - name: a\n    policy: {limit: 1, period: 1s}\n  - name: geo\n    when: [{country: [RU]}]\n    policy: {limit: 1, period: 1s}\n",
+			true, `rules.yaml line 4: rule "geo" uses a country condition (when[0]) but this server has no country lookup`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "rules.yaml")
+			require.NoError(t, os.WriteFile(p, []byte(tt.data), 0o600))
+			rules, err := httpadapter.LoadRules(p)
+			if err == nil {
+				cfg := httpadapter.Config{Rules: rules}
+				if !tt.noCountry {
+					cfg.Country = func(netip.Addr) string { return "" }
+				}
+				_, err = httpadapter.New(newFake(), cfg)
+			}
+			require.ErrorIs(t, err, httpadapter.ErrInvalidConfig)
+			assert.Contains(t, err.Error(), filepath.Dir(p)+"/"+tt.want)
+			assert.NotContains(t, err.Error(), "Config.", "no Go names for the person who wrote the file")
+			assert.NotContains(t, err.Error(), "rules[", "no Go indexes either")
+		})
+	}
+}
+
+func TestRulesKeepTheirSource(t *testing.T) {
+	rules, err := httpadapter.ParseRules([]byte(rulesYAML))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"line 3", "line 10", "line 21"}, []string{rules[0].Source, rules[1].Source, rules[2].Source})
+	rules, err = httpadapter.ParseRules([]byte(rulesJSON))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"line 2", "line 4", "line 8"}, []string{rules[0].Source, rules[1].Source, rules[2].Source})
 }

@@ -11,7 +11,8 @@ import (
 // draft-ietf-httpapi-ratelimit-headers-09 defines them: RateLimit-Policy
 // lists each rule's quota and window ("name";q=100;w=60) and RateLimit its
 // remaining quota and the seconds until the window resets
-// ("name";r=50;t=30). Monitor and shadow rules appear in neither. q is
+// ("name";r=50;t=30). Monitor and shadow rules appear in neither, nor
+// does a block rule whose hit the limiter refused. q is
 // the Result's Limit, w the Policy's Period in seconds, rounded up. With
 // LegacyHeaders, X-RateLimit-Limit, -Remaining and -Reset (seconds, rounded
 // up) give the values of the most constraining block rule: the one with the
@@ -54,7 +55,7 @@ func (m *Middleware) setHeaders(h http.Header, s *scratch) {
 func appendFields(b []byte, s *scratch) (_ []byte, mark, best int) {
 	best = -1
 	for i, ru := range s.rules {
-		if ru.action.Kind != Block {
+		if ru.action.Kind != Block || !s.decided(i) {
 			continue
 		}
 		if best >= 0 {
@@ -67,7 +68,7 @@ func appendFields(b []byte, s *scratch) (_ []byte, mark, best int) {
 	}
 	mark = len(b)
 	for i, ru := range s.rules {
-		if ru.action.Kind != Block {
+		if ru.action.Kind != Block || !s.decided(i) {
 			continue
 		}
 		if len(b) > mark {

@@ -24,6 +24,11 @@ import (
 // [actorlimit.MaxIDLength] keeps its prefix and has the values replaced by
 // '#' and their SHA-256.
 
+// maxPrefix bounds the fixed fields of a rule's keys, so that a key whose
+// values are replaced by their hash is never longer than
+// [actorlimit.MaxIDLength].
+const maxPrefix = actorlimit.MaxIDLength - 1 - 2*sha256.Size
+
 type charKind uint8
 
 const (

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +17,12 @@ import (
 
 // Limiter counts hits; *actorlimit.Limiter is one. HitMany counts every
 // request of hits in one call and writes the i-th decision to results[i].
-// It must not keep hits or results after it returns.
+// It must not keep hits or results after it returns. An error that wraps
+// [actorlimit.ErrInvalidArgument] must mean that a request of hits was
+// refused and nothing was counted: the middleware then asks again, one
+// request at a time, so that the rule whose request is refused does not
+// stop the others. Any other error is a failure of the limiter as a whole
+// (closed, timed out).
 type Limiter interface {
 	HitMany(ctx context.Context, hits []actorlimit.HitRequest, results []actorlimit.Result) error
 }
@@ -33,12 +40,23 @@ const (
 // Config configures a [Middleware]. Only Rules may change later, with
 // [Middleware.SetRules].
 type Config struct {
-	// Rules is the initial rule set; it may be empty.
+	// Rules is the initial rule set. It may be empty only with
+	// AllowNoRules.
 	Rules []Rule
+	// AllowNoRules lets Rules, and every set given to [Middleware.SetRules]
+	// later, be empty: every request then passes unlimited. Without it an
+	// empty set is an error, so that an empty rules file, or a reload with
+	// one, cannot remove every limit by mistake.
+	AllowNoRules bool
+	// Logger receives the middleware's warnings, such as a rule whose hits
+	// the limiter refuses (logged once per rule, not per request). nil, the
+	// default, logs nothing.
+	Logger *slog.Logger
 	// TrustedProxies lists the networks of the proxies in front of the
 	// server. Only a request whose direct peer (RemoteAddr) is in one of
 	// them has its ClientIPHeader believed. Empty: the client IP is always
-	// the peer.
+	// the peer. An IPv4-mapped prefix (::ffff:127.0.0.1/128) is taken as
+	// the IPv4 one (127.0.0.1/32), as addresses are unmapped.
 	TrustedProxies []netip.Prefix
 	// ClientIPHeader is the one forwarding header the proxies set:
 	// XForwardedFor (the default), Forwarded or XRealIP. Only one is read,
@@ -58,8 +76,10 @@ type Config struct {
 	Country func(netip.Addr) string
 	// FailClosed answers 503 Service Unavailable when the limiter fails (it
 	// is closed, or the call times out) and a block or shadow rule
-	// matched. The default is to fail open: the request passes. Either way
-	// the failure is counted.
+	// matched, or when it refuses the hit of a block or shadow rule and no
+	// other rule blocks or shadows the request. The default is to fail
+	// open: the request passes (what the rules it did decide say). Either
+	// way the failure is counted.
 	FailClosed bool
 	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds) to the draft RateLimit fields.
@@ -87,6 +107,8 @@ type Middleware struct {
 	legacy  bool
 	timeout time.Duration
 	noDelay bool
+	noRules bool // AllowNoRules
+	log     *slog.Logger
 	sleep   func(context.Context, time.Duration) error // a seam for tests
 
 	rules atomic.Pointer[ruleSet]
@@ -98,10 +120,14 @@ type Middleware struct {
 	unknownIPs    atomic.Uint64
 }
 
-// New returns a middleware that asks lim, configured by cfg.
+// New returns a middleware that asks lim, configured by cfg. It refuses a
+// limiter that could not answer: nil, a nil pointer of a type that
+// implements Limiter, or a limiter that was never started (a zero
+// actorlimit.Limiter; any Limiter with a Started() bool method that
+// returns false).
 func New(lim Limiter, cfg Config) (*Middleware, error) {
-	if lim == nil {
-		return nil, fmt.Errorf("%w: limiter is nil", ErrInvalidConfig)
+	if err := checkLimiter(lim); err != nil {
+		return nil, err
 	}
 	m := &Middleware{
 		lim:     lim,
@@ -113,6 +139,8 @@ func New(lim Limiter, cfg Config) (*Middleware, error) {
 		legacy:  cfg.LegacyHeaders,
 		timeout: cfg.Timeout,
 		noDelay: cfg.NoDelay,
+		noRules: cfg.AllowNoRules,
+		log:     cfg.Logger,
 		sleep:   sleep,
 		stats:   map[string]*ruleStats{},
 	}
@@ -132,27 +160,54 @@ func New(lim Limiter, cfg Config) (*Middleware, error) {
 	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("%w: Timeout %v is negative", ErrInvalidConfig, cfg.Timeout)
 	}
-	if len(cfg.TrustedProxies) > 0 {
-		h := http.CanonicalHeaderKey(cfg.ClientIPHeader)
-		switch h {
-		case "":
-			h = XForwardedFor
-		case XForwardedFor, Forwarded, XRealIP:
-		default:
-			return nil, fmt.Errorf("%w: ClientIPHeader %q is not X-Forwarded-For, Forwarded or X-Real-IP", ErrInvalidConfig, cfg.ClientIPHeader)
-		}
-		m.ips.header = h
-		for i, p := range cfg.TrustedProxies {
-			if !p.IsValid() {
-				return nil, fmt.Errorf("%w: TrustedProxies[%d] is not a valid prefix", ErrInvalidConfig, i)
-			}
-			m.ips.trusted = append(m.ips.trusted, p.Masked())
-		}
+	if err := m.ips.configure(cfg.TrustedProxies, cfg.ClientIPHeader); err != nil {
+		return nil, err
 	}
 	if err := m.SetRules(cfg.Rules); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// configure sets v up from Config.TrustedProxies and
+// Config.ClientIPHeader.
+func (v *ipResolver) configure(trusted []netip.Prefix, header string) error {
+	if len(trusted) == 0 {
+		return nil
+	}
+	h := http.CanonicalHeaderKey(header)
+	switch h {
+	case "":
+		h = XForwardedFor
+	case XForwardedFor, Forwarded, XRealIP:
+	default:
+		return fmt.Errorf("%w: ClientIPHeader %q is not X-Forwarded-For, Forwarded or X-Real-IP", ErrInvalidConfig, header)
+	}
+	v.header = h
+	for i, p := range trusted {
+		if !p.IsValid() {
+			return fmt.Errorf("%w: TrustedProxies[%d] is not a valid prefix", ErrInvalidConfig, i)
+		}
+		v.trusted = append(v.trusted, unmapPrefix(p))
+	}
+	return nil
+}
+
+// checkLimiter says what makes lim unable to answer, if anything.
+func checkLimiter(lim Limiter) error {
+	if lim == nil {
+		return fmt.Errorf("%w: limiter is nil", ErrInvalidConfig)
+	}
+	switch v := reflect.ValueOf(lim); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		if v.IsNil() {
+			return fmt.Errorf("%w: limiter is a nil %T", ErrInvalidConfig, lim)
+		}
+	}
+	if s, ok := lim.(interface{ Started() bool }); ok && !s.Started() {
+		return fmt.Errorf("%w: limiter %T was never started (make it with actorlimit.Start or actorlimit.Spawn)", ErrInvalidConfig, lim)
+	}
+	return nil
 }
 
 // sleep waits for d, or until ctx ends.
@@ -240,6 +295,14 @@ type scratch struct {
 	rules []*rule
 	ends  []int // of each rule's key in buf
 	buf   []byte
+	// refused[i] says the limiter refused the hit of rules[i]; empty unless
+	// it refused some (see Middleware.hitEach).
+	refused []bool
+}
+
+// decided reports whether the limiter decided the hit of rules[i].
+func (s *scratch) decided(i int) bool {
+	return len(s.refused) == 0 || !s.refused[i]
 }
 
 var scratches = sync.Pool{New: func() any { return new(scratch) }}
@@ -251,5 +314,6 @@ func (s *scratch) release() {
 	clear(s.rules)
 	s.q = request{}
 	s.hits, s.res, s.rules, s.ends, s.buf = s.hits[:0], s.res[:0], s.rules[:0], s.ends[:0], s.buf[:0]
+	s.refused = s.refused[:0]
 	scratches.Put(s)
 }

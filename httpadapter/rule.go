@@ -26,12 +26,17 @@ type Rule struct {
 	// "query:NAME" and "cookie:NAME", in any combination and order. Empty
 	// means one counter shared by every matching request.
 	GroupBy []string
-	// Policy is the limit of each group. Its limit, period and burst are
-	// checked here; anything else only the limiter can check, at each
-	// call: a policy it refuses shows as Errors in the rule's statistics.
+	// Policy is the limit of each group. It is checked with
+	// [actorlimit.Policy.Validate] when the rule is parsed or set, so a
+	// policy the limiter would refuse is an error then, not at each request.
 	Policy actorlimit.Policy
 	// Action says what a request over the limit gets.
 	Action Action
+	// Source says where the rule was written, for error messages: "line
+	// 12" for a rule from [ParseRules], "rules.yaml line 12" from
+	// [LoadRules]; empty for a rule built in Go, which errors name by its
+	// index.
+	Source string
 }
 
 // ActionKind is what a rule does with a request over its limit.
@@ -47,8 +52,9 @@ const (
 	// context (see [MonitorDecisions]).
 	Monitor
 	// Shadow answers the request with a fake success (Action.Status, 200
-	// by default, and Action.Body) without calling the next handler and
-	// without any rate-limit header: a shadow ban.
+	// by default, and Action.Body) without calling the next handler: a
+	// shadow ban. The answer has the headers an allowed request gets (the
+	// block rules' RateLimit fields), and no Retry-After.
 	Shadow
 )
 
@@ -147,7 +153,9 @@ func HeaderRegex(name string, re *regexp.Regexp) Condition {
 }
 
 // ClientIPIn holds when the client IP is in one of prefixes. It does not
-// hold when the client IP is unknown.
+// hold when the client IP is unknown. Client IPs are unmapped (an IPv4
+// client on an IPv6 socket is its IPv4 address), and so are IPv4-mapped
+// prefixes: ::ffff:10.0.0.0/104 is 10.0.0.0/8.
 func ClientIPIn(prefixes ...netip.Prefix) Condition {
 	return Condition{kind: condClientIP, prefixes: prefixes}
 }
@@ -197,7 +205,8 @@ func (c Condition) String() string {
 }
 
 // check says what is wrong with c, naming the field as the rules file does.
-func (c *Condition) check(hasCountry bool) error {
+// Whether the middleware can look countries up is the caller's to check.
+func (c *Condition) check() error {
 	switch c.kind {
 	case condMethod:
 		if len(c.set) == 0 {
@@ -235,12 +244,9 @@ func (c *Condition) check(hasCountry bool) error {
 			if !p.IsValid() {
 				return fmt.Errorf("ip[%d]: invalid prefix", i)
 			}
-			c.prefixes[i] = p.Masked()
+			c.prefixes[i] = unmapPrefix(p)
 		}
 	case condCountry:
-		if !hasCountry {
-			return fmt.Errorf("country: Config.Country is nil")
-		}
 		if len(c.set) == 0 {
 			return fmt.Errorf("country: no code given")
 		}

@@ -1,10 +1,12 @@
 package httpadapter
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
-	"time"
+	"strings"
+	"sync/atomic"
 
 	"github.com/actorlimit/actorlimit"
 )
@@ -20,6 +22,7 @@ type rule struct {
 	window  int64  // the policy's period in whole seconds, rounded up
 	needsIP bool
 	stats   *ruleStats
+	logged  atomic.Bool // the limiter's refusal of a hit of this rule was logged
 }
 
 // ruleSet is the immutable set the hot path reads through an atomic
@@ -32,24 +35,43 @@ type ruleSet struct {
 // set or the new one. The counters of a rule live in the limiter under keys
 // made of its name, policy and characteristics, so a rule whose name, policy
 // and GroupBy did not change keeps counting where it was; a changed one
-// starts afresh. Statistics are kept by rule name. On error nothing
-// changes.
+// starts afresh. Statistics are kept by rule name. Every rule is checked
+// first, its policy with [actorlimit.Policy.Validate]; an empty set is an
+// error unless [Config.AllowNoRules]. On error nothing changes, and the
+// error names the rule (where it was written, for a rule from a file) and
+// the field.
 func (m *Middleware) SetRules(rules []Rule) error {
+	return m.setRules(rules, true)
+}
+
+// setRules is SetRules; tests pass checkPolicies false to let a policy the
+// limiter refuses reach it.
+func (m *Middleware) setRules(rules []Rule, checkPolicies bool) error {
+	if len(rules) == 0 && !m.noRules {
+		return fmt.Errorf("%w: no rules: every request would pass unlimited (set Config.AllowNoRules if that is intended)", ErrInvalidConfig)
+	}
 	compiled := make([]*rule, 0, len(rules))
 	seen := make(map[string]bool, len(rules))
 	for i := range rules {
-		ru, err := m.compile(&rules[i])
-		if err != nil {
-			return fmt.Errorf("%w: rule %q (rules[%d]): %w", ErrInvalidConfig, rules[i].Name, i, err)
+		r := &rules[i]
+		ru, err := m.compile(r, checkPolicies)
+		if err == nil && seen[ru.name] {
+			err = errors.New("name: used by an earlier rule")
 		}
-		if seen[ru.name] {
-			return fmt.Errorf("%w: rule %q (rules[%d]): name: used by an earlier rule", ErrInvalidConfig, ru.name, i)
+		if err != nil {
+			return setRulesError(r, i, err)
 		}
 		seen[ru.name] = true
 		compiled = append(compiled, ru)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	old := make(map[string]*rule)
+	if rs := m.rules.Load(); rs != nil {
+		for _, ru := range rs.rules {
+			old[ru.name] = ru
+		}
+	}
 	stats := make(map[string]*ruleStats, len(compiled))
 	for _, ru := range compiled {
 		st := m.stats[ru.name]
@@ -57,21 +79,53 @@ func (m *Middleware) SetRules(rules []Rule) error {
 			st = new(ruleStats)
 		}
 		ru.stats, stats[ru.name] = st, st
+		if o := old[ru.name]; o != nil && o.prefix == ru.prefix {
+			ru.logged.Store(o.logged.Load()) // the same rule: said once is enough
+		}
 	}
 	m.stats = stats
 	m.rules.Store(&ruleSet{rules: compiled})
 	return nil
 }
 
+// setRulesError words err, the error of rules[i], for the person who wrote
+// the rule: where (Source, or the index of a rule built in Go), which rule,
+// which field.
+func setRulesError(r *Rule, i int, err error) error {
+	who := fmt.Sprintf("rule %q (rules[%d])", r.Name, i)
+	if r.Source != "" {
+		who = fmt.Sprintf("%s: rule %q", r.Source, r.Name)
+	}
+	var nc *noCountryError
+	if errors.As(err, &nc) {
+		msg := fmt.Sprintf("%s uses a country condition (when[%d]) but this server has no country lookup", who, nc.when)
+		if r.Source == "" {
+			msg += " (Config.Country is nil)"
+		}
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, msg)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrInvalidConfig, who, err)
+}
+
+// noCountryError is compile's error for when[when], a country condition,
+// when the middleware has no country lookup.
+type noCountryError struct{ when int }
+
+func (e *noCountryError) Error() string {
+	return fmt.Sprintf("when[%d].country: this server has no country lookup", e.when)
+}
+
 // compile validates r and prepares it; errors name the field as the rules
 // file does.
-func (m *Middleware) compile(r *Rule) (*rule, error) {
+func (m *Middleware) compile(r *Rule, checkPolicy bool) (*rule, error) {
 	if !validName(r.Name) {
 		return nil, fmt.Errorf("name: %q is not 1 to 64 letters, digits, '-', '_' or '.'", r.Name)
 	}
 	ru := &rule{name: r.Name, policy: r.Policy, action: r.Action}
-	if err := checkPolicy(r.Policy); err != nil {
-		return nil, err
+	if checkPolicy {
+		if err := policyError(r.Policy.Validate()); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkAction(&ru.action); err != nil {
 		return nil, err
@@ -79,8 +133,11 @@ func (m *Middleware) compile(r *Rule) (*rule, error) {
 	for i, c := range r.When {
 		c.set = slices.Clone(c.set)
 		c.prefixes = slices.Clone(c.prefixes)
-		if err := c.check(m.country != nil); err != nil {
+		if err := c.check(); err != nil {
 			return nil, fmt.Errorf("when[%d].%w", i, err)
+		}
+		if c.kind == condCountry && m.country == nil {
+			return nil, &noCountryError{when: i}
 		}
 		ru.needsIP = ru.needsIP || c.needsIP()
 		ru.when = append(ru.when, c)
@@ -97,30 +154,39 @@ func (m *Middleware) compile(r *Rule) (*rule, error) {
 		ru.chars = append(ru.chars, c)
 	}
 	ru.prefix = keyPrefix(ru.name, ru.policy, ru.chars)
+	if len(ru.prefix) > maxPrefix {
+		return nil, fmt.Errorf("group_by: the names given are too long: with them a counter's key would be more than %d bytes", actorlimit.MaxIDLength)
+	}
 	ru.window = ceilSeconds(ru.policy.Period)
 	return ru, nil
 }
 
-func checkPolicy(p actorlimit.Policy) error {
-	switch {
-	case p.Limit < 0:
-		return fmt.Errorf("policy.limit: %d is negative", p.Limit)
-	case p.Period <= 0:
-		return fmt.Errorf("policy.period: %v is not positive", p.Period)
-	case p.Burst < 0:
-		return fmt.Errorf("policy.burst: %d is negative", p.Burst)
-	case windowed(p.Algorithm) && p.Period%time.Millisecond != 0:
-		return fmt.Errorf("policy.period: %v is not a whole number of milliseconds, as %v needs", p.Period, p.Algorithm)
-	case p.Algorithm == actorlimit.SlidingLog && p.Limit > actorlimit.MaxSlidingLogLimit:
-		return fmt.Errorf("policy.limit: %d is more than %d, too large a log for SlidingLog", p.Limit, actorlimit.MaxSlidingLogLimit)
+// policyError rewords an error of [actorlimit.Policy.Validate] to name
+// fields and algorithms as rules files do: "policy: burst is -1, negative".
+func policyError(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	msg := strings.TrimPrefix(err.Error(), actorlimit.ErrInvalidArgument.Error()+": ")
+	return errors.New("policy: " + policyWords.Replace(msg))
 }
 
-// windowed reports whether a counts in windows of whole milliseconds.
-func windowed(a actorlimit.Algorithm) bool {
-	return a == actorlimit.FixedWindow || a == actorlimit.SlidingWindow || a == actorlimit.SlidingLog
-}
+// policyWords maps the Go names in the limiter's policy errors to the
+// rules file's.
+var policyWords = func() *strings.Replacer {
+	pairs := []string{
+		"Policy.Algorithm", "algorithm",
+		"Policy.Limit", "limit",
+		"Policy.Period", "period",
+		"Policy.Burst", "burst",
+	}
+	for a := actorlimit.Algorithm(0); a.Known(); a++ {
+		if text, err := a.MarshalText(); err == nil {
+			pairs = append(pairs, a.String(), string(text))
+		}
+	}
+	return strings.NewReplacer(pairs...)
+}()
 
 // checkAction validates a and fills in its defaults.
 func checkAction(a *Action) error {

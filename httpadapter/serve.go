@@ -2,6 +2,7 @@ package httpadapter
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -78,13 +79,49 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	m.decide(w, r, next, s)
 }
 
+// hitMany asks the limiter about every hit of s in one call. When the
+// limiter refuses the call for bad input (an error wrapping
+// actorlimit.ErrInvalidArgument, after which nothing was counted), it asks
+// again one hit at a time, so that the rule whose hit is refused does not
+// stop the others. Any other error is the limiter's as a whole.
 func (m *Middleware) hitMany(ctx context.Context, s *scratch) error {
 	if m.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, m.timeout)
 		defer cancel()
 	}
-	return m.lim.HitMany(ctx, s.hits, s.res)
+	err := m.lim.HitMany(ctx, s.hits, s.res)
+	if err == nil || !errors.Is(err, actorlimit.ErrInvalidArgument) {
+		return err
+	}
+	return m.hitEach(ctx, s)
+}
+
+// hitEach asks the limiter about each hit of s alone, and marks in
+// s.refused those it refuses.
+func (m *Middleware) hitEach(ctx context.Context, s *scratch) error {
+	s.refused = append(s.refused[:0], make([]bool, len(s.hits))...)
+	for i := range s.hits {
+		err := m.lim.HitMany(ctx, s.hits[i:i+1], s.res[i:i+1])
+		switch {
+		case err == nil:
+		case errors.Is(err, actorlimit.ErrInvalidArgument):
+			s.refused[i], s.res[i] = true, actorlimit.Result{}
+			m.logRefused(s.rules[i], err)
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+// logRefused logs, once per rule, that the limiter refused its hit.
+func (m *Middleware) logRefused(ru *rule, err error) {
+	if m.log == nil || !ru.logged.CompareAndSwap(false, true) {
+		return
+	}
+	m.log.Warn("httpadapter: the limiter refuses this rule's hits; the rule limits nothing, the other rules still apply (logged once)",
+		"rule", ru.name, "err", err)
 }
 
 // failed handles a limiter failure: counted, then open or closed. The
@@ -109,12 +146,14 @@ func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, next http.Ha
 type verdict struct {
 	block, shadow *rule             // the strictest denying block and shadow rules
 	blockRes      actorlimit.Result // block's
-	mon           []MonitorDecision // of every monitor rule
-	headers       bool              // a block rule matched
+	mon           []MonitorDecision // of every monitor rule the limiter decided
+	headers       bool              // a block rule matched and was decided
+	undecided     bool              // the limiter refused the hit of a block or shadow rule
 	delay         time.Duration     // the longest Delay of an enforcing rule
 }
 
-// tally counts every rule's decision and picks the strictest.
+// tally counts every rule's decision and picks the strictest. A rule whose
+// hit the limiter refused counts as an error and decides nothing.
 func tally(s *scratch) verdict {
 	var v verdict
 	for i, ru := range s.rules {
@@ -122,6 +161,11 @@ func tally(s *scratch) verdict {
 		st := ru.stats
 		st.matched.Add(1)
 		kind := ru.action.Kind
+		if !s.decided(i) {
+			st.errors.Add(1)
+			v.undecided = v.undecided || kind != Monitor
+			continue
+		}
 		v.headers = v.headers || kind == Block
 		if kind == Monitor {
 			v.mon = append(v.mon, MonitorDecision{Rule: ru.name, Result: *res})
@@ -150,23 +194,26 @@ func tally(s *scratch) verdict {
 }
 
 // decide counts the decisions, then answers with the strictest or passes
-// the request on.
+// the request on. A shadowed request gets the same headers an allowed one
+// would: the block rules' RateLimit fields, and no Retry-After.
 func (m *Middleware) decide(w http.ResponseWriter, r *http.Request, next http.Handler, s *scratch) {
 	v := tally(s)
-	switch {
-	case v.shadow != nil: // the strictest: no header reveals anything
-		s.release()
-		respond(w, &v.shadow.action)
-		return
-	case v.headers:
+	if v.headers {
 		m.setHeaders(w.Header(), s)
 	}
 	s.release()
-	if v.block != nil {
+	switch {
+	case v.shadow != nil: // the strictest, and it must look like a success
+		respond(w, &v.shadow.action, false)
+		return
+	case v.block != nil:
 		if v.blockRes.RetryAfter >= 0 {
 			w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(v.blockRes.RetryAfter), 10))
 		}
-		respond(w, &v.block.action)
+		respond(w, &v.block.action, true)
+		return
+	case v.undecided && m.closed:
+		http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
 		return
 	}
 	if v.delay > 0 && !m.noDelay {
@@ -192,11 +239,15 @@ func stricter(a, b time.Duration) bool {
 	return a > b
 }
 
-// respond answers with a's status and body.
-func respond(w http.ResponseWriter, a *Action) {
+// respond answers with a's status and body; nosniff adds
+// X-Content-Type-Options, which a shadow answer leaves out as the success it
+// fakes would.
+func respond(w http.ResponseWriter, a *Action, nosniff bool) {
 	h := w.Header()
 	h.Set("Content-Type", a.ContentType)
-	h.Set("X-Content-Type-Options", "nosniff")
+	if nosniff {
+		h.Set("X-Content-Type-Options", "nosniff")
+	}
 	w.WriteHeader(a.Status)
 	_, _ = w.Write([]byte(a.Body))
 }

@@ -24,7 +24,9 @@ type RuleStats struct {
 	Monitored uint64
 	// Shadowed counts those over the limit of a shadow rule.
 	Shadowed uint64
-	// Errors counts those the limiter failed to decide.
+	// Errors counts those the limiter failed to decide: it failed as a
+	// whole (also counted in Stats.LimiterErrors), or refused this rule's
+	// hit while deciding the others'.
 	Errors uint64
 }
 
@@ -32,7 +34,9 @@ type RuleStats struct {
 type Stats struct {
 	// Rules has one entry per rule of the current set, in its order.
 	Rules []RuleStats
-	// LimiterErrors counts the limiter calls that failed.
+	// LimiterErrors counts the requests for which the limiter failed as a
+	// whole (closed, timed out); not those for which it refused only some
+	// rules' hits, counted in those rules' Errors.
 	LimiterErrors uint64
 	// UnknownIPRejected counts the requests answered 400 because their
 	// client IP was needed and unknown (UnknownIPReject).

@@ -15,7 +15,7 @@ func demoRequests(ctx context.Context, url string, cfg config, stdout io.Writer)
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	n := cfg.limit + 3
-	fmt.Fprintf(stdout, "demo: limit %d per %d ms per peer IP; sending %d requests\n", cfg.limit, cfg.scaleMs, n)
+	fmt.Fprintf(stdout, "demo: %s; sending %d requests\n", peerLimit(cfg), n)
 	var allowed, refused int
 	for i := int64(1); i <= n; i++ {
 		status, retry, rl, err := get(ctx, client, url)

@@ -20,8 +20,9 @@
 //
 // With -rules, the rules of a file (package httpadapter: conditions,
 // grouping keys, block / monitor / shadow actions; YAML or JSON) run in
-// front of the per-peer limit, and each rule's statistics are printed at
-// the end. rules.yaml beside this file has a monitor rule and a block rule:
+// front of the per-peer limit: what each rule enforces is printed first,
+// and each rule's statistics at the end. rules.yaml beside this file has a
+// monitor rule and a block rule:
 //
 //	go run ./examples/mochi-like -demo -rules examples/mochi-like/rules.yaml
 //
@@ -128,6 +129,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, opts ...actorlimi
 		ln.Close()
 		return fmt.Errorf("-rules: %w", err)
 	}
+	printRules(stdout, cfg.rules, rules)
 	err = serve(ctx, newServer(mw.Handler(handler)), ln, cfg, stdout)
 	for _, s := range mw.Stats().Rules {
 		fmt.Fprintf(stdout, "rule %s: matched %d, allowed %d, blocked %d, monitored %d, shadowed %d, errors %d\n",

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/httpadapter"
 )
 
 // fakeClock is a clock that moves only when the test says so.
@@ -285,6 +286,12 @@ func TestRunBadFlags(t *testing.T) {
 	file := filepath.Join(newTestDir(t), testFile)
 	badRules := filepath.Join(t.TempDir(), "bad.yaml")
 	require.NoError(t, os.WriteFile(badRules, []byte("rules:\n  - name: x\n    policy:\n      limt: 1\n"), 0o644))
+	geoRules := filepath.Join(t.TempDir(), "geo.yaml")
+	require.NoError(t, os.WriteFile(geoRules, []byte("rules:\n  - name: geo\n    when: [{country: [RU]}]\n    policy: {limit: 1, period: 1s}\n"), 0o644))
+	emptyRules := filepath.Join(t.TempDir(), "empty.yaml")
+	require.NoError(t, os.WriteFile(emptyRules, nil, 0o644))
+	noRules := filepath.Join(t.TempDir(), "none.yaml")
+	require.NoError(t, os.WriteFile(noRules, []byte("rules: []\n"), 0o644))
 	tests := []struct {
 		args []string
 		want string // a part of the error
@@ -303,7 +310,10 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"-nosuchflag"}, "nosuchflag"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"-rules", filepath.Join(t.TempDir(), "missing.yaml")}, "-rules"},
-		{[]string{"-rules", badRules}, `-rules: bad.yaml: httpadapter: invalid configuration: rule "x" (rules[0]): line 4: policy.limt: unknown field`},
+		{[]string{"-rules", badRules}, `-rules: httpadapter: invalid configuration: ` + badRules + ` line 4: rule "x": policy.limt: unknown field`},
+		{[]string{"-rules", geoRules}, `-rules: httpadapter: invalid configuration: ` + geoRules + ` line 2: rule "geo" uses a country condition (when[0]) but this server has no country lookup`},
+		{[]string{"-rules", emptyRules}, `-rules: httpadapter: invalid configuration: ` + emptyRules + `: no "rules" key`},
+		{[]string{"-rules", noRules}, `-rules: httpadapter: invalid configuration: no rules`},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
@@ -326,7 +336,8 @@ func TestRunHelp(t *testing.T) {
 
 // TestRunDemoWithRules runs the demo with the example's rules file: its
 // monitor rule counts, its block rule answers 429 before the per-peer limit
-// is reached.
+// is reached, and the output says so: the rules first, then the per-peer
+// limit as what applies after them.
 func TestRunDemoWithRules(t *testing.T) {
 	var out bytes.Buffer
 	args := []string{"-demo", "-rules", "rules.yaml", "-dir", newTestDir(t)}
@@ -334,10 +345,43 @@ func TestRunDemoWithRules(t *testing.T) {
 	require.NoError(t, err)
 	ok := func(r int) string { return fmt.Sprintf(`200 OK, RateLimit: "per-host";r=%d;t=10`, r) }
 	blocked := `429 Too Many Requests, Retry-After: 10, RateLimit: "per-host";r=0;t=10`
-	assert.Equal(t, "demo: limit 5 per 30000 ms per peer IP; sending 8 requests\n"+
+	assert.Equal(t, "rules of rules.yaml, checked before the per-peer limit:\n"+
+		"  trial: 3 per 30s per ip (fixed_window); over it: counted only (monitor)\n"+
+		"  per-host: 4 per 30s per ip and host (fixed_window), when method in [\"GET\" \"HEAD\"]; over it: 429 (block)\n"+
+		"demo: after the rules, limit 5 per 30000 ms per peer IP; sending 8 requests\n"+
 		"request 1: "+ok(3)+"\nrequest 2: "+ok(2)+"\nrequest 3: "+ok(1)+"\nrequest 4: "+ok(0)+"\n"+
 		"request 5: "+blocked+"\nrequest 6: "+blocked+"\nrequest 7: "+blocked+"\nrequest 8: "+blocked+"\n"+
 		"demo: 4 allowed, 4 refused\n"+
 		"rule trial: matched 8, allowed 3, blocked 0, monitored 5, shadowed 0, errors 0\n"+
 		"rule per-host: matched 8, allowed 4, blocked 4, monitored 0, shadowed 0, errors 0\n", out.String())
+}
+
+func TestDescribeRule(t *testing.T) {
+	tests := []struct {
+		rule httpadapter.Rule
+		want string
+	}{{
+		httpadapter.Rule{Name: "all", Policy: actorlimit.Policy{Limit: 100, Period: time.Hour}},
+		"all: 100 per 1h for all requests together (fixed_window); over it: 429 (block)",
+	}, {
+		httpadapter.Rule{
+			Name:    "api",
+			When:    []httpadapter.Condition{httpadapter.PathPrefix("/api/"), httpadapter.HeaderPresent("X-Internal").Not()},
+			GroupBy: []string{"ip", "header:Authorization"},
+			Policy:  actorlimit.Policy{Algorithm: actorlimit.TokenBucket, Limit: 10, Period: 90 * time.Second, Burst: 20},
+			Action:  httpadapter.Action{Status: http.StatusRequestEntityTooLarge},
+		},
+		`api: 10 per 1m30s per ip and header:Authorization (token_bucket, burst 20), when path prefix "/api/" and not header X-Internal present; over it: 413 (block)`,
+	}, {
+		httpadapter.Rule{Name: "spam", Policy: actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 1, Period: 1500 * time.Millisecond},
+			Action: httpadapter.Action{Kind: httpadapter.Shadow}},
+		"spam: 1 per 1.5s for all requests together (gcra); over it: a fake 200 (shadow)",
+	}, {
+		httpadapter.Rule{Name: "watch", GroupBy: []string{"ip"}, Policy: actorlimit.Policy{Limit: 3, Period: 26 * time.Hour},
+			Action: httpadapter.Action{Kind: httpadapter.Monitor}},
+		"watch: 3 per 26h per ip (fixed_window); over it: counted only (monitor)",
+	}}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, describeRule(tt.rule))
+	}
 }

@@ -109,8 +109,7 @@ func serve(ctx context.Context, srv *http.Server, ln net.Listener, cfg config, s
 		err := demoRequests(ctx, "http://"+ln.Addr().String()+"/", cfg, stdout)
 		return errors.Join(err, shutdown(srv, errc))
 	}
-	fmt.Fprintf(stdout, "serving %s at http://%s/ (limit %d per %d ms per peer IP)\n",
-		cfg.dir, ln.Addr(), cfg.limit, cfg.scaleMs)
+	fmt.Fprintf(stdout, "serving %s at http://%s/ (%s)\n", cfg.dir, ln.Addr(), peerLimit(cfg))
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -118,6 +117,16 @@ func serve(ctx context.Context, srv *http.Server, ln net.Listener, cfg config, s
 	}
 	fmt.Fprintln(stdout, "shutting down")
 	return shutdown(srv, errc)
+}
+
+// peerLimit describes the per-peer limit of cfg; with rules, it applies to
+// the requests they let through.
+func peerLimit(cfg config) string {
+	s := fmt.Sprintf("limit %d per %d ms per peer IP", cfg.limit, cfg.scaleMs)
+	if cfg.rules != "" {
+		s = "after the rules, " + s
+	}
+	return s
 }
 
 // shutdown lets requests in flight finish, for at most shutdownTimeout, and

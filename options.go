@@ -66,8 +66,13 @@ func WithJanitor(every, timeout time.Duration) Option {
 }
 
 // WithMaxEntries bounds the table to n entries (default
-// [DefaultMaxEntries]): past it the entries of the oldest windows are evicted
-// first, so a flood of new ids cannot grow memory without bound.
+// [DefaultMaxEntries]), so a flood of new ids cannot grow memory without
+// bound. Past it, each new id evicts the state that has been idle longest,
+// whatever its id or window (a second-chance CLOCK: see the table package's
+// "Memory bound"): the state of an id being hit is never evicted, nor that
+// of an id hit at least once while the limiter takes n new ids, or 3*n when
+// its last hit was denied, so a flood cannot reset an active id's count.
+// Stats.Evictions counts the evictions.
 func WithMaxEntries(n int) Option {
 	return func(cfg *settings) error {
 		if n <= 0 {

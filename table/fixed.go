@@ -31,10 +31,13 @@ type Decision struct {
 // every hit is counted, denied ones too, and the hits are allowed iff the
 // window's count after them is at most limit.
 func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
-	e := t.Add(k, FloorDiv(now, k.Scale), n, FloorDiv(now, int64(time.Millisecond)))
+	e, inserted := t.add(k, FloorDiv(now, k.Scale), n, FloorDiv(now, int64(time.Millisecond)))
 	d := Decision{Count: e.Count, Allowed: e.Count <= limit}
 	d.Remaining = max(0, limit-e.Count)
-	d.ResetAfter = time.Duration(e.End() - now)
+	d.ResetAfter = time.Duration(e.end() - now)
+	if !inserted {
+		record(e, d.Allowed)
+	}
 	switch {
 	case d.Allowed:
 	case n > limit:
@@ -53,7 +56,7 @@ func (t *Table) PeekFixedWindow(k Key, limit, now int64) Decision {
 	var d Decision
 	if e := t.lookup(k); e != nil && e.Bucket >= FloorDiv(now, k.Scale) {
 		d.Count = e.Count
-		d.ResetAfter = time.Duration(e.End() - now)
+		d.ResetAfter = time.Duration(e.end() - now)
 	}
 	d.Allowed = d.Count+1 <= limit
 	d.Remaining = max(0, limit-d.Count)

@@ -127,7 +127,7 @@ func readPair(b []byte) (gap, count int64, size int) {
 // scan skips the pairs of slots before oldest, without changing anything,
 // and returns the sum of the counts left, the offset of the first pair left
 // and the slot before it.
-func (x *ext) scan(e *Entry, oldest int64) (alive int64, off int, base int64) {
+func (x *ext) scan(e *node, oldest int64) (alive int64, off int, base int64) {
 	alive, off, base = e.Count, int(x.head), e.Created
 	for off < len(x.buf) {
 		gap, c, size := readPair(x.buf[off:])
@@ -143,7 +143,7 @@ func (x *ext) scan(e *Entry, oldest int64) (alive int64, off int, base int64) {
 
 // trim drops the pairs scan skipped, compacting the buffer once more than
 // half of it is dead.
-func (x *ext) trim(e *Entry, alive int64, off int, base int64) {
+func (x *ext) trim(e *node, alive int64, off int, base int64) {
 	e.Count, e.Created = alive, base
 	switch {
 	case off >= len(x.buf):
@@ -161,7 +161,7 @@ func (x *ext) trim(e *Entry, alive int64, off int, base int64) {
 // add counts n hits in slot cur. A slot older than the newest (a clock that
 // stepped back) counts into the newest, so that the hits count for longer,
 // never for less.
-func (x *ext) add(e *Entry, cur, n int64) {
+func (x *ext) add(e *node, cur, n int64) {
 	switch {
 	case int(x.head) >= len(x.buf):
 		x.buf = appendPair(x.buf[:0], 0, n)
@@ -218,22 +218,26 @@ func (t *Table) countHit(k Key, g grid, limit, n, now int64, peek bool) Decision
 	switch {
 	case n > limit:
 		d.RetryAfter = Never
-		return d
 	case alive > limit-n:
 		d.RetryAfter = x.retry(g, alive, limit, n, off, base, now)
-		return d
+	default:
+		d.Allowed = true
 	}
-	d.Allowed = true
-	if peek {
+	if peek || !d.Allowed {
+		if !peek && e != nil {
+			record(e, false)
+		}
 		return d
 	}
 	if e == nil {
 		e = t.insert(k, deathBucket(g.death(cur), k.Scale))
+	} else {
+		record(e, true)
 	}
 	if x == nil {
 		x = new(ext)
 		if t.ext == nil {
-			t.ext = make(map[*Entry]*ext)
+			t.ext = make(map[*node]*ext)
 		}
 		t.ext[e] = x
 	} else {

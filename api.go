@@ -2,7 +2,6 @@ package actorlimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -13,14 +12,14 @@ import (
 	protoactor "github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlimit/actorlimit/actor"
-	"github.com/actorlimit/actorlimit/table"
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // Errors. Bad input and context errors come back wrapped with details; test
 // them with errors.Is.
 var (
 	// ErrInvalidArgument is returned for bad input; nothing is counted.
-	ErrInvalidArgument = errors.New("actorlimit: invalid argument")
+	ErrInvalidArgument = algo.ErrInvalid
 	// ErrClosed is returned by every call after Close, or after the limiter
 	// stopped for good because it kept failing.
 	ErrClosed = actor.ErrClosed
@@ -33,60 +32,49 @@ var (
 const MaxIDLength = 4096
 
 // Never is the RetryAfter of a hit that no wait can allow.
-const Never = table.Never
+const Never = algo.Never
 
 // MaxSlidingLogLimit is the largest Limit a [SlidingLog] policy accepts. A
 // full log holds one (gap, count) pair per millisecond with allowed hits,
 // so at most Limit pairs of a few bytes: at this bound, some tens of
 // kilobytes a key.
-const MaxSlidingLogLimit = 10_000
+const MaxSlidingLogLimit = algo.MaxSlidingLogLimit
 
-// Algorithm chooses how a [Policy] counts hits.
-type Algorithm int
+// MaxSpan is the longest Period, and the longest time a full bucket may take
+// to drain, that the algorithms other than [FixedWindow] accept: about a
+// hundred years.
+const MaxSpan = algo.MaxSpan
+
+// Algorithm chooses how a [Policy] counts hits. Its text form, used by
+// rules files and flags, is the snake-case name ("fixed_window",
+// "token_bucket", ...): it implements encoding.TextMarshaler and
+// encoding.TextUnmarshaler.
+type Algorithm = algo.Algorithm
 
 // The algorithms. The package documentation says what each guarantees and
 // what it keeps per key.
 const (
 	// FixedWindow counts hits per window of Period, as raterlimiter does;
 	// denied hits are counted too.
-	FixedWindow Algorithm = iota
+	FixedWindow = algo.FixedWindow
 	// SlidingWindow is Figma's sliding-window counter, strict variant: a
 	// count per Period/60, and never more than Limit hits in any interval
 	// of length Period.
-	SlidingWindow
+	SlidingWindow = algo.SlidingWindow
 	// GCRA is the generic cell rate algorithm: Limit per Period, Burst hits
 	// at once, one number per key.
-	GCRA
+	GCRA = algo.GCRA
 	// TokenBucket holds Burst tokens, refilled with Limit per Period; a hit
 	// takes one.
-	TokenBucket
+	TokenBucket = algo.TokenBucket
 	// LeakyBucket is a queue drained at Limit per Period, as nginx's
 	// limit_req with burst: Burst hits may wait, and Result.Delay says how
 	// long.
-	LeakyBucket
+	LeakyBucket = algo.LeakyBucket
 	// SlidingLog logs the time of every allowed hit: exact to the
 	// millisecond, and the costly one.
-	SlidingLog
+	SlidingLog = algo.SlidingLog
 )
-
-// String returns the algorithm's name.
-func (a Algorithm) String() string {
-	switch a {
-	case FixedWindow:
-		return "FixedWindow"
-	case SlidingWindow:
-		return "SlidingWindow"
-	case GCRA:
-		return "GCRA"
-	case TokenBucket:
-		return "TokenBucket"
-	case LeakyBucket:
-		return "LeakyBucket"
-	case SlidingLog:
-		return "SlidingLog"
-	}
-	return fmt.Sprintf("Algorithm(%d)", int(a))
-}
 
 // Policy says how many hits an id may make. The state of an id is kept per
 // (Algorithm, Period, id): the same id under two algorithms or two Periods
@@ -102,7 +90,7 @@ type Policy struct {
 	// Limit hits. For FixedWindow, SlidingWindow and SlidingLog it must be a
 	// whole number of milliseconds; GCRA, TokenBucket and LeakyBucket take
 	// any positive Period to the nanosecond. All but FixedWindow accept at
-	// most [table.MaxSpan] (about 100 years).
+	// most [MaxSpan] (about 100 years).
 	Period time.Duration
 	// Burst is for the algorithms with a bucket; 0 means Limit. GCRA: the
 	// hits allowed at once; TokenBucket: the bucket's capacity in tokens;
@@ -332,7 +320,7 @@ func newCheck(op actor.Op, id string, p Policy, n int64) (actor.Check, error) {
 		ID:     id,
 		Period: p.Period,
 		Limit:  p.Limit,
-		Burst:  p.burst(),
+		Burst:  algo.Burst(p.Limit, p.Burst),
 		N:      n,
 	}, nil
 }
@@ -342,57 +330,10 @@ func newCheck(op actor.Op, id string, p Policy, n int64) (actor.Check, error) {
 // takes a Policy validates it this way; callers that build policies ahead of
 // time (rules files, configuration) call it to refuse a bad one early.
 func (p Policy) Validate() error {
-	switch {
-	case p.Algorithm < FixedWindow || p.Algorithm > SlidingLog:
-		return fmt.Errorf("%w: unknown Policy.Algorithm %v", ErrInvalidArgument, p.Algorithm)
-	case p.Limit < 0:
-		return fmt.Errorf("%w: Policy.Limit is %d, negative", ErrInvalidArgument, p.Limit)
-	case p.Burst < 0:
-		return fmt.Errorf("%w: Policy.Burst is %d, negative", ErrInvalidArgument, p.Burst)
-	case p.Period <= 0:
-		return fmt.Errorf("%w: Policy.Period is %v, not positive", ErrInvalidArgument, p.Period)
-	case p.Algorithm != FixedWindow && p.Period > table.MaxSpan:
-		return fmt.Errorf("%w: Policy.Period %v is longer than %v, too long for %v", ErrInvalidArgument, p.Period, table.MaxSpan, p.Algorithm)
-	}
-	switch p.Algorithm {
-	case FixedWindow, SlidingWindow, SlidingLog:
-		if p.Period%time.Millisecond != 0 {
-			return fmt.Errorf("%w: Policy.Period %v is not a whole number of milliseconds", ErrInvalidArgument, p.Period)
-		}
-		if p.Algorithm == SlidingLog && p.Limit > MaxSlidingLogLimit {
-			return fmt.Errorf("%w: Policy.Limit %d is more than %d, too large a log for SlidingLog", ErrInvalidArgument, p.Limit, MaxSlidingLogLimit)
-		}
-	default:
-		if p.Limit == 0 {
-			return nil
-		}
-		c := p.capacity()
-		if _, ok := table.DrainTime(int64(p.Period), p.Limit, c); !ok {
-			return fmt.Errorf("%w: a bucket of %d hits (Policy.Burst) takes longer than %v to drain at %d per %v", ErrInvalidArgument, c, table.MaxSpan, p.Limit, p.Period)
-		}
-	}
-	return nil
+	return algo.Validate(p.Algorithm, p.Limit, p.Period, p.Burst)
 }
 
-// burst returns p's Burst, Limit when it is 0.
-func (p Policy) burst() int64 {
-	if p.Burst == 0 {
-		return p.Limit
-	}
-	return p.Burst
-}
-
-// capacity returns the hits p's bucket holds: Burst+1 for LeakyBucket (the
-// one served and the Burst waiting), Burst for the others.
-func (p Policy) capacity() int64 {
-	b := p.burst()
-	if p.Algorithm == LeakyBucket && b < math.MaxInt64 {
-		return b + 1
-	}
-	return b
-}
-
-func resultOf(p Policy, d table.Decision) Result {
+func resultOf(p Policy, d algo.Decision) Result {
 	return Result{
 		Allowed:    d.Allowed,
 		Limit:      p.Limit,

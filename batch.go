@@ -6,13 +6,13 @@ import (
 	"sync"
 
 	"github.com/actorlimit/actorlimit/actor"
-	"github.com/actorlimit/actorlimit/table"
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // batch is the scratch space of one HitMany call, pooled.
 type batch struct {
 	checks []actor.Check
-	decs   []table.Decision
+	decs   []algo.Decision
 	// With several shards the checks are grouped by shard (a counting
 	// sort): order[j] is the index in hits of the j-th grouped check, and
 	// shard s has checks[start[s]:start[s+1]].
@@ -51,16 +51,17 @@ func (l *Limiter) HitMany(ctx context.Context, hits []HitRequest, results []Resu
 		}
 		chk, err := newCheck(actor.OpHit, h.ID, h.Policy, n)
 		if err != nil {
-			batches.Put(b)
 			if grouped {
 				i = b.order[i]
 			}
+			batches.Put(b)
 			return fmt.Errorf("hits[%d]: %w", i, err)
 		}
 		b.checks[i] = chk
 	}
 	if err := b.run(ctx, l); err != nil {
-		return err // b may still be written to by a limiter: not pooled
+		batches.Put(b) // the limiters work on copies: b is ours again
+		return err
 	}
 	for i := range hits {
 		j := i

@@ -2,7 +2,7 @@ package actorlimit
 
 import (
 	"github.com/actorlimit/actorlimit/actor"
-	"github.com/actorlimit/actorlimit/table"
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // HitRequest asks the limiter, from another actor, to count N hits for ID
@@ -67,7 +67,7 @@ func (protocol) Decode(msg any) (actor.Check, bool, error) {
 	return chk, true, err
 }
 
-func (protocol) Reply(msg any, d table.Decision, err error) any {
+func (protocol) Reply(msg any, d algo.Decision, err error) any {
 	switch m := msg.(type) {
 	case *HitRequest:
 		return &HitResponse{ID: m.ID, Result: resultOrZero(m.Policy, d, err), Err: err}
@@ -79,7 +79,7 @@ func (protocol) Reply(msg any, d table.Decision, err error) any {
 	return nil
 }
 
-func resultOrZero(p Policy, d table.Decision, err error) Result {
+func resultOrZero(p Policy, d algo.Decision, err error) Result {
 	if err != nil {
 		return Result{}
 	}

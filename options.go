@@ -27,6 +27,19 @@ type Clock interface {
 	Now() time.Time
 }
 
+// Ticker delivers ticks on C() until Stop, as a time.Ticker does (a tick
+// that finds the previous one not yet taken is dropped).
+type Ticker = actor.Ticker
+
+// TickerClock is a [Clock] that can also tick. When the clock given to
+// [WithClock] is one, the janitor ticks on it, so a test that moves its
+// fake clock by hand moves the janitor too; a Clock without NewTicker
+// leaves the janitor on the wall clock.
+type TickerClock interface {
+	Clock
+	NewTicker(d time.Duration) Ticker
+}
+
 // Option configures [Start] and [Spawn].
 type Option func(*settings) error
 
@@ -37,7 +50,7 @@ type settings struct {
 }
 
 // WithClock makes the limiter read the time from c; the default is the wall
-// clock.
+// clock. If c is a [TickerClock], the janitor ticks on it too.
 func WithClock(c Clock) Option {
 	return func(cfg *settings) error {
 		if c == nil {

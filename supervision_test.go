@@ -205,9 +205,11 @@ func TestSpawnedLimiterStopsWithItsParent(t *testing.T) {
 
 func TestJanitorDeletesOldEntriesKeepsLiveOnes(t *testing.T) {
 	clk := newFakeClock()
-	lim, err := actorlimit.Start(actorlimit.WithClock(clk), actorlimit.WithJanitor(time.Millisecond, 0))
+	lim, err := actorlimit.Start(actorlimit.WithClock(clk), actorlimit.WithJanitor(time.Minute, 0))
 	require.NoError(t, err)
 	defer lim.Close()
+	require.Eventually(t, func() bool { return clk.liveTickers() == 1 }, 10*time.Second, time.Millisecond,
+		"the janitor did not start a ticker on the limiter's clock")
 	short := actorlimit.Policy{Limit: 5, Period: time.Second}
 	long := actorlimit.Policy{Limit: 5, Period: time.Hour}
 	for i := range 100 {
@@ -216,17 +218,23 @@ func TestJanitorDeletesOldEntriesKeepsLiveOnes(t *testing.T) {
 	}
 	_, err = lim.Hit(context.Background(), "long", long)
 	require.NoError(t, err)
-	clk.Advance(time.Second) // the short windows have ended, the hour has not
+	clk.Advance(59 * time.Second) // the short windows have ended; no tick yet
+	st, err := lim.Stats(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 101, st.Entries, "a sweep ran before the janitor's interval had passed")
+	clk.Advance(time.Second) // the tick: the hour has not ended
 	require.Eventually(t, func() bool {
 		st, err := lim.Stats(context.Background())
 		return err == nil && st.Entries == 1
-	}, 5*time.Second, time.Millisecond, "the janitor did not delete the ended windows")
+	}, 10*time.Second, time.Millisecond, "the janitor did not delete the ended windows")
 	res, err := lim.Peek(context.Background(), "long", long)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), res.Count)
-	st, err := lim.Stats(context.Background())
+	st, err = lim.Stats(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, uint64(100), st.Expired)
+	require.NoError(t, lim.Close())
+	assert.Zero(t, clk.liveTickers(), "Close left the janitor's ticker running")
 }
 
 func TestSweepDeletesInChunksAndHonoursTimeout(t *testing.T) {

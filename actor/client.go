@@ -72,6 +72,11 @@ func Start(parent protoactor.SpawnerContext, cfg Config) (*Client, error) {
 func (c *Client) PID() *protoactor.PID { return c.pid }
 
 // Do runs one check through the limiter's mailbox and returns its decision.
+// A nil error means the check was applied exactly once. If ctx ends (or the
+// limiter stops) first, Do returns at once with that error, and the check
+// may or may not have been applied: the limiter skips a call whose caller
+// has gone, unless it was already serving it (as net/http says of a request
+// whose context ends).
 func (c *Client) Do(ctx context.Context, chk Check) (table.Decision, error) {
 	k := c.calls.Get().(*call)
 	k.kind, k.check = callCheck, chk
@@ -87,7 +92,9 @@ func (c *Client) Do(ctx context.Context, chk Check) (table.Decision, error) {
 // limiter's mailbox, and writes their decisions into out, which must be at
 // least as long. Nothing else runs between them. If the limiter panics in
 // the middle, the checks before the panic have been applied and the error is
-// ErrPanicked.
+// ErrPanicked. If ctx ends first, as for [Client.Do], the checks may or may
+// not have been applied, and out is left untouched. The limiter works on
+// copies: checks and out are the caller's again as soon as DoMany returns.
 func (c *Client) DoMany(ctx context.Context, checks []Check, out []table.Decision) error {
 	if len(out) < len(checks) {
 		return fmt.Errorf("actorlimit: %d decisions for %d checks", len(out), len(checks))
@@ -96,12 +103,23 @@ func (c *Client) DoMany(ctx context.Context, checks []Check, out []table.Decisio
 		return nil
 	}
 	k := c.calls.Get().(*call)
-	k.kind, k.batch, k.decs = callBatch, checks, out
+	k.kind = callBatch
+	k.batch = append(k.batch[:0], checks...)
+	k.decs = grow(k.decs, len(checks))
 	if err := c.roundTrip(ctx, k); err != nil {
 		return err
 	}
+	copy(out, k.decs)
 	c.release(k)
 	return nil
+}
+
+// grow returns s with length n, reusing its array when it is large enough.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // Sweep runs one sweep now, with the configured timeout, and returns how
@@ -130,9 +148,10 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 }
 
 // roundTrip sends k and waits for its answer, the context's end or the
-// limiter's stop, whichever comes first. A call that returns a context or
-// closed error is abandoned: the limiter may still write to it, so it never
-// goes back to the pool.
+// limiter's stop, whichever comes first, moving k through the states
+// written down at [call]. It returns nil only for a call the limiter has
+// answered and will never touch again, which may go back to the pool; a
+// call that returns an error is never pooled.
 func (c *Client) roundTrip(ctx context.Context, k *call) error {
 	if c.closed.Load() {
 		return ErrClosed
@@ -158,24 +177,27 @@ func (c *Client) roundTrip(ctx context.Context, k *call) error {
 	case <-k.done:
 		return k.err
 	case <-ctx.Done():
-		if wasAnswered(k) {
-			return k.err
-		}
-		return fmt.Errorf("actorlimit: %w", ctx.Err())
+		return abandon(k, fmt.Errorf("actorlimit: %w", ctx.Err()))
 	case <-c.h.done:
-		if wasAnswered(k) {
-			return k.err
-		}
-		return ErrClosed
+		return abandon(k, ErrClosed)
 	}
 }
 
-// wasAnswered reports whether k was answered after all. The limiter may
-// still be about to signal done: k is abandoned either way, never pooled.
-func wasAnswered(k *call) bool { return k.state.Load() == answered }
+// abandon gives up on a parked call and returns why, unless the limiter
+// answered it first: then it waits for the signal the limiter is sending
+// (its last touch of k, which never blocks) and returns the answer.
+func abandon(k *call, why error) error {
+	if k.state.CompareAndSwap(parked, abandoned) {
+		return why
+	}
+	<-k.done
+	return k.err
+}
 
 func (c *Client) release(k *call) {
-	k.check, k.batch, k.decs, k.err = Check{}, nil, nil, nil
+	k.check, k.err = Check{}, nil
+	clear(k.batch) // drop the ids
+	k.batch = k.batch[:0]
 	k.state.Store(waiting)
 	c.calls.Put(k)
 }

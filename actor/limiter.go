@@ -44,6 +44,9 @@ func (l *limiter) Receive(c protoactor.Context) {
 }
 
 func (l *limiter) serve(c protoactor.Context, k *call) {
+	if k.gone() {
+		return // its caller gave up before we got to it: nothing counted
+	}
 	switch k.kind {
 	case callCheck:
 		k.dec = l.apply(&k.check, l.now())

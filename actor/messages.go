@@ -107,38 +107,76 @@ const (
 )
 
 // call is one synchronous request: the message a [Client] sends and the slot
-// the limiter answers in.
+// the limiter answers in. The call owns every buffer the limiter reads or
+// writes (batch, decs), so that when its caller gives up, the limiter's late
+// writes land in memory nobody else uses.
 type call struct {
 	kind  callKind
 	check Check
-	batch []Check          // callBatch: the checks, in order
-	decs  []table.Decision // callBatch: where their decisions go
+	batch []Check          // callBatch: a copy of the caller's checks
+	decs  []table.Decision // callBatch: their decisions, copied out on success
 
 	dec   table.Decision
 	n     int
 	stats Stats
 	err   error
-	state atomic.Uint32 // waiting, answered or parked
-	done  chan struct{} // signalled when a parked caller is answered
+	state atomic.Uint32 // see the states below
+	done  chan struct{} // one signal, to a parked caller; room for it, so never blocking
 }
 
-// States of a call's wait.
+// The states of a call, and who moves it between them.
+//
+//	waiting   --limiter answers-->  answered   (no signal: the caller polls)
+//	waiting   --caller parks---->   parked
+//	parked    --limiter answers-->  answered   then the limiter sends the one
+//	                                            signal on done: its last touch
+//	parked    --caller gives up-->  abandoned  (its context ended, or the
+//	                                            limiter stopped)
+//
+// answered and abandoned are final. The limiter moves a call only out of
+// waiting and parked; the caller only into parked and abandoned; each move
+// is a compare-and-swap, so exactly one of them wins a race. Consequences:
+//
+//   - The limiter never blocks to answer: it signals only a call it moved out
+//     of parked, whose done is empty (a fresh call's, or one whose last
+//     signal was received before it was pooled).
+//   - A caller that sees answered from waiting may reuse the call at once:
+//     the limiter's swap was its last touch.
+//   - A caller that loses the race to abandon a parked call (the limiter
+//     answered first) must receive the signal before it reuses the call; it
+//     returns the answer, which is the truth: the hits were counted.
+//   - An abandoned call is never pooled: the limiter may still write to it,
+//     or skip it unserved if it sees abandoned before serving it.
 const (
-	waiting  uint32 = iota // the caller has not parked: no signal needed
-	answered               // the limiter has answered
-	parked                 // the caller waits on done
+	waiting   uint32 = iota // the caller has not parked: no signal needed
+	answered                // the limiter has answered
+	parked                  // the caller waits on done
+	abandoned               // the caller is gone; the limiter drops the call
 )
 
-// answer records err and wakes the caller. A caller that has not parked
-// sees the state change; only a parked one is signalled on done, which has
-// room for one signal, so answering never blocks the limiter.
+// answer records err and tells the caller, following the states above. It
+// never blocks.
 func (k *call) answer(err error) {
 	k.err = err
-	if !k.state.CompareAndSwap(waiting, answered) {
-		k.state.Store(answered)
-		k.done <- struct{}{}
+	for {
+		switch k.state.Load() {
+		case waiting:
+			if k.state.CompareAndSwap(waiting, answered) {
+				return
+			}
+		case parked:
+			if k.state.CompareAndSwap(parked, answered) {
+				k.done <- struct{}{}
+				return
+			}
+		default: // abandoned: nobody to tell
+			return
+		}
 	}
 }
+
+// gone reports whether the caller abandoned k; the limiter then skips it.
+func (k *call) gone() bool { return k.state.Load() == abandoned }
 
 // sweep is a sweep in progress: the limiter sends it to itself after each
 // chunk, so the messages queued behind a sweep are served between chunks.

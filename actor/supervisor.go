@@ -23,9 +23,20 @@ type Clock interface {
 	Now() time.Time
 }
 
+// Ticker is what the janitor ticks on: [janitor.Ticker].
+type Ticker = janitor.Ticker
+
+// TickerClock is a Clock that can also tick. When the configured Clock is
+// one, the janitor ticks on it; otherwise on the wall clock.
+type TickerClock interface {
+	Clock
+	NewTicker(d time.Duration) Ticker
+}
+
 // Config configures a limiter. [Start] fills in zero fields with defaults.
 type Config struct {
-	// Clock is read for every check and sweep; default: the wall clock.
+	// Clock is read for every check and sweep; default: the wall clock. A
+	// [TickerClock] also drives the janitor.
 	Clock Clock
 	// MaxEntries bounds the table; 0 means no bound.
 	MaxEntries int
@@ -147,6 +158,9 @@ func (s *supervisor) spawnChildren(c protoactor.Context) {
 	}
 	if cfg.SweepEvery > 0 {
 		jc := janitor.Config{Every: cfg.SweepEvery, Timeout: cfg.SweepTimeout, Target: pid}
+		if tc, ok := cfg.Clock.(TickerClock); ok {
+			jc.NewTicker = tc.NewTicker
+		}
 		if err := jc.Validate(); err != nil {
 			cfg.Logger.Error("actorlimit: no janitor", slog.Any("error", err))
 			return

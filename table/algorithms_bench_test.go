@@ -11,8 +11,8 @@ import (
 // second per key, the clock moving 1 µs a hit.
 func BenchmarkDecide(b *testing.B) {
 	const keys = 10_000
-	fixed := algo{name: "FixedWindow", hit: func(t *Table, k Key, l, _, n, now int64) Decision { return t.FixedWindow(k, l, n, now) }}
-	for _, a := range append([]algo{fixed}, algos...) {
+	fixed := tableAlgo{name: "FixedWindow", hit: func(t *Table, k Key, l, _, n, now int64) Decision { return t.FixedWindow(k, l, n, now) }}
+	for _, a := range append([]tableAlgo{fixed}, algos...) {
 		b.Run(fmt.Sprintf("alg=%s/keys=%d", a.name, keys), func(b *testing.B) {
 			tbl := New(0)
 			ks := make([]Key, keys)

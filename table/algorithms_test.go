@@ -18,7 +18,7 @@ type algoStep struct {
 
 // runAlgoSteps runs steps against a and fails at the first wrong answer,
 // naming the step.
-func runAlgoSteps(t *testing.T, a algo, tbl *Table, k Key, limit, burst int64, start int64, steps []algoStep) {
+func runAlgoSteps(t *testing.T, a tableAlgo, tbl *Table, k Key, limit, burst int64, start int64, steps []algoStep) {
 	t.Helper()
 	for i, s := range steps {
 		now := start + int64(s.at)
@@ -34,7 +34,7 @@ func runAlgoSteps(t *testing.T, a algo, tbl *Table, k Key, limit, burst int64, s
 	}
 }
 
-func algoNamed(name string) algo {
+func algoNamed(name string) tableAlgo {
 	for _, a := range algos {
 		if a.name == name {
 			return a

@@ -1,30 +1,16 @@
 package table
 
-import "time"
+import (
+	"time"
 
-// Never is the RetryAfter of a hit that no wait can allow: it asks for more
-// than the limit's whole capacity.
-const Never time.Duration = -1
+	"github.com/actorlimit/actorlimit/algo"
+)
 
-// Decision is the outcome of one check of a limit.
-type Decision struct {
-	// Allowed says whether the hit may go ahead.
-	Allowed bool
-	// Count is the number of hits the state holds: counted in the current
-	// window (fixed window), in the last Period (sliding window and log), or
-	// not yet drained from the bucket (GCRA, token and leaky bucket).
-	Count int64
-	// Remaining is how many more hits would be allowed now; never negative.
-	Remaining int64
-	// RetryAfter is the least wait after which the hit would be allowed: 0
-	// when allowed, [Never] when no wait would do.
-	RetryAfter time.Duration
-	// ResetAfter is the wait until the key is back to full capacity.
-	ResetAfter time.Duration
-	// Delay is, for [Table.LeakyBucket], the wait before serving the first
-	// of the allowed hits; 0 for every other algorithm.
-	Delay time.Duration
-}
+// Never is the RetryAfter of a hit that no wait can allow: [algo.Never].
+const Never = algo.Never
+
+// Decision is the outcome of one check of a limit: [algo.Decision].
+type Decision = algo.Decision
 
 // FixedWindow counts n hits for k at now (Unix nanoseconds) and decides them
 // as the raterlimiter does: the window is bucket floor(now / k.Scale),

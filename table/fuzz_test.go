@@ -59,7 +59,7 @@ type fuzzPolicy struct {
 	limit, burst, capacity, period int64
 }
 
-func newFuzzPolicy(a algo, limit, burst uint8, period uint64) fuzzPolicy {
+func newFuzzPolicy(a tableAlgo, limit, burst uint8, period uint64) fuzzPolicy {
 	p := fuzzPolicy{limit: 1 + int64(limit%20), burst: 1 + int64(burst%20)}
 	p.capacity = p.burst
 	if a.name == "LeakyBucket" {
@@ -92,7 +92,7 @@ type fuzzResult struct {
 // 128ths of a Period plus the third in ns), and n (1..4 from the low bits of
 // the second) with two flags: 0x80 retries the last denied hit after exactly
 // its RetryAfter, 0x40 peeks before a hit of 1.
-func fuzzRun(t *testing.T, a algo, p fuzzPolicy, now int64, script []byte) fuzzResult {
+func fuzzRun(t *testing.T, a tableAlgo, p fuzzPolicy, now int64, script []byte) fuzzResult {
 	tbl := New(0)
 	k := Key{Kind: 1, Scale: p.period, ID: "f"}
 	var hits []allowedHit
@@ -130,7 +130,7 @@ func fuzzRun(t *testing.T, a algo, p fuzzPolicy, now int64, script []byte) fuzzR
 	return fuzzResult{tbl, k, now, hits}
 }
 
-func checkDecision(t *testing.T, a algo, d Decision) {
+func checkDecision(t *testing.T, a tableAlgo, d Decision) {
 	t.Helper()
 	switch {
 	case d.Count < 0 || d.Remaining < 0:
@@ -212,7 +212,7 @@ func checkShaping(t *testing.T, p fuzzPolicy, r fuzzResult) {
 // Periods is allowed at exactly Limit per Period on top of the capacity:
 // A*T = elapsed + what the bucket holds at the end, which is within a hit
 // and a half of full.
-func checkSaturation(t *testing.T, a algo, p fuzzPolicy, r fuzzResult) {
+func checkSaturation(t *testing.T, a tableAlgo, p fuzzPolicy, r fuzzResult) {
 	if p.period < 2*p.limit || p.capacity < 2 {
 		return // offers cannot come every T/2, or the bucket empties between them
 	}

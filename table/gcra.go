@@ -4,13 +4,14 @@ import (
 	"math"
 	"math/bits"
 	"time"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // MaxSpan is the longest Period, and the longest time a full bucket may take
-// to drain (capacity*Period/Limit), that the algorithms other than the fixed
-// window accept: about a hundred years, so that no time they compute
-// overflows before the year 2160.
-const MaxSpan = 100 * 365 * 24 * time.Hour
+// to drain, that the algorithms other than the fixed window accept:
+// [algo.MaxSpan].
+const MaxSpan = algo.MaxSpan
 
 // DrainTime returns how long a bucket that holds capacity hits takes to drain
 // at limit hits per period (ns), rounded up, and whether that is at most

@@ -200,8 +200,8 @@ func (m *logModel) hit(now, limit, _, n int64, peek bool) Decision {
 	return d
 }
 
-// algo is one algorithm of the table, as the tests see it.
-type algo struct {
+// tableAlgo is one algorithm of the table, as the tests see it.
+type tableAlgo struct {
 	name   string
 	window bool // whole-millisecond periods, no burst
 	hit    func(t *Table, k Key, limit, burst, n, now int64) Decision
@@ -209,7 +209,7 @@ type algo struct {
 	model  func(period int64) algoModel
 }
 
-var algos = []algo{
+var algos = []tableAlgo{
 	{
 		name: "SlidingWindow", window: true,
 		hit:   func(t *Table, k Key, l, _, n, now int64) Decision { return t.SlidingWindow(k, l, n, now) },
@@ -246,7 +246,7 @@ var algos = []algo{
 // algorithms (some not a multiple of 60 ms, so sub-windows end inside a
 // nanosecond), anything for the buckets, down to a few nanoseconds (T under
 // one nanosecond).
-func randomPeriod(r *rand.Rand, a algo) int64 {
+func randomPeriod(r *rand.Rand, a tableAlgo) int64 {
 	if a.window {
 		switch r.IntN(3) {
 		case 0:
@@ -290,7 +290,7 @@ func TestModels(t *testing.T) {
 	}
 }
 
-func runModelSequence(t *testing.T, r *rand.Rand, a algo, seq int) {
+func runModelSequence(t *testing.T, r *rand.Rand, a tableAlgo, seq int) {
 	t.Helper()
 	period := randomPeriod(r, a)
 	limit := 1 + r.Int64N(12)

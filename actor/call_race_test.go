@@ -1,0 +1,220 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlimit/actorlimit/table"
+)
+
+// startClient starts a limiter with a frozen clock in a system of its own.
+func startClient(t testing.TB) *Client {
+	t.Helper()
+	sys := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
+		func(*protoactor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	c, err := Start(sys.Root, Config{Clock: frozenClock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// watchdog fails the test with every goroutine's stack if done is not
+// closed within d: a hang is a failure, never a stuck CI job.
+func watchdog(t *testing.T, d time.Duration, done <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(d):
+		buf := make([]byte, 1<<22)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Fatalf("hung for %v; goroutines:\n%s", d, buf)
+	}
+}
+
+func hit(id string, n int64) Check {
+	return Check{Op: OpHit, ID: id, Period: time.Hour, Limit: 1 << 50, N: n}
+}
+
+// TestCallsGivenUpAtRandomNeverConfuseAnswers races callers that give up
+// (contexts cancelled before, during and after the call, deadlines of a few
+// microseconds) against callers that never do, on a busy limiter. Every id
+// belongs to one goroutine, which hits it in sequence, so every answer can
+// be checked against its own call: a patient caller's i-th hit must see
+// exactly i, an impatient caller's successful answers must grow and never
+// pass the hits it sent, and a batch's decisions must be its own.
+func TestCallsGivenUpAtRandomNeverConfuseAnswers(t *testing.T) {
+	c := startClient(t)
+	const patient, impatient, batchers, rounds = 64, 8, 4, 1500
+	var wg sync.WaitGroup
+	errs := make(chan error, patient+impatient+batchers)
+	for g := range patient {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("patient-%d", g)
+			for i := int64(1); i <= rounds; i++ {
+				d, err := c.Do(context.Background(), hit(id, 1))
+				if err != nil || d.Count != i {
+					errs <- fmt.Errorf("%s hit %d: count %d, err %v", id, i, d.Count, err)
+					return
+				}
+			}
+		}()
+	}
+	for g := range impatient {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 7))
+			id := fmt.Sprintf("impatient-%d", g)
+			var sent, last int64
+			for range rounds {
+				ctx, cancel := impatientContext(r)
+				sent++
+				d, err := c.Do(ctx, hit(id, 1))
+				cancel()
+				switch {
+				case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+				case err != nil:
+					errs <- fmt.Errorf("%s: %v", id, err)
+					return
+				case d.Count <= last || d.Count > sent:
+					errs <- fmt.Errorf("%s: count %d after %d, with %d hits sent", id, d.Count, last, sent)
+					return
+				default:
+					last = d.Count
+				}
+			}
+		}()
+	}
+	for g := range batchers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 9))
+			ids := []string{fmt.Sprintf("batch-%d-a", g), fmt.Sprintf("batch-%d-b", g)}
+			checks := []Check{hit(ids[0], 1), hit(ids[1], 2)}
+			out := make([]table.Decision, 2)
+			var sent [2]int64
+			var last [2]int64
+			for range rounds / 2 {
+				ctx, cancel := impatientContext(r)
+				sent[0], sent[1] = sent[0]+1, sent[1]+2
+				out[0], out[1] = table.Decision{Count: -7}, table.Decision{Count: -7}
+				err := c.DoMany(ctx, checks, out)
+				cancel()
+				if err != nil {
+					if out[0].Count != -7 || out[1].Count != -7 {
+						errs <- fmt.Errorf("%s: a failed DoMany wrote %v", ids[0], out)
+						return
+					}
+					continue
+				}
+				for j := range 2 {
+					if out[j].Count <= last[j] || out[j].Count > sent[j] || out[j].Count%(int64(j)+1) != 0 {
+						errs <- fmt.Errorf("%s: count %d after %d, %d sent", ids[j], out[j].Count, last[j], sent[j])
+						return
+					}
+					last[j] = out[j].Count
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	watchdog(t, 2*time.Minute, done)
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// The limiter still answers, and its state holds exactly the patient
+	// callers' hits.
+	for g := range patient {
+		d, err := c.Do(context.Background(), Check{Op: OpPeek, ID: fmt.Sprintf("patient-%d", g), Period: time.Hour, Limit: 1 << 50, N: 1})
+		if err != nil || d.Count != rounds {
+			t.Fatalf("patient-%d after the race: count %d, err %v; want %d", g, d.Count, err, rounds)
+		}
+	}
+	stopped := make(chan struct{})
+	go func() {
+		if _, err := c.Stats(context.Background()); err != nil {
+			t.Error(err)
+		}
+		_ = c.Close()
+		close(stopped)
+	}()
+	watchdog(t, 30*time.Second, stopped)
+}
+
+// impatientContext returns a context that is already cancelled, cancelled
+// soon by another goroutine, or ends after a deadline of a few microseconds,
+// or, one time in four, never ends.
+func impatientContext(r *rand.Rand) (context.Context, context.CancelFunc) {
+	switch r.IntN(4) {
+	case 0:
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx, cancel
+	case 1:
+		ctx, cancel := context.WithCancel(context.Background())
+		spin := r.IntN(50)
+		go func() {
+			for range spin {
+				runtime.Gosched()
+			}
+			cancel()
+		}()
+		return ctx, cancel
+	case 2:
+		return context.WithTimeout(context.Background(), time.Duration(1+r.IntN(200))*time.Microsecond)
+	}
+	return context.WithCancel(context.Background())
+}
+
+// TestAnswerNeverBlocks answers calls in every state twice over: the
+// limiter must return at once whatever the caller did.
+func TestAnswerNeverBlocks(t *testing.T) {
+	for _, st := range []uint32{waiting, parked, abandoned} {
+		k := &call{done: make(chan struct{}, 1)}
+		k.state.Store(st)
+		finished := make(chan struct{})
+		go func() {
+			k.answer(nil)
+			k.answer(nil) // a second answer (a panic after answering) must not block either
+			close(finished)
+		}()
+		select {
+		case <-finished:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("answer blocked on a call in state %d", st)
+		}
+		if st == abandoned && k.state.Load() != abandoned {
+			t.Errorf("answer moved an abandoned call to %d", k.state.Load())
+		}
+	}
+}
+
+// TestAbandonedCallIsNotServed: a call given up before the limiter reaches
+// it counts nothing.
+func TestAbandonedCallIsNotServed(t *testing.T) {
+	c := startClient(t)
+	k := &call{done: make(chan struct{}, 1), kind: callCheck, check: hit("x", 5)}
+	k.state.Store(abandoned)
+	c.root.Send(c.pid, k)
+	d, err := c.Do(context.Background(), hit("x", 1))
+	if err != nil || d.Count != 1 {
+		t.Fatalf("after an abandoned call, a hit sees %d, %v; want 1", d.Count, err)
+	}
+}

@@ -1,0 +1,83 @@
+package actor
+
+import (
+	"context"
+
+	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/table"
+)
+
+// Store keeps the limiter's state and decides checks against it. The
+// limiter actor drives it; [table.Table] is the embedded implementation, and
+// a store that answers over the network (Redis) implements it too.
+//
+// # Concurrency
+//
+// The limiter actor is a store's only caller, and its calls never overlap:
+// a store needs no locking of its own for them (a store that also runs
+// goroutines of its own, for reconnecting or flushing, synchronizes those
+// itself).
+//
+// # Batches
+//
+// Decide takes every check of one mailbox batch at once, so that a
+// networked store can send them in one round trip (one pipeline, one script
+// call). Checks are applied in order, as if one by one: a later check on the
+// same key sees the earlier ones.
+//
+// # Time
+//
+// now is the limiter's clock in Unix nanoseconds, read once per batch, so a
+// whole batch is decided at one instant. A store that keeps its own time (a
+// shared server's clock, so that app servers' clocks do not matter) may
+// decide at that time instead, and says so in its doc.
+//
+// # Errors
+//
+// Decide returns an error when the batch could not be decided as a whole (a
+// network error or timeout, a store that is closed): out is then
+// meaningless, and some of the checks may or may not have been applied, as
+// for a caller whose context ended. The limiter answers every caller of the
+// batch with the error. Invalid checks never reach a store: the root package
+// validates them with [algo.Validate].
+type Store interface {
+	// Decide applies checks in order at now and writes the i-th decision to
+	// out[i]; len(out) >= len(checks). ctx bounds how long a networked
+	// store may take; the embedded table ignores it.
+	Decide(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error
+	// Expire deletes state that is back to full capacity at or before the
+	// Unix ns time before: at most max entries (max <= 0: no bound). It
+	// returns how many it deleted and whether more may remain. A store
+	// whose entries expire by themselves (TTLs) returns 0, false.
+	Expire(before int64, max int) (removed int, more bool)
+	// Len returns the number of keys the store holds, or -1 if it cannot
+	// tell cheaply.
+	Len() int
+	// Evictions returns how many entries the store's memory bound has
+	// evicted so far.
+	Evictions() uint64
+}
+
+var _ Store = (*table.Table)(nil)
+
+// Snapshotter is a [Store] whose state can be written out and read back, so
+// that it survives a restart of the process. It is part of the Store
+// contract for stores that keep their state in the process (the table); a
+// store that keeps it elsewhere (Redis) need not implement it. The same
+// concurrency rule holds: the limiter actor is its only caller.
+type Snapshotter interface {
+	// Snapshot calls fn with the record of every key the store holds, in
+	// no promised order, until fn returns false. Records whose Death is at
+	// or before now may be left out. fn must not keep r.State after it
+	// returns.
+	Snapshot(now int64, fn func(r algo.Record) bool)
+	// Record returns the current record of c's key: what a log of changes
+	// writes after a batch that touched it. A key without state gives a
+	// record with nil State.
+	Record(c *algo.Check) algo.Record
+	// Load puts r's state in the store, replacing the key's own. A record
+	// whose State is nil deletes the key's state; one whose Death is at or
+	// before now is ignored. A record the store cannot decode is an error
+	// and changes nothing.
+	Load(now int64, r algo.Record) error
+}

@@ -1,0 +1,239 @@
+package actorlimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit"
+)
+
+// stressDuration is how long TestStress drives the limiter: a few seconds,
+// or ACTORLIMIT_STRESS (a Go duration; CI sets about a minute).
+func stressDuration(t *testing.T) time.Duration {
+	v := os.Getenv("ACTORLIMIT_STRESS")
+	if v == "" {
+		return 3 * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	require.NoError(t, err, "ACTORLIMIT_STRESS")
+	return d
+}
+
+// stressWatchdog fails the test with every goroutine's stack if done is not
+// closed within d.
+func stressWatchdog(t *testing.T, what string, d time.Duration, done <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(d):
+		buf := make([]byte, 1<<22)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Fatalf("%s hung for %v; goroutines:\n%s", what, d, buf)
+	}
+}
+
+// TestStress does at once what users do to a limiter: many patient callers,
+// callers that give up at random moments, batches, a flood of unique keys
+// against a small memory bound, panics injected inside the limiter, and
+// Close while calls are in flight. It asserts that nothing hangs, that every
+// answer belongs to its own call, that the patient callers' counts are
+// exact, and that after Close every call fails fast with ErrClosed.
+func TestStress(t *testing.T) {
+	clk := newFakeClock()
+	boom := func(id string) {
+		if strings.HasPrefix(id, "boom") {
+			panic("injected fault")
+		}
+	}
+	lim, err := actorlimit.Start(actorlimit.WithClock(clk), actorlimit.WithJanitor(time.Second, 0),
+		actorlimit.WithMaxEntries(4096), actorlimit.WithRestarts(1<<30, time.Second), actorlimit.WithInject(boom))
+	require.NoError(t, err)
+	defer lim.Close()
+	// A window of ten years: the clock moves a second at each injected
+	// panic, so that the janitor ticks, and no window may end meanwhile.
+	p := actorlimit.Policy{Limit: 1 << 40, Period: 10 * 365 * 24 * time.Hour}
+	var (
+		stop    atomic.Bool // phase 1 is over
+		closing atomic.Bool // Close has been called
+		failed  = make(chan error, 64)
+		fail    = func(err error) {
+			select {
+			case failed <- err:
+			default:
+			}
+		}
+		patients, others sync.WaitGroup
+		patientHits      [8]int64
+	)
+	// Patient callers: each hits its own id, and its i-th hit must see i.
+	for g := range patientHits {
+		patients.Add(1)
+		go func() {
+			defer patients.Done()
+			id := fmt.Sprintf("patient-%d", g)
+			for !stop.Load() {
+				res, err := lim.Hit(context.Background(), id, p)
+				if err != nil || res.Count != patientHits[g]+1 {
+					fail(fmt.Errorf("%s hit %d: count %d, err %v", id, patientHits[g]+1, res.Count, err))
+					return
+				}
+				patientHits[g]++
+			}
+		}()
+	}
+	// Impatient callers and batchers: answers grow and never pass what was sent.
+	for g := range 6 {
+		others.Add(1)
+		go func() {
+			defer others.Done()
+			impatientCaller(lim, p, g, &closing, fail)
+		}()
+	}
+	// A flood of unique ids, 64 a batch.
+	others.Add(1)
+	go func() {
+		defer others.Done()
+		flood := make([]actorlimit.HitRequest, 64)
+		results := make([]actorlimit.Result, 64)
+		for n := 0; ; n++ {
+			for i := range flood {
+				flood[i] = actorlimit.HitRequest{ID: fmt.Sprintf("flood-%d-%d", n, i), Policy: p}
+			}
+			err := lim.HitMany(context.Background(), flood, results)
+			if done := checkEnd(err, &closing, fail, "flood"); done {
+				return
+			}
+		}
+	}()
+	// Panics inside the limiter, and the janitor ticking.
+	others.Add(1)
+	go func() {
+		defer others.Done()
+		for !closing.Load() {
+			_, err := lim.Hit(context.Background(), "boom", p)
+			if !errors.Is(err, actorlimit.ErrPanicked) && !errors.Is(err, actorlimit.ErrClosed) {
+				fail(fmt.Errorf("boom: %v, want ErrPanicked", err))
+				return
+			}
+			clk.Advance(time.Second)
+			time.Sleep(time.Millisecond) // pace the panics, not a wait for time to pass
+		}
+	}()
+
+	phase1 := make(chan struct{})
+	go func() {
+		time.Sleep(stressDuration(t))
+		stop.Store(true)
+		patients.Wait()
+		close(phase1)
+	}()
+	stressWatchdog(t, "phase 1", stressDuration(t)+time.Minute, phase1)
+	for g, n := range patientHits {
+		res, err := lim.Peek(context.Background(), fmt.Sprintf("patient-%d", g), p)
+		require.NoError(t, err)
+		require.Equal(t, n, res.Count, "patient-%d: the limiter holds %d hits, its caller was told of %d", g, res.Count, n)
+		require.Positive(t, n, "patient-%d made no hit", g)
+	}
+
+	// Close while the others are still calling: each must end with ErrClosed.
+	closing.Store(true)
+	closed := make(chan struct{})
+	go func() {
+		_ = lim.Close()
+		others.Wait()
+		close(closed)
+	}()
+	stressWatchdog(t, "Close under load", time.Minute, closed)
+	_, err = lim.Hit(context.Background(), "late", p)
+	require.ErrorIs(t, err, actorlimit.ErrClosed)
+	close(failed)
+	for err := range failed {
+		t.Error(err)
+	}
+	t.Logf("patient-0 made %d hits", patientHits[0])
+}
+
+// impatientCaller hits two ids of its own, one at a time and in batches,
+// with contexts that end at random moments, until the limiter is closed.
+func impatientCaller(lim *actorlimit.Limiter, p actorlimit.Policy, g int, closing *atomic.Bool, fail func(error)) {
+	r := rand.New(rand.NewPCG(uint64(g), 11))
+	ids := [2]string{fmt.Sprintf("impatient-%d-a", g), fmt.Sprintf("impatient-%d-b", g)}
+	var sent, last [2]int64
+	hits := []actorlimit.HitRequest{{ID: ids[0], Policy: p}, {ID: ids[1], Policy: p, N: 2}}
+	results := make([]actorlimit.Result, 2)
+	for {
+		ctx, cancel := randomContext(r)
+		var err error
+		if r.IntN(2) == 0 {
+			sent[0]++
+			results[1] = actorlimit.Result{Count: last[1]}
+			results[0], err = lim.Hit(ctx, ids[0], p)
+		} else {
+			sent[0], sent[1] = sent[0]+1, sent[1]+2
+			err = lim.HitMany(ctx, hits, results)
+		}
+		cancel()
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			continue
+		}
+		if checkEnd(err, closing, fail, ids[0]) {
+			return
+		}
+		for j := range 2 {
+			c := results[j].Count
+			if c < last[j] || c > sent[j] || (c == last[j] && j == 0) {
+				fail(fmt.Errorf("%s: count %d after %d, with %d hits sent: not its own answer", ids[j], c, last[j], sent[j]))
+				return
+			}
+			last[j] = c
+		}
+	}
+}
+
+// randomContext returns a context that is already cancelled, is cancelled
+// by another goroutine soon, ends after a few microseconds, or never ends.
+func randomContext(r *rand.Rand) (context.Context, context.CancelFunc) {
+	switch r.IntN(4) {
+	case 0:
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx, cancel
+	case 1:
+		ctx, cancel := context.WithCancel(context.Background())
+		go func(n int) {
+			for range n {
+				runtimeGosched()
+			}
+			cancel()
+		}(r.IntN(50))
+		return ctx, cancel
+	case 2:
+		return context.WithTimeout(context.Background(), time.Duration(1+r.IntN(200))*time.Microsecond)
+	}
+	return context.WithCancel(context.Background())
+}
+
+// checkEnd reports whether a caller should stop: on ErrClosed after Close
+// (the expected end), or on any other error, which it reports.
+func checkEnd(err error, closing *atomic.Bool, fail func(error), who string) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, actorlimit.ErrClosed) && closing.Load():
+		return true
+	default:
+		fail(fmt.Errorf("%s: %v", who, err))
+		return true
+	}
+}

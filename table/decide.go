@@ -1,0 +1,60 @@
+package table
+
+import (
+	"context"
+
+	"github.com/actorlimit/actorlimit/algo"
+)
+
+// Decide applies checks in order at now (Unix ns) and writes the i-th
+// decision to out[i], which must be at least as long. It is the table's side
+// of the limiter actor's Store contract: ctx is ignored and the error is
+// always nil. The checks must be valid (see [algo.Check]).
+func (t *Table) Decide(_ context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
+	for i := range checks {
+		out[i] = t.Apply(&checks[i], now)
+	}
+	return nil
+}
+
+// Apply applies one valid check at now (Unix ns) and returns its decision.
+func (t *Table) Apply(c *algo.Check, now int64) Decision {
+	k := Key{Kind: uint8(c.Algorithm), Scale: int64(c.Period), ID: c.ID}
+	switch c.Op {
+	case algo.OpReset:
+		t.Delete(k)
+		return Decision{}
+	case algo.OpPeek:
+		return t.peek(c, k, now)
+	}
+	switch c.Algorithm {
+	case algo.SlidingWindow:
+		return t.SlidingWindow(k, c.Limit, c.N, now)
+	case algo.GCRA:
+		return t.GCRA(k, c.Limit, c.Burst, c.N, now)
+	case algo.TokenBucket:
+		return t.TokenBucket(k, c.Limit, c.Burst, c.N, now)
+	case algo.LeakyBucket:
+		return t.LeakyBucket(k, c.Limit, c.Burst, c.N, now)
+	case algo.SlidingLog:
+		return t.SlidingLog(k, c.Limit, c.N, now)
+	}
+	return t.FixedWindow(k, c.Limit, c.N, now)
+}
+
+// peek reports the check's key as its algorithm sees it, changing nothing.
+func (t *Table) peek(c *algo.Check, k Key, now int64) Decision {
+	switch c.Algorithm {
+	case algo.SlidingWindow:
+		return t.PeekSlidingWindow(k, c.Limit, now)
+	case algo.GCRA:
+		return t.PeekGCRA(k, c.Limit, c.Burst, now)
+	case algo.TokenBucket:
+		return t.PeekTokenBucket(k, c.Limit, c.Burst, now)
+	case algo.LeakyBucket:
+		return t.PeekLeakyBucket(k, c.Limit, c.Burst, now)
+	case algo.SlidingLog:
+		return t.PeekSlidingLog(k, c.Limit, now)
+	}
+	return t.PeekFixedWindow(k, c.Limit, now)
+}

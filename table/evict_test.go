@@ -98,20 +98,20 @@ func checkRing(t *testing.T, tb *Table) {
 	}
 }
 
-// fixedAlgo is the fixed window as an algo, for the tests that run every
+// fixedAlgo is the fixed window as a tableAlgo, for the tests that run every
 // algorithm of the table.
-var fixedAlgo = algo{
+var fixedAlgo = tableAlgo{
 	name: "FixedWindow", window: true,
 	hit:  func(t *Table, k Key, l, _, n, now int64) Decision { return t.FixedWindow(k, l, n, now) },
 	peek: func(t *Table, k Key, l, _, now int64) Decision { return t.PeekFixedWindow(k, l, now) },
 }
 
 // allAlgos is every algorithm of the table.
-var allAlgos = append([]algo{fixedAlgo}, algos...)
+var allAlgos = append([]tableAlgo{fixedAlgo}, algos...)
 
 // burstFor returns the burst that gives a the capacity c: the leaky bucket
 // holds one more hit than its burst.
-func burstFor(a algo, c int64) int64 {
+func burstFor(a tableAlgo, c int64) int64 {
 	if a.name == "LeakyBucket" {
 		return c - 1
 	}
@@ -133,11 +133,11 @@ func TestFloodKeepsActiveLimits(t *testing.T) {
 	const size, limit, hits, flood = 1_000, 100, 5_000, 4
 	floods := []struct {
 		name string
-		a    func(active algo) algo
+		a    func(active tableAlgo) tableAlgo
 		key  func(i int) Key
 	}{
-		{"same", func(a algo) algo { return a }, func(i int) Key { return Key{Kind: 1, Scale: hour, ID: floodID(i)} }},
-		{"fixed-1s", func(algo) algo { return fixedAlgo }, func(i int) Key { return Key{Kind: 0, Scale: sec, ID: floodID(i)} }},
+		{"same", func(a tableAlgo) tableAlgo { return a }, func(i int) Key { return Key{Kind: 1, Scale: hour, ID: floodID(i)} }},
+		{"fixed-1s", func(tableAlgo) tableAlgo { return fixedAlgo }, func(i int) Key { return Key{Kind: 0, Scale: sec, ID: floodID(i)} }},
 	}
 	for _, a := range allAlgos {
 		for _, id := range []string{"a-active", "k002500x", "z-active"} {

@@ -85,7 +85,10 @@ type ext struct {
 //
 // so a slot right after the previous one with up to 33 hits takes one byte
 // (the sliding window's usual case), and a lone hit a few minutes after the
-// previous one three (the sliding log's).
+// previous one three (the sliding log's). A count of 2^62+2 or more, whose
+// count-2 would lose its top bits in v>>2, is always a pairTail, so that no
+// count wraps; a gap is at most the grid's window (older slots are trimmed
+// before a new one is added), far from 2^62.
 const (
 	pairOne = iota
 	pairTail
@@ -104,7 +107,7 @@ func appendPair(b []byte, gap, count int64) []byte {
 	switch {
 	case count == 1:
 		return binary.AppendUvarint(b, uint64(gap)<<2) // pairOne is 0
-	case gap == 1:
+	case gap == 1 && count-2 < 1<<62: // count-2 keeps its bits shifted by 2
 		return binary.AppendUvarint(b, uint64(count-2)<<2|pairNext)
 	}
 	b = binary.AppendUvarint(b, uint64(gap)<<2|pairTail)

@@ -172,30 +172,46 @@ func (t *Table) Get(k Key) (Entry, bool) {
 // If the entry belongs to an earlier window it is moved to bucket and starts
 // again from zero, its created time set to now. A bucket earlier than the
 // entry's (a clock that stepped back) counts into the entry's own, newer
-// window, so a step back never forgets hits. Add allocates nothing when the entry exists in that window; moving it to a new window is
+// window, so a step back never forgets hits. The count saturates: it stays
+// at the largest int64 (or the smallest) rather than wrap. Add allocates
+// nothing when the entry exists in that window; moving it to a new window is
 // a tree delete and insert, which may now and then allocate a node. A hit on
 // an existing entry gives it a chance against eviction (see the package
 // doc).
 func (t *Table) Add(k Key, bucket, n, now int64) Entry {
-	e, _ := t.add(k, bucket, n, now)
+	e, _, _ := t.add(k, bucket, n, now)
 	return e.entry()
 }
 
-// add is [Table.Add]; it also reports whether the entry is new.
-func (t *Table) add(k Key, bucket, n, now int64) (e *node, inserted bool) {
+// add is [Table.Add]; it also reports whether the count saturated (the hits
+// counted in the window are more than an int64 holds) and whether the entry
+// is new.
+func (t *Table) add(k Key, bucket, n, now int64) (e *node, saturated, inserted bool) {
 	if e = t.lookup(k); e != nil {
 		if bucket > e.Bucket {
 			t.move(e, bucket)
 			e.Count, e.Created = 0, now
 		}
-		e.Count += n
+		e.Count, saturated = addSat(e.Count, n)
 		e.Modified = now
 		e.chances = hitChances
-		return e, false
+		return e, saturated, false
 	}
 	e = t.insert(k, bucket)
 	e.Count, e.Created, e.Modified = n, now, now
-	return e, true
+	return e, false, true
+}
+
+// addSat returns a+b, or the int64 nearest to it and true if it does not fit.
+func addSat(a, b int64) (int64, bool) {
+	s := a + b
+	if (a >= 0) == (b >= 0) && (s >= 0) != (a >= 0) {
+		if b > 0 {
+			return math.MaxInt64, true
+		}
+		return math.MinInt64, true
+	}
+	return s, false
 }
 
 // insert adds an empty entry for k, which must have none, in window bucket,

@@ -139,7 +139,7 @@ type Stats struct {
 
 // Limiter is a running limiter. Its methods are safe for concurrent use.
 type Limiter struct {
-	shards    []*actor.Client
+	shards    []backend
 	seed      maphash.Seed
 	system    *protoactor.ActorSystem // made by Start, shut down by Close
 	closeOnce sync.Once
@@ -189,7 +189,7 @@ func start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg ac
 }
 
 // shard returns the limiter actor that owns id's state.
-func (l *Limiter) shard(id string) *actor.Client {
+func (l *Limiter) shard(id string) backend {
 	return l.shards[l.shardIndex(id)]
 }
 
@@ -218,22 +218,22 @@ func (l *Limiter) Hit(ctx context.Context, id string, p Policy) (Result, error) 
 
 // HitN counts n hits for id under p at once and decides them together.
 func (l *Limiter) HitN(ctx context.Context, id string, p Policy, n int64) (Result, error) {
-	return l.do(ctx, actor.OpHit, id, p, n)
+	return l.do(ctx, algo.OpHit, id, p, n)
 }
 
 // Peek reports id's state under p, and whether one more hit would be
 // allowed, without counting anything.
 func (l *Limiter) Peek(ctx context.Context, id string, p Policy) (Result, error) {
-	return l.do(ctx, actor.OpPeek, id, p, 1)
+	return l.do(ctx, algo.OpPeek, id, p, 1)
 }
 
 // Reset forgets id's state under p: its next hit starts from nothing.
 func (l *Limiter) Reset(ctx context.Context, id string, p Policy) error {
-	_, err := l.do(ctx, actor.OpReset, id, p, 1)
+	_, err := l.do(ctx, algo.OpReset, id, p, 1)
 	return err
 }
 
-func (l *Limiter) do(ctx context.Context, op actor.Op, id string, p Policy, n int64) (Result, error) {
+func (l *Limiter) do(ctx context.Context, op algo.Op, id string, p Policy, n int64) (Result, error) {
 	chk, err := newCheck(op, id, p, n)
 	if err != nil {
 		return Result{}, err
@@ -302,26 +302,26 @@ func (l *Limiter) Close() error {
 
 // newCheck validates a call at the edge, so that the limiter never sees bad
 // input.
-func newCheck(op actor.Op, id string, p Policy, n int64) (actor.Check, error) {
+func newCheck(op algo.Op, id string, p Policy, n int64) (algo.Check, error) {
 	switch {
 	case id == "":
-		return actor.Check{}, fmt.Errorf("%w: id is empty", ErrInvalidArgument)
+		return algo.Check{}, fmt.Errorf("%w: id is empty", ErrInvalidArgument)
 	case len(id) > MaxIDLength:
-		return actor.Check{}, fmt.Errorf("%w: id is %d bytes, longer than %d", ErrInvalidArgument, len(id), MaxIDLength)
+		return algo.Check{}, fmt.Errorf("%w: id is %d bytes, longer than %d", ErrInvalidArgument, len(id), MaxIDLength)
 	case n <= 0:
-		return actor.Check{}, fmt.Errorf("%w: n is %d, not positive", ErrInvalidArgument, n)
+		return algo.Check{}, fmt.Errorf("%w: n is %d, not positive", ErrInvalidArgument, n)
 	}
 	if err := p.Validate(); err != nil {
-		return actor.Check{}, err
+		return algo.Check{}, err
 	}
-	return actor.Check{
-		Op:     op,
-		Kind:   uint8(p.Algorithm),
-		ID:     id,
-		Period: p.Period,
-		Limit:  p.Limit,
-		Burst:  algo.Burst(p.Limit, p.Burst),
-		N:      n,
+	return algo.Check{
+		Op:        op,
+		Algorithm: p.Algorithm,
+		ID:        id,
+		Period:    p.Period,
+		Limit:     p.Limit,
+		Burst:     algo.Burst(p.Limit, p.Burst),
+		N:         n,
 	}, nil
 }
 

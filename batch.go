@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/actorlimit/actorlimit/actor"
 	"github.com/actorlimit/actorlimit/algo"
 )
 
 // batch is the scratch space of one HitMany call, pooled.
 type batch struct {
-	checks []actor.Check
+	checks []algo.Check
 	decs   []algo.Decision
 	// With several shards the checks are grouped by shard (a counting
 	// sort): order[j] is the index in hits of the j-th grouped check, and
@@ -49,7 +48,7 @@ func (l *Limiter) HitMany(ctx context.Context, hits []HitRequest, results []Resu
 		if n == 0 {
 			n = 1
 		}
-		chk, err := newCheck(actor.OpHit, h.ID, h.Policy, n)
+		chk, err := newCheck(algo.OpHit, h.ID, h.Policy, n)
 		if err != nil {
 			if grouped {
 				i = b.order[i]

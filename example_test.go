@@ -14,6 +14,23 @@ type stoppedClock struct{}
 
 func (stoppedClock) Now() time.Time { return time.Date(2026, 1, 1, 12, 0, 10, 0, time.UTC) }
 
+// Start, check, close: what a Go program writes, on the wall clock.
+func ExampleStart() {
+	lim, err := actorlimit.Start()
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+
+	res, err := lim.Hit(context.Background(), "user:42", actorlimit.Policy{Limit: 100, Period: time.Hour})
+	if err != nil {
+		panic(err) // bad input, a closed limiter or a cancelled context; never "over the limit"
+	}
+	fmt.Println("allowed:", res.Allowed, "count:", res.Count)
+	// Output:
+	// allowed: true count: 1
+}
+
 // The raterlimiter's own use: at most 3 requests per 30 s per peer.
 func Example() {
 	lim, err := actorlimit.Start(actorlimit.WithClock(stoppedClock{}))

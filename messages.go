@@ -47,8 +47,8 @@ type protocol struct{}
 
 var _ actor.Protocol = protocol{}
 
-func (protocol) Decode(msg any) (actor.Check, bool, error) {
-	var chk actor.Check
+func (protocol) Decode(msg any) (algo.Check, bool, error) {
+	var chk algo.Check
 	var err error
 	switch m := msg.(type) {
 	case *HitRequest:
@@ -56,13 +56,13 @@ func (protocol) Decode(msg any) (actor.Check, bool, error) {
 		if n == 0 {
 			n = 1
 		}
-		chk, err = newCheck(actor.OpHit, m.ID, m.Policy, n)
+		chk, err = newCheck(algo.OpHit, m.ID, m.Policy, n)
 	case *PeekRequest:
-		chk, err = newCheck(actor.OpPeek, m.ID, m.Policy, 1)
+		chk, err = newCheck(algo.OpPeek, m.ID, m.Policy, 1)
 	case *ResetRequest:
-		chk, err = newCheck(actor.OpReset, m.ID, m.Policy, 1)
+		chk, err = newCheck(algo.OpReset, m.ID, m.Policy, 1)
 	default:
-		return actor.Check{}, false, nil
+		return algo.Check{}, false, nil
 	}
 	return chk, true, err
 }

@@ -120,6 +120,26 @@ func WithRestarts(max int, window time.Duration) Option {
 	}
 }
 
+// Store keeps a limiter's state and decides checks against it: the embedded
+// ordered table by default, or a store that many processes share. The
+// contract a store keeps (concurrency, time, batches, errors) is
+// [actor.Store]'s.
+type Store = actor.Store
+
+// WithStore makes the limiter keep its state in s instead of its embedded
+// table; WithMaxEntries then does not apply (s bounds its own memory). The
+// limiter actor is s's only caller. A store serves one limiter actor, so
+// WithStore cannot be combined with WithShards(n) for n > 1.
+func WithStore(s Store) Option {
+	return func(cfg *settings) error {
+		if s == nil {
+			return fmt.Errorf("%w: WithStore: store is nil", ErrInvalidArgument)
+		}
+		cfg.Store = s
+		return nil
+	}
+}
+
 // WithShards runs n limiter actors, each with its own table, mailbox and
 // janitor, and hashes ids onto them (default 1). It is for machines with
 // more cores than callers can keep one actor busy on; WithMaxEntries is then
@@ -157,6 +177,9 @@ func configure(opts []Option) (actor.Config, int, error) {
 		if err := o(&cfg); err != nil {
 			return actor.Config{}, 0, err
 		}
+	}
+	if cfg.Store != nil && cfg.shards > 1 {
+		return actor.Config{}, 0, fmt.Errorf("%w: WithStore with WithShards(%d): a store serves one limiter actor", ErrInvalidArgument, cfg.shards)
 	}
 	return cfg.Config, cfg.shards, nil
 }

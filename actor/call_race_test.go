@@ -13,7 +13,7 @@ import (
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 
-	"github.com/actorlimit/actorlimit/table"
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // startClient starts a limiter with a frozen clock in a system of its own.
@@ -43,8 +43,8 @@ func watchdog(t *testing.T, d time.Duration, done <-chan struct{}) {
 	}
 }
 
-func hit(id string, n int64) Check {
-	return Check{Op: OpHit, ID: id, Period: time.Hour, Limit: 1 << 50, N: n}
+func hit(id string, n int64) algo.Check {
+	return algo.Check{Op: algo.OpHit, ID: id, Period: time.Hour, Limit: 1 << 50, N: n}
 }
 
 // TestCallsGivenUpAtRandomNeverConfuseAnswers races callers that give up
@@ -105,14 +105,14 @@ func TestCallsGivenUpAtRandomNeverConfuseAnswers(t *testing.T) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(g), 9))
 			ids := []string{fmt.Sprintf("batch-%d-a", g), fmt.Sprintf("batch-%d-b", g)}
-			checks := []Check{hit(ids[0], 1), hit(ids[1], 2)}
-			out := make([]table.Decision, 2)
+			checks := []algo.Check{hit(ids[0], 1), hit(ids[1], 2)}
+			out := make([]algo.Decision, 2)
 			var sent [2]int64
 			var last [2]int64
 			for range rounds / 2 {
 				ctx, cancel := impatientContext(r)
 				sent[0], sent[1] = sent[0]+1, sent[1]+2
-				out[0], out[1] = table.Decision{Count: -7}, table.Decision{Count: -7}
+				out[0], out[1] = algo.Decision{Count: -7}, algo.Decision{Count: -7}
 				err := c.DoMany(ctx, checks, out)
 				cancel()
 				if err != nil {
@@ -142,7 +142,7 @@ func TestCallsGivenUpAtRandomNeverConfuseAnswers(t *testing.T) {
 	// The limiter still answers, and its state holds exactly the patient
 	// callers' hits.
 	for g := range patient {
-		d, err := c.Do(context.Background(), Check{Op: OpPeek, ID: fmt.Sprintf("patient-%d", g), Period: time.Hour, Limit: 1 << 50, N: 1})
+		d, err := c.Do(context.Background(), algo.Check{Op: algo.OpPeek, ID: fmt.Sprintf("patient-%d", g), Period: time.Hour, Limit: 1 << 50, N: 1})
 		if err != nil || d.Count != rounds {
 			t.Fatalf("patient-%d after the race: count %d, err %v; want %d", g, d.Count, err, rounds)
 		}
@@ -210,7 +210,7 @@ func TestAnswerNeverBlocks(t *testing.T) {
 // it counts nothing.
 func TestAbandonedCallIsNotServed(t *testing.T) {
 	c := startClient(t)
-	k := &call{done: make(chan struct{}, 1), kind: callCheck, check: hit("x", 5)}
+	k := &call{done: make(chan struct{}, 1), kind: callCheck, batch: []algo.Check{hit("x", 5)}, decs: make([]algo.Decision, 1)}
 	k.state.Store(abandoned)
 	c.root.Send(c.pid, k)
 	d, err := c.Do(context.Background(), hit("x", 1))

@@ -11,7 +11,7 @@ import (
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 
-	"github.com/actorlimit/actorlimit/table"
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // spins is how many times a caller yields, waiting for its answer, before
@@ -77,13 +77,15 @@ func (c *Client) PID() *protoactor.PID { return c.pid }
 // may or may not have been applied: the limiter skips a call whose caller
 // has gone, unless it was already serving it (as net/http says of a request
 // whose context ends).
-func (c *Client) Do(ctx context.Context, chk Check) (table.Decision, error) {
+func (c *Client) Do(ctx context.Context, chk algo.Check) (algo.Decision, error) {
 	k := c.calls.Get().(*call)
-	k.kind, k.check = callCheck, chk
+	k.kind = callCheck
+	k.batch = append(k.batch[:0], chk)
+	k.decs = grow(k.decs, 1)
 	if err := c.roundTrip(ctx, k); err != nil {
-		return table.Decision{}, err
+		return algo.Decision{}, err
 	}
-	d := k.dec
+	d := k.decs[0]
 	c.release(k)
 	return d, nil
 }
@@ -95,7 +97,7 @@ func (c *Client) Do(ctx context.Context, chk Check) (table.Decision, error) {
 // ErrPanicked. If ctx ends first, as for [Client.Do], the checks may or may
 // not have been applied, and out is left untouched. The limiter works on
 // copies: checks and out are the caller's again as soon as DoMany returns.
-func (c *Client) DoMany(ctx context.Context, checks []Check, out []table.Decision) error {
+func (c *Client) DoMany(ctx context.Context, checks []algo.Check, out []algo.Decision) error {
 	if len(out) < len(checks) {
 		return fmt.Errorf("actorlimit: %d decisions for %d checks", len(out), len(checks))
 	}
@@ -195,7 +197,7 @@ func abandon(k *call, why error) error {
 }
 
 func (c *Client) release(k *call) {
-	k.check, k.err = Check{}, nil
+	k.err = nil
 	clear(k.batch) // drop the ids
 	k.batch = k.batch[:0]
 	k.state.Store(waiting)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 type frozenClock struct{}
@@ -24,7 +26,7 @@ func BenchmarkDo(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	chk := Check{Op: OpHit, ID: "a", Period: time.Hour, Limit: 1 << 40, N: 1}
+	chk := algo.Check{Op: algo.OpHit, ID: "a", Period: time.Hour, Limit: 1 << 40, N: 1}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

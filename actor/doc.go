@@ -4,9 +4,10 @@
 //
 // A supervisor actor is the parent of two children:
 //
-//   - the limiter, which owns a [table.Table] and is the only code that
-//     touches it: checks, peeks, resets, sweeps and stats are messages in its
-//     mailbox, processed one at a time;
+//   - the limiter, which drives a [Store] (an embedded [table.Table] unless
+//     Config.Store gives another) and is its only caller: checks, peeks,
+//     resets, sweeps and stats are messages in its mailbox, processed one at
+//     a time, each message's checks decided by one [Store.Decide];
 //   - the janitor (package janitor), which ticks every interval and asks the
 //     limiter to delete old entries. The limiter deletes them in chunks of at
 //     most [SweepChunk] entries a message, so a sweep of a large table never
@@ -14,7 +15,7 @@
 //
 // # Supervision
 //
-// The supervisor holds the table, as an ETS heir would, and hands it to every
+// The supervisor holds the store, as an ETS heir would, and hands it to every
 // new incarnation of the limiter, so a restart keeps every count. When a
 // message makes the limiter panic, its caller is answered at once with
 // [ErrPanicked], the limiter is restarted, and the messages queued behind it
@@ -28,7 +29,10 @@
 // request from a sync.Pool, sends it to the limiter's mailbox and waits for
 // the answer: a caller that has not parked yet (it yields the processor a
 // few times first) sees it through an atomic state, a parked one is woken on
-// the request's own channel. Nothing is allocated in steady state. The
+// the request's own channel. Nothing is allocated in steady state. A caller
+// whose context ends gives up at once; the states a request goes through, and
+// why the limiter never blocks and a pooled request is never answered twice,
+// are written down at the request type (messages.go). The
 // limiter's mailbox is this package's own implementation of protoactor's
 // Mailbox: a caller that finds it idle runs it on its own goroutine, with no
 // goroutine started or woken for a lone caller, for at most
@@ -39,7 +43,7 @@
 // # Messages from other actors
 //
 // Actor applications can Request the limiter's PID with messages of their own
-// API; a [Protocol] given in [Config] decodes them into a [Check] and encodes
+// API; a [Protocol] given in [Config] decodes them into an algo.Check and encodes
 // the reply, which the limiter sends back to the requester as an ordinary
 // message.
 package actor

@@ -7,11 +7,11 @@ import (
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/janitor"
-	"github.com/actorlimit/actorlimit/table"
 )
 
-// limiter is the actor that owns the table. Everything it keeps across
+// limiter is the actor that drives the store. Everything it keeps across
 // restarts lives in the heir; the struct itself holds only what an
 // incarnation may lose.
 type limiter struct {
@@ -48,15 +48,9 @@ func (l *limiter) serve(c protoactor.Context, k *call) {
 		return // its caller gave up before we got to it: nothing counted
 	}
 	switch k.kind {
-	case callCheck:
-		k.dec = l.apply(&k.check, l.now())
-		k.answer(nil)
-	case callBatch:
-		now := l.now() // one instant for the whole batch
-		for i := range k.batch {
-			k.decs[i] = l.apply(&k.batch[i], now)
-		}
-		k.answer(nil)
+	case callCheck, callBatch:
+		// one instant for the whole message
+		k.answer(l.h.decide(k.batch, k.decs, l.now()))
 	case callStats:
 		k.stats = l.h.stats()
 		k.answer(nil)
@@ -68,51 +62,6 @@ func (l *limiter) serve(c protoactor.Context, k *call) {
 // now reads the clock, in Unix nanoseconds.
 func (l *limiter) now() int64 { return l.h.cfg.Clock.Now().UnixNano() }
 
-// apply runs one check against the table at now (Unix ns).
-func (l *limiter) apply(chk *Check, now int64) table.Decision {
-	if f := l.h.cfg.Inject; f != nil {
-		f(*chk)
-	}
-	tbl, k := l.h.tbl, chk.key()
-	switch chk.Op {
-	case OpReset:
-		tbl.Delete(k)
-		return table.Decision{}
-	case OpPeek:
-		return peek(tbl, chk, k, now)
-	}
-	switch chk.Kind {
-	case SlidingWindow:
-		return tbl.SlidingWindow(k, chk.Limit, chk.N, now)
-	case GCRA:
-		return tbl.GCRA(k, chk.Limit, chk.Burst, chk.N, now)
-	case TokenBucket:
-		return tbl.TokenBucket(k, chk.Limit, chk.Burst, chk.N, now)
-	case LeakyBucket:
-		return tbl.LeakyBucket(k, chk.Limit, chk.Burst, chk.N, now)
-	case SlidingLog:
-		return tbl.SlidingLog(k, chk.Limit, chk.N, now)
-	}
-	return tbl.FixedWindow(k, chk.Limit, chk.N, now)
-}
-
-// peek reports chk's key as its algorithm sees it, changing nothing.
-func peek(tbl *table.Table, chk *Check, k table.Key, now int64) table.Decision {
-	switch chk.Kind {
-	case SlidingWindow:
-		return tbl.PeekSlidingWindow(k, chk.Limit, now)
-	case GCRA:
-		return tbl.PeekGCRA(k, chk.Limit, chk.Burst, now)
-	case TokenBucket:
-		return tbl.PeekTokenBucket(k, chk.Limit, chk.Burst, now)
-	case LeakyBucket:
-		return tbl.PeekLeakyBucket(k, chk.Limit, chk.Burst, now)
-	case SlidingLog:
-		return tbl.PeekSlidingLog(k, chk.Limit, now)
-	}
-	return tbl.PeekFixedWindow(k, chk.Limit, now)
-}
-
 // cutoff returns the Unix ns time at or before which a window must have
 // ended for its entry to be deleted by a sweep with the given timeout.
 func (l *limiter) cutoff(timeout time.Duration) int64 {
@@ -122,7 +71,7 @@ func (l *limiter) cutoff(timeout time.Duration) int64 {
 // continueSweep deletes one chunk and either sends the rest of the sweep to
 // itself, behind the messages already queued, or reports the total.
 func (l *limiter) continueSweep(c protoactor.Context, s *sweep) {
-	n, more := l.h.tbl.Expire(s.before, SweepChunk)
+	n, more := l.h.store.Expire(s.before, SweepChunk)
 	s.removed += n
 	l.h.expired += uint64(n)
 	if more {
@@ -162,16 +111,18 @@ func (l *limiter) serveProtocol(c protoactor.Context, m any) {
 		return
 	}
 	if err != nil {
-		c.Respond(p.Reply(m, table.Decision{}, err))
+		c.Respond(p.Reply(m, algo.Decision{}, err))
 		return
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			c.Respond(p.Reply(m, table.Decision{}, fmt.Errorf("%w: %v", ErrPanicked, r)))
+			c.Respond(p.Reply(m, algo.Decision{}, fmt.Errorf("%w: %v", ErrPanicked, r)))
 			panic(r)
 		}
 	}()
-	c.Respond(p.Reply(m, l.apply(&chk, l.now()), nil))
+	var out [1]algo.Decision
+	err = l.h.decide([]algo.Check{chk}, out[:], l.now())
+	c.Respond(p.Reply(m, out[0], err))
 }
 
 // answerOnPanic answers k's caller if the limiter is panicking, then lets

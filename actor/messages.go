@@ -3,9 +3,8 @@ package actor
 import (
 	"errors"
 	"sync/atomic"
-	"time"
 
-	"github.com/actorlimit/actorlimit/table"
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // Errors returned by a [Client]. The root package re-exports them.
@@ -23,62 +22,11 @@ var (
 // during a sweep waits little.
 const SweepChunk = 64
 
-// Op is what a [Check] asks of the limiter.
-type Op uint8
-
-// The operations of a [Check].
-const (
-	// OpHit counts Check.N hits and decides them.
-	OpHit Op = iota
-	// OpPeek decides one more hit without counting it.
-	OpPeek
-	// OpReset forgets the key's state.
-	OpReset
-)
-
-// Kind values of a [Check]: which algorithm keeps the key's state. They are
-// the root package's Algorithm values.
-const (
-	// FixedWindow is the raterlimiter's algorithm: a count per window.
-	FixedWindow uint8 = iota
-	// SlidingWindow is Figma's sliding-window counter: [table.Table.SlidingWindow].
-	SlidingWindow
-	// GCRA is the generic cell rate algorithm: [table.Table.GCRA].
-	GCRA
-	// TokenBucket is a token bucket: [table.Table.TokenBucket].
-	TokenBucket
-	// LeakyBucket is a leaky bucket as a queue: [table.Table.LeakyBucket].
-	LeakyBucket
-	// SlidingLog is a log of hit times: [table.Table.SlidingLog].
-	SlidingLog
-)
-
-// Check is one validated request for the limiter. The caller validates it:
-// the limiter trusts a known Kind, Period > 0 (a whole number of
-// milliseconds for FixedWindow, SlidingWindow and SlidingLog, at most
-// [table.MaxSpan] for all but FixedWindow), Limit >= 0, Burst > 0 for GCRA
-// and TokenBucket and >= 0 for LeakyBucket (the root package replaces a 0
-// by Limit), a drain time within [table.MaxSpan], N > 0 and a non-empty ID.
-type Check struct {
-	Op     Op
-	Kind   uint8
-	ID     string
-	Period time.Duration
-	Limit  int64
-	Burst  int64
-	N      int64
-}
-
-// key returns the table key of c's state.
-func (c *Check) key() table.Key {
-	return table.Key{Kind: c.Kind, Scale: int64(c.Period), ID: c.ID}
-}
-
 // Stats describes a limiter.
 type Stats struct {
-	// Entries is the number of entries in the table.
+	// Entries is the number of keys the store holds; -1 if it cannot tell.
 	Entries int
-	// Evictions counts entries evicted by the memory bound.
+	// Evictions counts entries evicted by the store's memory bound.
 	Evictions uint64
 	// Expired counts entries deleted by sweeps.
 	Expired uint64
@@ -91,9 +39,9 @@ type Stats struct {
 type Protocol interface {
 	// Decode returns the check msg asks for; ok is false for a message that
 	// is not part of the protocol, err non-nil for one that is but is invalid.
-	Decode(msg any) (chk Check, ok bool, err error)
+	Decode(msg any) (chk algo.Check, ok bool, err error)
 	// Reply returns the message that answers msg.
-	Reply(msg any, d table.Decision, err error) any
+	Reply(msg any, d algo.Decision, err error) any
 }
 
 // callKind says what a call asks.
@@ -112,11 +60,9 @@ const (
 // writes land in memory nobody else uses.
 type call struct {
 	kind  callKind
-	check Check
-	batch []Check          // callBatch: a copy of the caller's checks
-	decs  []table.Decision // callBatch: their decisions, copied out on success
+	batch []algo.Check    // callCheck, callBatch: a copy of the caller's checks
+	decs  []algo.Decision // their decisions, copied out on success
 
-	dec   table.Decision
 	n     int
 	stats Stats
 	err   error

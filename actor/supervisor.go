@@ -1,12 +1,15 @@
 package actor
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/janitor"
 	"github.com/actorlimit/actorlimit/table"
 )
@@ -38,7 +41,11 @@ type Config struct {
 	// Clock is read for every check and sweep; default: the wall clock. A
 	// [TickerClock] also drives the janitor.
 	Clock Clock
-	// MaxEntries bounds the table; 0 means no bound.
+	// Store keeps the state; nil means an embedded [table.Table] bounded
+	// by MaxEntries. The limiter is its only caller; see [Store].
+	Store Store
+	// MaxEntries bounds the embedded table; 0 means no bound. It is not
+	// used when Store is set.
 	MaxEntries int
 	// SweepEvery is the janitor's interval; 0 means no janitor.
 	SweepEvery time.Duration
@@ -55,9 +62,6 @@ type Config struct {
 	Logger *slog.Logger
 	// Protocol decodes messages from other actors; nil: none.
 	Protocol Protocol
-	// Inject, when set, is called before every check, inside the limiter:
-	// a fault-injection hook for tests.
-	Inject func(Check)
 }
 
 type wallClock struct{}
@@ -82,13 +86,13 @@ func (c *Config) defaults() {
 	}
 }
 
-// heir holds what outlives an incarnation of the limiter: the table and the
-// counters. Only the limiter touches tbl and the counters; ready and done
+// heir holds what outlives an incarnation of the limiter: the store and the
+// counters. Only the limiter touches the store and the counters; ready and done
 // are closed once: when the supervisor has spawned its children, and when
 // the limiter stops for good.
 type heir struct {
 	cfg      Config
-	tbl      *table.Table
+	store    Store
 	restarts int
 	expired  uint64
 
@@ -99,9 +103,13 @@ type heir struct {
 }
 
 func newHeir(cfg Config) *heir {
+	store := cfg.Store
+	if store == nil {
+		store = table.New(cfg.MaxEntries)
+	}
 	return &heir{
 		cfg:   cfg,
-		tbl:   table.New(cfg.MaxEntries),
+		store: store,
 		ready: make(chan struct{}),
 		done:  make(chan struct{}),
 	}
@@ -116,17 +124,27 @@ func (h *heir) stopped() {
 	h.doneOnce.Do(func() { close(h.done) })
 }
 
+// decide has the store decide checks at now, writing their decisions to
+// out. A store's error is translated so that callers can test it with
+// errors.Is against the store's own sentinel and see it came from the store.
+func (h *heir) decide(checks []algo.Check, out []algo.Decision, now int64) error {
+	if err := h.store.Decide(context.Background(), now, checks, out); err != nil {
+		return fmt.Errorf("actorlimit: store: %w", err)
+	}
+	return nil
+}
+
 func (h *heir) stats() Stats {
 	return Stats{
-		Entries:   h.tbl.Len(),
-		Evictions: h.tbl.Evictions(),
+		Entries:   h.store.Len(),
+		Evictions: h.store.Evictions(),
 		Expired:   h.expired,
 		Restarts:  h.restarts,
 	}
 }
 
 // supervisor is the parent of the limiter and the janitor. It keeps the
-// heir, so every incarnation of the limiter gets the same table.
+// heir, so every incarnation of the limiter gets the same store.
 type supervisor struct {
 	h *heir
 }

@@ -86,13 +86,17 @@
 // a limiter most needs to keep; to make room the hand takes one chance from
 // each entry it passes and evicts the first with none left.
 //
-// So an entry is evicted only once the hand has passed it and come round
-// again with no hit in between, and never while it is being hit. In a full
-// table of idle entries, where each new id evicts one, "rarely" is this: an
-// entry keeps its state if hit at least once while the table takes limit new
-// ids, and a denying one (its last hit was denied) if hit at least once
-// while it takes 3*limit; entries that are themselves being hit make the
-// hand go round faster, by at most one step per chance they earn.
+// So the hand evicts only an entry it has passed before with no hit since:
+// an entry hit at least once per turn of the hand keeps its state, and one
+// hit just now is evicted only if every other entry of the table has been
+// hit since the hand last passed it. A turn of the hand is one step per
+// entry, and each step either evicts (an insert pays for it) or spends a
+// chance some hit earned. In a full table of idle entries, as under a flood
+// of new ids each hit once, a turn is limit new ids, and "rarely" means
+// this: an entry keeps its state if hit at least once while the table takes
+// limit new ids, a denying one (its last hit denied) if hit at least once
+// while it takes 3*limit. Hits on other entries make turns shorter, by one
+// insert per chance they earn.
 //
 // The ring costs each entry two pointers, 16 bytes; the chances fit in
 // padding. A hit writes one byte of its own entry; an insert into a full

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // clockModel is the reference for the eviction ring, written the obvious
@@ -309,5 +310,13 @@ func TestExpireAndDeleteLeaveTheRing(t *testing.T) {
 	}
 	if tb.Len() != size || tb.Evictions() != size {
 		t.Fatalf("Len() = %d, Evictions() = %d, want %d and %d", tb.Len(), tb.Evictions(), size, size)
+	}
+}
+
+// TestNodeSize checks the memory the ring costs: a node is an Entry and 16
+// bytes more, and fills its allocator size class (80 bytes) exactly.
+func TestNodeSize(t *testing.T) {
+	if n, e := unsafe.Sizeof(node{}), unsafe.Sizeof(Entry{}); n != e+16 || n != 80 {
+		t.Fatalf("node is %d bytes, Entry %d: want 80 and 64", n, e)
 	}
 }

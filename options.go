@@ -79,8 +79,14 @@ func WithJanitor(every, timeout time.Duration) Option {
 }
 
 // WithMaxEntries bounds the table to n entries (default
-// [DefaultMaxEntries]): past it the entries of the oldest windows are evicted
-// first, so a flood of new ids cannot grow memory without bound.
+// [DefaultMaxEntries]), so a flood of new ids cannot grow memory without
+// bound. Past it, each new id evicts the state that has been idle longest,
+// whatever its id or window (a second-chance CLOCK: see the table package's
+// "Memory bound"), and a flood cannot reset the count of an active id: the
+// state of an id hit at least once while the limiter takes n new ids is
+// kept, or 3*n new ids when its last hit was denied (with [WithShards],
+// n is each shard's share and so are the new ids). Stats.Evictions counts
+// the evictions.
 func WithMaxEntries(n int) Option {
 	return func(cfg *settings) error {
 		if n <= 0 {

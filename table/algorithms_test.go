@@ -151,15 +151,16 @@ func TestNeverAllowed(t *testing.T) {
 	}
 }
 
-// snapshot returns every entry of tbl, with its variable-size state.
+// snapshot returns every entry of tbl, with its variable-size state (but
+// not its chances against eviction, which a denied hit raises).
 func snapshot(tbl *Table) []string {
 	var s []string
-	tbl.ascend(func(e *Entry) bool {
+	tbl.ascend(func(e *node) bool {
 		x := ""
 		if ext := tbl.ext[e]; ext != nil {
 			x = fmt.Sprintf("%x@%d/%d", ext.buf[ext.head:], ext.head, ext.last)
 		}
-		s = append(s, fmt.Sprintf("%+v %s", *e, x))
+		s = append(s, fmt.Sprintf("%+v %s", e.entry(), x))
 		return true
 	})
 	return s

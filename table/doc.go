@@ -21,8 +21,8 @@
 // when a hit arrives in a later window, the entry is moved forward to that
 // window (its old count is dead by definition of a fixed window) instead of
 // leaving the old row behind for the janitor. Each tree therefore starts
-// with the entries of its oldest windows, and a sweep or an eviction takes
-// them from its left edge, the cheapest place to delete from.
+// with the entries of its oldest windows, and a sweep takes them from its
+// left edge, the cheapest place to delete from.
 //
 // # Algorithms and their entries
 //
@@ -75,8 +75,35 @@
 // # Memory bound
 //
 // A table made with a positive limit never holds more entries than that:
-// before an insert that would pass it, the entry of the oldest window (the
-// earliest window start, whatever its length) is evicted and counted.
+// before an insert that would pass it, one entry is evicted and counted
+// ([Table.Evictions]). Which one does not depend on ids, windows or kinds,
+// so a flood of new ids cannot choose its victim: the table evicts what has
+// been idle longest, by a second-chance CLOCK. Every entry is on a ring,
+// with a hand that points at the next candidate; a new entry goes in just
+// behind the hand, with no chance; a hit on an existing entry (allowed or
+// denied, by any algorithm, but not a peek) gives it one chance, or three
+// when the hit is denied, since the state of a key being held back is what
+// a limiter most needs to keep; to make room the hand takes one chance from
+// each entry it passes and evicts the first with none left.
+//
+// So the hand evicts only an entry it has passed before with no hit since:
+// an entry hit at least once per turn of the hand keeps its state, and one
+// hit just now is evicted only if every other entry of the table has been
+// hit since the hand last passed it. A turn of the hand is one step per
+// entry, and each step either evicts (an insert pays for it) or spends a
+// chance some hit earned. In a full table of idle entries, as under a flood
+// of new ids each hit once, a turn is limit new ids, and "rarely" means
+// this: an entry keeps its state if hit at least once while the table takes
+// limit new ids, a denying one (its last hit denied) if hit at least once
+// while it takes 3*limit. Hits on other entries make turns shorter, by one
+// insert per chance they earn.
+//
+// The ring costs each entry two pointers, 16 bytes; the chances fit in
+// padding. A hit writes one byte of its own entry; an insert into a full
+// table costs amortised O(1) steps of the hand (each either evicts or spends
+// a chance some hit gave) and the victim's O(log n) tree delete; Delete and
+// Expire take entries off the ring in O(1). A table with no bound keeps no
+// ring.
 //
 // # Concurrency
 //

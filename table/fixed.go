@@ -15,12 +15,16 @@ type Decision = algo.Decision
 // FixedWindow counts n hits for k at now (Unix nanoseconds) and decides them
 // as the raterlimiter does: the window is bucket floor(now / k.Scale),
 // every hit is counted, denied ones too, and the hits are allowed iff the
-// window's count after them is at most limit.
+// window's count after them is at most limit. The count saturates at the
+// largest int64: hits beyond it are denied, whatever the limit.
 func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
-	e := t.Add(k, FloorDiv(now, k.Scale), n, FloorDiv(now, int64(time.Millisecond)))
-	d := Decision{Count: e.Count, Allowed: e.Count <= limit}
+	e, saturated, inserted := t.add(k, FloorDiv(now, k.Scale), n, FloorDiv(now, int64(time.Millisecond)))
+	d := Decision{Count: e.Count, Allowed: !saturated && e.Count <= limit}
 	d.Remaining = max(0, limit-e.Count)
-	d.ResetAfter = time.Duration(e.End() - now)
+	d.ResetAfter = time.Duration(e.end() - now)
+	if !inserted {
+		record(e, d.Allowed)
+	}
 	switch {
 	case d.Allowed:
 	case n > limit:
@@ -39,9 +43,9 @@ func (t *Table) PeekFixedWindow(k Key, limit, now int64) Decision {
 	var d Decision
 	if e := t.lookup(k); e != nil && e.Bucket >= FloorDiv(now, k.Scale) {
 		d.Count = e.Count
-		d.ResetAfter = time.Duration(e.End() - now)
+		d.ResetAfter = time.Duration(e.end() - now)
 	}
-	d.Allowed = d.Count+1 <= limit
+	d.Allowed = d.Count < limit
 	d.Remaining = max(0, limit-d.Count)
 	switch {
 	case d.Allowed:

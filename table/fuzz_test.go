@@ -1,6 +1,8 @@
 package table
 
 import (
+	"math"
+	"math/big"
 	"testing"
 	"time"
 )
@@ -19,7 +21,12 @@ import (
 //     plus Limit per Period in any interval, and under saturating demand
 //     allow exactly that rate, give or take two hits, however long the run;
 //   - LeakyBucket's Delays serve the allowed hits at most Limit per Period,
-//     none waiting more than Burst*Period/Limit.
+//     none waiting more than Burst*Period/Limit;
+//   - a huge hit (n near MaxInt64, which the script asks for) is denied for
+//     ever and leaves the state deciding the next hits as before;
+//   - FixedWindow (FuzzFixedWindow, with Limits up to MaxInt64) counts
+//     exactly, saturating at MaxInt64, and allows iff the window's true
+//     count is at most Limit.
 //
 // Run one at a time, e.g.
 //
@@ -37,6 +44,7 @@ func fuzzAlgo(f *testing.F, name string) {
 	f.Add(uint8(10), uint8(10), uint64(60_000), int64(0), []byte{0, 1, 0, 0, 2, 0, 64, 3, 9, 64, 0x80, 1, 200, 0x41, 5, 1, 0x43, 17})
 	f.Add(uint8(1), uint8(0), uint64(7), int64(-5), []byte{1, 0, 1, 1, 0x40, 0, 3, 0x80, 7, 255, 3, 255, 0, 0x80, 0})
 	f.Add(uint8(19), uint8(2), uint64(1), int64(1<<40), []byte{0, 3, 0, 0, 3, 0, 0, 3, 0, 0, 0x80, 0, 128, 2, 99})
+	f.Add(uint8(3), uint8(3), uint64(1_000), int64(0), []byte{0, 0, 0, 0, 0x20, 0, 0, 0x20, 7, 0, 0x60, 0, 1, 0, 0, 200, 0x20, 0})
 	f.Fuzz(func(t *testing.T, limit, burst uint8, period uint64, start int64, script []byte) {
 		p := newFuzzPolicy(a, limit, burst, period)
 		run := fuzzRun(t, a, p, start%(1<<61), script)
@@ -90,8 +98,10 @@ type fuzzResult struct {
 
 // fuzzRun plays script, three bytes a call: a gap (the first byte in
 // 128ths of a Period plus the third in ns), and n (1..4 from the low bits of
-// the second) with two flags: 0x80 retries the last denied hit after exactly
-// its RetryAfter, 0x40 peeks before a hit of 1.
+// the second) with three flags: 0x80 retries the last denied hit after
+// exactly its RetryAfter, 0x40 peeks before a hit of 1, 0x20 makes n huge:
+// MaxInt64 less the third byte. A huge hit must be denied for ever and
+// change nothing a peek sees.
 func fuzzRun(t *testing.T, a tableAlgo, p fuzzPolicy, now int64, script []byte) fuzzResult {
 	tbl := New(0)
 	k := Key{Kind: 1, Scale: p.period, ID: "f"}
@@ -106,6 +116,9 @@ func fuzzRun(t *testing.T, a tableAlgo, p fuzzPolicy, now int64, script []byte) 
 			gap, n = int64(denied.RetryAfter), deniedN
 		}
 		now += gap
+		if script[i+1]&0x20 != 0 && !retry {
+			fuzzHuge(t, a, p, tbl, k, math.MaxInt64-int64(script[i+2]), now)
+		}
 		var peek Decision
 		if script[i+1]&0x40 != 0 {
 			n = 1
@@ -128,6 +141,22 @@ func fuzzRun(t *testing.T, a tableAlgo, p fuzzPolicy, now int64, script []byte) 
 		}
 	}
 	return fuzzResult{tbl, k, now, hits}
+}
+
+// fuzzHuge makes a hit of n, far more than any capacity of a fuzzPolicy,
+// and checks that it is denied for ever and that a peek sees the same state
+// before and after it.
+func fuzzHuge(t *testing.T, a tableAlgo, p fuzzPolicy, tbl *Table, k Key, n, now int64) {
+	t.Helper()
+	before := a.peek(tbl, k, p.limit, p.burst, now)
+	d := a.hit(tbl, k, p.limit, p.burst, n, now)
+	checkDecision(t, a, d)
+	if d.Allowed || d.RetryAfter != Never {
+		t.Fatalf("a hit of %d: %+v, want denied for ever", n, d)
+	}
+	if after := a.peek(tbl, k, p.limit, p.burst, now); after != before {
+		t.Fatalf("a hit of %d changed the state: peek %+v, then %+v", n, before, after)
+	}
 }
 
 func checkDecision(t *testing.T, a tableAlgo, d Decision) {
@@ -228,5 +257,55 @@ func checkSaturation(t *testing.T, a tableAlgo, p fuzzPolicy, r fuzzResult) {
 	span := now - step - first
 	if allowed*p.period > span*p.limit+p.capacity*p.period || allowed*p.period < span*p.limit+(p.capacity-2)*p.period {
 		t.Fatalf("%d hits allowed in %v of saturating demand at %d per %v with capacity %d", allowed, time.Duration(span), p.limit, time.Duration(p.period), p.capacity)
+	}
+}
+
+// FuzzFixedWindow plays a script (as fuzzRun reads it, without retries) on
+// one fixed-window key and holds every decision to the exact count of the
+// window in big integers: Count is that count, or MaxInt64 if it is more;
+// the hits are allowed iff it is at most Limit; a peek allows one more hit
+// iff count+1 is. A limit byte of 200 or more gives a Limit near MaxInt64.
+func FuzzFixedWindow(f *testing.F) {
+	f.Add(uint8(3), uint64(1_000), int64(0), []byte{0, 0, 0, 0, 1, 0, 0, 0x20, 0, 0, 0x40, 0, 128, 0, 0})
+	f.Add(uint8(255), uint64(60_000), int64(-7), []byte{0, 0x20, 0, 0, 0x20, 55, 0, 0x40, 0, 1, 0x21, 0, 200, 0x20, 0})
+	f.Add(uint8(0), uint64(1), int64(1<<40), []byte{0, 0x40, 0, 0, 0x20, 0})
+	f.Fuzz(func(t *testing.T, limitSel uint8, period uint64, start int64, script []byte) {
+		limit := int64(limitSel % 21)
+		if limitSel >= 200 {
+			limit = math.MaxInt64 - int64(limitSel-200)
+		}
+		scale := (1 + int64(period%120_000)) * int64(time.Millisecond)
+		tbl, k := New(0), Key{Scale: scale, ID: "f"}
+		now, window, exact := start%(1<<61), int64(math.MinInt64), new(big.Int)
+		for i := 0; i+2 < len(script) && i < 1500; i += 3 {
+			now += scale/128*int64(script[i]) + int64(script[i+2])
+			if w := FloorDiv(now, scale); w > window {
+				window, exact = w, new(big.Int)
+			}
+			n := 1 + int64(script[i+1]&3)
+			if script[i+1]&0x20 != 0 {
+				n = math.MaxInt64 - int64(script[i+2])
+			}
+			if script[i+1]&0x40 != 0 {
+				p := tbl.PeekFixedWindow(k, limit, now)
+				checkFixed(t, "peek", p, exact, 1, limit)
+			}
+			exact.Add(exact, big.NewInt(n))
+			checkFixed(t, "hit", tbl.FixedWindow(k, limit, n, now), exact, 0, limit)
+		}
+	})
+}
+
+// checkFixed holds d to the window's exact count: d.Count is count, or
+// MaxInt64 if count is more, and d allows iff count+more is at most limit.
+func checkFixed(t *testing.T, what string, d Decision, count *big.Int, more, limit int64) {
+	t.Helper()
+	want := int64(math.MaxInt64)
+	if count.IsInt64() {
+		want = count.Int64()
+	}
+	allowed := new(big.Int).Add(count, big.NewInt(more)).Cmp(big.NewInt(limit)) <= 0
+	if d.Count != want || d.Allowed != allowed || d.Remaining != max(0, limit-want) {
+		t.Fatalf("%s: %+v with %v counted under limit %d, want Count %d, allowed %v", what, d, count, limit, want, allowed)
 	}
 }

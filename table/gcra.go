@@ -131,7 +131,7 @@ func (r drain) hits(v vtime) int64 {
 // backlog returns e's time left to drain at now, max(F-now, 0), in units of
 // r: a bucket whose Limit changed keeps the hits it holds, which then drain
 // at the new rate.
-func (r drain) backlog(e *Entry, now int64) vtime {
+func (r drain) backlog(e *node, now int64) vtime {
 	f := vtime{e.Modified, uint64(e.Created)}
 	if f.ns < now || f.ns == now && f.frac == 0 {
 		return vtime{}
@@ -157,7 +157,7 @@ func (r drain) backlog(e *Entry, now int64) vtime {
 
 // setDrain stores in e a bucket of rate r that will be empty at now+back,
 // and files e under the bucket in which it will be.
-func (t *Table) setDrain(e *Entry, r drain, now int64, back vtime) {
+func (t *Table) setDrain(e *node, r drain, now int64, back vtime) {
 	e.Modified, e.Created, e.Count = now+back.ns, int64(back.frac), r.limit
 	t.move(e, deathBucket(now+back.ceil(), r.period))
 }
@@ -183,22 +183,26 @@ func (t *Table) drainHit(k Key, limit, capacity, n, now int64, peek bool) Decisi
 	d.Remaining = max(0, capacity-d.Count)
 	full, ok := r.times(capacity)
 	need, okn := r.times(n)
-	if !ok || !okn || n > capacity {
+	need = r.add(back, need) // back alone when n*T does not fit
+	switch {
+	case !ok || !okn || n > capacity:
 		d.RetryAfter = Never
-		return d
-	}
-	need = r.add(back, need)
-	if full.less(need) {
+	case full.less(need):
 		d.RetryAfter = time.Duration(r.sub(need, full).ceil())
-		return d
+	default:
+		d.Allowed = true
+		d.Delay = time.Duration(back.ceil())
 	}
-	d.Allowed = true
-	d.Delay = time.Duration(back.ceil())
-	if peek {
+	if peek || !d.Allowed {
+		if !peek && e != nil {
+			record(e, false)
+		}
 		return d
 	}
 	if e == nil {
 		e = t.insert(k, deathBucket(now+need.ceil(), k.Scale))
+	} else {
+		record(e, true)
 	}
 	t.setDrain(e, r, now, need)
 	d.Count = r.hits(need)

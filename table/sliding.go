@@ -85,7 +85,10 @@ type ext struct {
 //
 // so a slot right after the previous one with up to 33 hits takes one byte
 // (the sliding window's usual case), and a lone hit a few minutes after the
-// previous one three (the sliding log's).
+// previous one three (the sliding log's). A count of 2^62+2 or more, whose
+// count-2 would lose its top bits in v>>2, is always a pairTail, so that no
+// count wraps; a gap is at most the grid's window (older slots are trimmed
+// before a new one is added), far from 2^62.
 const (
 	pairOne = iota
 	pairTail
@@ -104,7 +107,7 @@ func appendPair(b []byte, gap, count int64) []byte {
 	switch {
 	case count == 1:
 		return binary.AppendUvarint(b, uint64(gap)<<2) // pairOne is 0
-	case gap == 1:
+	case gap == 1 && count-2 < 1<<62: // count-2 keeps its bits shifted by 2
 		return binary.AppendUvarint(b, uint64(count-2)<<2|pairNext)
 	}
 	b = binary.AppendUvarint(b, uint64(gap)<<2|pairTail)
@@ -127,7 +130,7 @@ func readPair(b []byte) (gap, count int64, size int) {
 // scan skips the pairs of slots before oldest, without changing anything,
 // and returns the sum of the counts left, the offset of the first pair left
 // and the slot before it.
-func (x *ext) scan(e *Entry, oldest int64) (alive int64, off int, base int64) {
+func (x *ext) scan(e *node, oldest int64) (alive int64, off int, base int64) {
 	alive, off, base = e.Count, int(x.head), e.Created
 	for off < len(x.buf) {
 		gap, c, size := readPair(x.buf[off:])
@@ -143,7 +146,7 @@ func (x *ext) scan(e *Entry, oldest int64) (alive int64, off int, base int64) {
 
 // trim drops the pairs scan skipped, compacting the buffer once more than
 // half of it is dead.
-func (x *ext) trim(e *Entry, alive int64, off int, base int64) {
+func (x *ext) trim(e *node, alive int64, off int, base int64) {
 	e.Count, e.Created = alive, base
 	switch {
 	case off >= len(x.buf):
@@ -161,7 +164,7 @@ func (x *ext) trim(e *Entry, alive int64, off int, base int64) {
 // add counts n hits in slot cur. A slot older than the newest (a clock that
 // stepped back) counts into the newest, so that the hits count for longer,
 // never for less.
-func (x *ext) add(e *Entry, cur, n int64) {
+func (x *ext) add(e *node, cur, n int64) {
 	switch {
 	case int(x.head) >= len(x.buf):
 		x.buf = appendPair(x.buf[:0], 0, n)
@@ -218,22 +221,26 @@ func (t *Table) countHit(k Key, g grid, limit, n, now int64, peek bool) Decision
 	switch {
 	case n > limit:
 		d.RetryAfter = Never
-		return d
 	case alive > limit-n:
 		d.RetryAfter = x.retry(g, alive, limit, n, off, base, now)
-		return d
+	default:
+		d.Allowed = true
 	}
-	d.Allowed = true
-	if peek {
+	if peek || !d.Allowed {
+		if !peek && e != nil {
+			record(e, false)
+		}
 		return d
 	}
 	if e == nil {
 		e = t.insert(k, deathBucket(g.death(cur), k.Scale))
+	} else {
+		record(e, true)
 	}
 	if x == nil {
 		x = new(ext)
 		if t.ext == nil {
-			t.ext = make(map[*Entry]*ext)
+			t.ext = make(map[*node]*ext)
 		}
 		t.ext[e] = x
 	} else {

@@ -47,6 +47,31 @@ func (e *Entry) Start() int64 { return e.Bucket * e.Scale }
 // End returns when the entry's window ends, in Unix nanoseconds.
 func (e *Entry) End() int64 { return (e.Bucket + 1) * e.Scale }
 
+// node is an [Entry] as the table holds it: the same fields, those a hit on
+// a live entry reads and writes first, so that they share a cache line, and
+// 16 bytes more, the links of the eviction ring (see evict.go). chances, the
+// ring's count of passes the entry survives, lives in what would be Kind's
+// padding. A node is 80 bytes, an Entry 64.
+type node struct {
+	Bucket, Count, Modified int64
+	Kind                    uint8
+	chances                 uint8
+	Created, Scale          int64
+	ID                      string
+	prev, next              *node
+}
+
+// entry returns a copy of n as an Entry.
+func (n *node) entry() Entry {
+	return Entry{
+		Key:    Key{Kind: n.Kind, Scale: n.Scale, ID: n.ID},
+		Bucket: n.Bucket, Count: n.Count, Created: n.Created, Modified: n.Modified,
+	}
+}
+
+// end returns when n's window ends, in Unix nanoseconds.
+func (n *node) end() int64 { return (n.Bucket + 1) * n.Scale }
+
 // group is one window length of one kind: one contiguous run of the order.
 type group struct {
 	kind  uint8
@@ -57,23 +82,23 @@ type group struct {
 // its entries by (bucket, id), and its index, its entries by id. Hashing the
 // id alone, with Go's string-keyed map, is cheaper than hashing a whole Key;
 // and since a group's oldest entries are the first of its own tree, a sweep
-// or an eviction takes them from the tree's left edge, the cheapest place to
-// delete from.
+// takes them from the tree's left edge, the cheapest place to delete from.
 type run struct {
 	group
-	tree  *btree.BTreeG[*Entry]
-	index map[string]*Entry
+	tree  *btree.BTreeG[*node]
+	index map[string]*node
 }
 
 // Table is an ordered table of limit entries with a hash index for point
 // lookups. The zero value is not usable; call [New]. A Table is not safe for
 // concurrent use.
 type Table struct {
-	groups map[group]*run  // the runs of the order, one per window length
-	last   *run            // the run of the last lookup: calls come in runs
-	n      int             // entries
-	ext    map[*Entry]*ext // variable-size state of the entries that have one
+	groups map[group]*run // the runs of the order, one per window length
+	last   *run           // the run of the last lookup: calls come in runs
+	n      int            // entries
+	ext    map[*node]*ext // variable-size state of the entries that have one
 	limit  int
+	hand   *node // the eviction ring's next candidate; nil if the ring is empty
 
 	evictions uint64
 }
@@ -92,7 +117,7 @@ func New(limit int) *Table {
 
 // less orders the entries of one run: by bucket, then id. Kind and scale
 // are the run's own.
-func less(a, b *Entry) bool {
+func less(a, b *node) bool {
 	if a.Bucket != b.Bucket {
 		return a.Bucket < b.Bucket
 	}
@@ -102,12 +127,13 @@ func less(a, b *Entry) bool {
 // Len returns the number of entries.
 func (t *Table) Len() int { return t.n }
 
-// runOf returns the run of k's group, or nil if it has no entry.
-func (t *Table) runOf(k *Key) *run {
-	if r := t.last; r != nil && r.kind == k.Kind && r.scale == k.Scale {
+// runOf returns the run of the group (kind, scale), or nil if it has no
+// entry.
+func (t *Table) runOf(kind uint8, scale int64) *run {
+	if r := t.last; r != nil && r.kind == kind && r.scale == scale {
 		return r
 	}
-	r := t.groups[group{k.Kind, k.Scale}]
+	r := t.groups[group{kind, scale}]
 	if r != nil {
 		t.last = r
 	}
@@ -115,8 +141,8 @@ func (t *Table) runOf(k *Key) *run {
 }
 
 // lookup returns k's entry, or nil.
-func (t *Table) lookup(k Key) *Entry {
-	r := t.runOf(&k)
+func (t *Table) lookup(k Key) *node {
+	r := t.runOf(k.Kind, k.Scale)
 	if r == nil {
 		return nil
 	}
@@ -135,7 +161,7 @@ func (t *Table) Get(k Key) (Entry, bool) {
 	if e == nil {
 		return Entry{}, false
 	}
-	return *e, true
+	return e.entry(), true
 }
 
 // Add is the table's ets:update_counter: it adds n hits to k's entry for
@@ -146,55 +172,83 @@ func (t *Table) Get(k Key) (Entry, bool) {
 // If the entry belongs to an earlier window it is moved to bucket and starts
 // again from zero, its created time set to now. A bucket earlier than the
 // entry's (a clock that stepped back) counts into the entry's own, newer
-// window, so a step back never forgets hits. Add allocates nothing when the
-// entry exists in that window; moving it to a new window is a tree delete
-// and insert, which may now and then allocate a node.
+// window, so a step back never forgets hits. The count saturates: it stays
+// at the largest int64 (or the smallest) rather than wrap. Add allocates
+// nothing when the entry exists in that window; moving it to a new window is
+// a tree delete and insert, which may now and then allocate a node. A hit on
+// an existing entry gives it a chance against eviction (see the package
+// doc).
 func (t *Table) Add(k Key, bucket, n, now int64) Entry {
-	if e := t.lookup(k); e != nil {
+	e, _, _ := t.add(k, bucket, n, now)
+	return e.entry()
+}
+
+// add is [Table.Add]; it also reports whether the count saturated (the hits
+// counted in the window are more than an int64 holds) and whether the entry
+// is new.
+func (t *Table) add(k Key, bucket, n, now int64) (e *node, saturated, inserted bool) {
+	if e = t.lookup(k); e != nil {
 		if bucket > e.Bucket {
 			t.move(e, bucket)
 			e.Count, e.Created = 0, now
 		}
-		e.Count += n
+		e.Count, saturated = addSat(e.Count, n)
 		e.Modified = now
-		return *e
+		e.chances = hitChances
+		return e, saturated, false
 	}
-	e := t.insert(k, bucket)
+	e = t.insert(k, bucket)
 	e.Count, e.Created, e.Modified = n, now, now
-	return *e
+	return e, false, true
+}
+
+// addSat returns a+b, or the int64 nearest to it and true if it does not fit.
+func addSat(a, b int64) (int64, bool) {
+	s := a + b
+	if (a >= 0) == (b >= 0) && (s >= 0) != (a >= 0) {
+		if b > 0 {
+			return math.MaxInt64, true
+		}
+		return math.MinInt64, true
+	}
+	return s, false
 }
 
 // insert adds an empty entry for k, which must have none, in window bucket,
-// evicting the oldest entry first if the table is full.
-func (t *Table) insert(k Key, bucket int64) *Entry {
+// evicting an entry first if the table is full. The new entry has no chance
+// against eviction yet: it earns one by its next hit.
+func (t *Table) insert(k Key, bucket int64) *node {
 	if t.limit > 0 && t.n >= t.limit {
-		t.evictOldest()
+		t.evict()
 	}
-	k.ID = strings.Clone(k.ID) // never retain the caller's buffer
-	e := &Entry{Key: k, Bucket: bucket}
-	r := t.runOf(&k)
+	// Never retain the caller's buffer.
+	e := &node{Kind: k.Kind, Scale: k.Scale, ID: strings.Clone(k.ID), Bucket: bucket}
+	r := t.runOf(k.Kind, k.Scale)
 	if r == nil {
 		r = &run{
 			group: group{k.Kind, k.Scale},
 			tree:  btree.NewG(degree, less),
-			index: make(map[string]*Entry),
+			index: make(map[string]*node),
 		}
 		t.groups[r.group] = r
 		t.last = r
 	}
-	r.index[k.ID] = e
+	r.index[e.ID] = e
 	t.n++
 	r.tree.ReplaceOrInsert(e)
+	if t.limit > 0 {
+		t.link(e)
+	}
 	return e
 }
 
 // move puts e in window bucket, keeping the order: the entry is taken out
 // of the tree and put back. It costs nothing when e is in bucket already.
-func (t *Table) move(e *Entry, bucket int64) {
+func (t *Table) move(e *node, bucket int64) {
 	if e.Bucket == bucket {
 		return
 	}
-	r := t.runOf(&e.Key)
+	r := t.runOf(e.Kind, e.Scale)
 	r.tree.Delete(e)
 	e.Bucket = bucket
 	r.tree.ReplaceOrInsert(e)
@@ -218,16 +272,21 @@ func (t *Table) Delete(k Key) bool {
 	return true
 }
 
-func (t *Table) remove(e *Entry) {
-	r := t.runOf(&e.Key)
+// remove deletes e from the table.
+func (t *Table) remove(e *node) {
+	r := t.runOf(e.Kind, e.Scale)
 	r.tree.Delete(e)
 	t.unindex(r, e)
 }
 
-// unindex forgets e, already out of r's tree.
-func (t *Table) unindex(r *run, e *Entry) {
+// unindex forgets e, already out of r's tree: it leaves the index, the
+// eviction ring and the side map of extensions, each in O(1).
+func (t *Table) unindex(r *run, e *node) {
 	delete(r.index, e.ID)
 	t.n--
+	if e.next != nil {
+		t.unlink(e)
+	}
 	if len(t.ext) > 0 {
 		delete(t.ext, e)
 	}
@@ -269,33 +328,15 @@ func (t *Table) Expire(before int64, max int) (removed int, more bool) {
 	return removed, false
 }
 
-// evictOldest deletes the entry whose window started first, whatever its
-// window length. Each window length's oldest entry is the first of its own
-// tree, so this costs one look at the left edge of each tree.
-func (t *Table) evictOldest() {
-	var victim *Entry
-	var from *run
-	for _, r := range t.groups {
-		if e, ok := r.tree.Min(); ok && (victim == nil || e.Start() < victim.Start()) {
-			victim, from = e, r
-		}
-	}
-	if victim != nil {
-		from.tree.DeleteMin()
-		t.unindex(from, victim)
-		t.evictions++
-	}
-}
-
 // Ascend calls fn for every entry in order (kind, scale, bucket, id) until fn
 // returns false. fn gets a copy and must not change the table.
 func (t *Table) Ascend(fn func(Entry) bool) {
-	t.ascend(func(e *Entry) bool { return fn(*e) })
+	t.ascend(func(e *node) bool { return fn(e.entry()) })
 }
 
 // ascend walks the runs in (kind, scale) order and each run's tree in
 // order, until fn returns false.
-func (t *Table) ascend(fn func(*Entry) bool) {
+func (t *Table) ascend(fn func(*node) bool) {
 	runs := make([]*run, 0, len(t.groups))
 	for _, r := range t.groups {
 		runs = append(runs, r)
@@ -305,7 +346,7 @@ func (t *Table) ascend(fn func(*Entry) bool) {
 	})
 	for _, r := range runs {
 		more := true
-		r.tree.Ascend(func(e *Entry) bool {
+		r.tree.Ascend(func(e *node) bool {
 			more = fn(e)
 			return more
 		})

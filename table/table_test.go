@@ -3,7 +3,6 @@ package table
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -356,34 +355,57 @@ func TestExpireMaxAcrossScales(t *testing.T) {
 	}
 }
 
+// TestMemoryBound checks which entry a full table evicts: the first the
+// eviction ring's hand finds with no chance left, a hit giving its entry one.
 func TestMemoryBound(t *testing.T) {
 	x, y, z := key(0, sec, "x"), key(0, sec5, "y"), key(1, sec, "z")
-	// Start: x 100s, y 105s (bucket 21 of 5s: a smaller bucket number, a later
-	// start), z 101s.
+	// In the ring in this order, none of them hit since its insert; x has
+	// the latest window, which makes no difference.
 	fill := []step{
-		{add: &addOp{x, 100, 1, 0}, want: entry(x, 100, 1, 0, 0), len: 1},
+		{add: &addOp{x, 900, 1, 0}, want: entry(x, 900, 1, 0, 0), len: 1},
 		{add: &addOp{y, 21, 1, 0}, want: entry(y, 21, 1, 0, 0), len: 2},
 		{add: &addOp{z, 101, 1, 0}, want: entry(z, 101, 1, 0, 0), len: 3},
 	}
-	n := key(0, sec, "new")
+	n, w, v := key(0, sec, "new"), key(0, sec, "w"), key(0, sec, "v")
 	tests := []struct {
 		name      string
 		steps     []step
 		evictions uint64
 	}{
-		{"earliest start goes first, across scales", []step{
-			{add: &addOp{n, 102, 1, 0}, want: entry(n, 102, 1, 0, 0), len: 3, keys: []Key{n, y, z}},
-			// x was evicted: inserting it again evicts z (101s).
-			{add: &addOp{x, 103, 1, 0}, want: entry(x, 103, 1, 0, 0), len: 3, keys: []Key{n, x, y}},
-		}, 2},
+		{"idle entries go in the order they came, across scales and kinds", []step{
+			{add: &addOp{n, 1, 1, 0}, want: entry(n, 1, 1, 0, 0), len: 3, keys: []Key{n, y, z}},
+			{add: &addOp{w, 1, 1, 0}, want: entry(w, 1, 1, 0, 0), len: 3, keys: []Key{n, w, z}},
+			// x was evicted: inserting it again evicts z, then it is the newest.
+			{add: &addOp{x, 1, 1, 0}, want: entry(x, 1, 1, 0, 0), len: 3, keys: []Key{n, w, x}},
+		}, 3},
+		{"a hit entry survives one pass of the hand", []step{
+			{add: &addOp{x, 900, 1, 0}, want: entry(x, 900, 2, 0, 0), len: 3},
+			{add: &addOp{n, 1, 1, 0}, want: entry(n, 1, 1, 0, 0), len: 3, keys: []Key{n, x, z}},
+			{add: &addOp{w, 1, 1, 0}, want: entry(w, 1, 1, 0, 0), len: 3, keys: []Key{n, w, x}},
+			// The hand passed x once already, and x has had no hit since.
+			{add: &addOp{v, 1, 1, 0}, want: entry(v, 1, 1, 0, 0), len: 3, keys: []Key{n, v, w}},
+		}, 3},
+		{"an entry hit between passes stays", []step{
+			{add: &addOp{x, 900, 1, 0}, want: entry(x, 900, 2, 0, 0), len: 3},
+			{add: &addOp{n, 1, 1, 0}, want: entry(n, 1, 1, 0, 0), len: 3, keys: []Key{n, x, z}},
+			{add: &addOp{x, 900, 1, 0}, want: entry(x, 900, 3, 0, 0), len: 3},
+			{add: &addOp{w, 1, 1, 0}, want: entry(w, 1, 1, 0, 0), len: 3, keys: []Key{n, w, x}},
+			{add: &addOp{x, 900, 1, 0}, want: entry(x, 900, 4, 0, 0), len: 3},
+			{add: &addOp{v, 1, 1, 0}, want: entry(v, 1, 1, 0, 0), len: 3, keys: []Key{v, w, x}},
+		}, 3},
 		{"hits on existing entries evict nothing", []step{
-			{add: &addOp{x, 100, 1, 0}, want: entry(x, 100, 2, 0, 0), len: 3},
+			{add: &addOp{x, 900, 1, 0}, want: entry(x, 900, 2, 0, 0), len: 3},
 			{add: &addOp{y, 30, 1, 0}, want: entry(y, 30, 1, 0, 0), len: 3},
 		}, 0},
 		{"room made by Delete is used first", []step{
 			{del: &z, ok: true, len: 2},
 			{add: &addOp{n, 1, 1, 0}, want: entry(n, 1, 1, 0, 0), len: 3, keys: []Key{n, x, y}},
 		}, 0},
+		{"the hand moves on from a deleted entry", []step{
+			{del: &x, ok: true, len: 2},
+			{add: &addOp{n, 1, 1, 0}, want: entry(n, 1, 1, 0, 0), len: 3, keys: []Key{n, y, z}},
+			{add: &addOp{w, 1, 1, 0}, want: entry(w, 1, 1, 0, 0), len: 3, keys: []Key{n, w, z}},
+		}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -393,6 +415,7 @@ func TestMemoryBound(t *testing.T) {
 			if got := tb.Evictions(); got != tt.evictions {
 				t.Fatalf("Evictions() = %d, want %d", got, tt.evictions)
 			}
+			checkRing(t, tb)
 		})
 	}
 	for _, limit := range []int{0, -5} {
@@ -400,15 +423,15 @@ func TestMemoryBound(t *testing.T) {
 		for i := range 100 {
 			tb.Add(key(0, sec, fmt.Sprint(i)), int64(i), 1, 0)
 		}
-		if tb.Limit() != 0 || tb.Len() != 100 || tb.Evictions() != 0 {
-			t.Errorf("New(%d): Limit %d, Len %d, Evictions %d, want 0, 100, 0", limit, tb.Limit(), tb.Len(), tb.Evictions())
+		if tb.Limit() != 0 || tb.Len() != 100 || tb.Evictions() != 0 || tb.hand != nil {
+			t.Errorf("New(%d): Limit %d, Len %d, Evictions %d, ring %v, want 0, 100, 0, none", limit, tb.Limit(), tb.Len(), tb.Evictions(), tb.hand != nil)
 		}
 	}
 }
 
-// TestMemoryBoundFlood floods a bounded table with random ids, one window
-// after another: it never holds more than its limit, counts every eviction,
-// and what stays is the newest windows.
+// TestMemoryBoundFlood floods a bounded table with random ids, each hit
+// once, one window after another: it never holds more than its limit, counts
+// every eviction, and what stays is the newest ids, here the newest windows.
 func TestMemoryBoundFlood(t *testing.T) {
 	const limit, hits = 1_000, 50_000
 	tb := New(limit)
@@ -456,22 +479,15 @@ func (m model) add(k Key, bucket, n, now int64) Entry {
 	return e
 }
 
-func (m model) minStart() int64 {
-	lo := int64(math.MaxInt64)
-	for _, e := range m {
-		lo = min(lo, e.Start())
-	}
-	return lo
-}
-
-// TestRandomOps runs random operations on a table and on a map and compares
-// them after every step; Ascend must walk the table in order.
+// TestRandomOps runs random operations on a table and on a map (and, for a
+// bounded table, a model of its eviction ring) and compares them after every
+// step; Ascend must walk the table in order.
 func TestRandomOps(t *testing.T) {
 	for seed := range uint64(8) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 99))
 			limit := []int{0, 12}[seed%2]
-			tb, m := New(limit), model{}
+			tb, m, ring := New(limit), model{}, newClockModel()
 			scales := []int64{sec, sec5, 3 * sec}
 			clock := int64(0)
 			for i := range 3_000 {
@@ -480,31 +496,47 @@ func TestRandomOps(t *testing.T) {
 				k := key(uint8(r.IntN(2)), scales[r.IntN(len(scales))], fmt.Sprint("id", r.IntN(15)))
 				switch op := r.IntN(10); {
 				case op < 7:
-					n := r.Int64N(3)
-					_, had := m[k]
-					oldest := m.minStart()
-					got := tb.Add(k, FloorDiv(now, k.Scale), n, now/1e6)
-					if limit > 0 && !had && len(m) == limit {
-						victim := evicted(t, tb, m)
-						if victim.Start() != oldest {
-							t.Fatalf("step %d: evicted %+v, start %d; the oldest start was %d", i, victim, victim.Start(), oldest)
-						}
-					}
-					if want := m.add(k, FloorDiv(now, k.Scale), n, now/1e6); got != want {
-						t.Fatalf("step %d: Add(%+v) = %+v, want %+v", i, k, got, want)
-					}
+					randomAdd(t, i, tb, m, ring, k, r.Int64N(3), now)
 				case op < 8:
 					_, want := m[k]
 					delete(m, k)
+					ring.remove(k)
 					if got := tb.Delete(k); got != want {
 						t.Fatalf("step %d: Delete(%+v) = %v, want %v", i, k, got, want)
 					}
 				default:
 					randomExpire(t, i, r, tb, m, clock)
+					ring.keep(m)
 				}
 				compareModel(t, i, tb, m)
+				if limit > 0 {
+					checkRing(t, tb)
+				}
 			}
 		})
+	}
+}
+
+// randomAdd adds n hits for k to tb, m and ring, and checks that a full
+// table evicts the entry the ring's model says.
+func randomAdd(t *testing.T, step int, tb *Table, m model, ring *clockModel, k Key, n, now int64) {
+	t.Helper()
+	_, had := m[k]
+	got := tb.Add(k, FloorDiv(now, k.Scale), n, now/1e6)
+	switch {
+	case had:
+		ring.hit(k)
+	case tb.Limit() > 0 && len(m) == tb.Limit():
+		want := ring.evict()
+		if victim := evicted(t, tb, m); victim.Key != want {
+			t.Fatalf("step %d: evicted %+v, the ring's model says %+v", step, victim, want)
+		}
+		fallthrough
+	default:
+		ring.insert(k)
+	}
+	if want := m.add(k, FloorDiv(now, k.Scale), n, now/1e6); got != want {
+		t.Fatalf("step %d: Add(%+v) = %+v, want %+v", step, k, got, want)
 	}
 }
 

@@ -81,7 +81,7 @@ func TestStress(t *testing.T) {
 		patients.Add(1)
 		go func() {
 			defer patients.Done()
-			id := fmt.Sprintf("patient-%d", g)
+			id := fmt.Sprintf("a-patient-%d", g)
 			for !stop.Load() {
 				res, err := lim.Hit(context.Background(), id, p)
 				if err != nil || res.Count != patientHits[g]+1 {
@@ -140,7 +140,7 @@ func TestStress(t *testing.T) {
 	}()
 	stressWatchdog(t, "phase 1", stressDuration(t)+time.Minute, phase1)
 	for g, n := range patientHits {
-		res, err := lim.Peek(context.Background(), fmt.Sprintf("patient-%d", g), p)
+		res, err := lim.Peek(context.Background(), fmt.Sprintf("a-patient-%d", g), p)
 		require.NoError(t, err)
 		require.Equal(t, n, res.Count, "patient-%d: the limiter holds %d hits, its caller was told of %d", g, res.Count, n)
 		require.Positive(t, n, "patient-%d made no hit", g)

@@ -129,3 +129,18 @@ func WithFallbackSize(n int) Option {
 		return nil
 	}
 }
+
+// String returns the mode's name.
+func (o Outage) String() string {
+	switch o {
+	case Fallback:
+		return "fallback"
+	case FailOpen:
+		return "fail-open"
+	case FailClosed:
+		return "fail-closed"
+	case FailError:
+		return "fail-error"
+	}
+	return fmt.Sprintf("Outage(%d)", uint8(o))
+}

@@ -53,7 +53,6 @@ func onlyNoScript(cmds []redis.Cmder) bool {
 
 func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
 
-
 // reload loads the scripts again and sends the commands that failed for
 // NOSCRIPT, in their order, in one pipeline.
 func (s *Store) reload(ctx context.Context) error {

@@ -41,9 +41,9 @@ type Store struct {
 	fallback *table.Table
 
 	stats struct {
-		batches, errors, outages, probes      atomic.Uint64
-		fallbacks, failedOpen, failedClosed  atomic.Uint64
-		reloads                              atomic.Uint64
+		batches, errors, outages, probes    atomic.Uint64
+		fallbacks, failedOpen, failedClosed atomic.Uint64
+		reloads                             atomic.Uint64
 	}
 
 	calls []call

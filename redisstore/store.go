@@ -158,6 +158,7 @@ func (s *Store) probe(ctx context.Context, now int64) bool {
 		return false
 	}
 	s.down = false
+	s.fallback = table.New(s.cfg.fallback) // Redis holds the truth again; the next outage starts afresh
 	return true
 }
 

@@ -79,7 +79,8 @@ func TestSharedExact(t *testing.T) {
 			stores := make([]*redisstore.Store, 3)
 			locks := make([]sync.Mutex, 3)
 			for i := range stores {
-				s, err := redisstore.New(srv.Client(), redisstore.WithOutage(redisstore.FailError))
+				// The caller's time, one instant for all: no window can end mid-test.
+				s, err := redisstore.New(srv.Client(), redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError))
 				require.NoError(t, err)
 				stores[i] = s
 			}
@@ -95,7 +96,7 @@ func TestSharedExact(t *testing.T) {
 						c := hit(a, "shared", limit, 1, time.Hour)
 						out := make([]algo.Decision, 2)
 						locks[i].Lock()
-						err := stores[i].Decide(context.Background(), 0, []algo.Check{c, c}, out)
+						err := stores[i].Decide(context.Background(), t0, []algo.Check{c, c}, out)
 						locks[i].Unlock()
 						if !assert.NoError(t, err) {
 							return

@@ -134,25 +134,34 @@ func (s *Store) plan(ctx context.Context, p redis.Pipeliner, now int64, c *algo.
 		args = append(args, kind, pms, strconv.FormatInt(c.Limit, 10), strconv.FormatInt(min(n, c.Limit+1), 10))
 		cl.cmd = p.EvalSha(ctx, countLua.Hash(), []string{k}, args...)
 	default:
-		capc := capacity(c)
-		if c.Limit <= 0 || capc <= 0 {
+		if c.Limit <= 0 || capacity(c) <= 0 {
 			return call{local: true, never: true}
 		}
-		need, ok := times(n, int64(c.Period), c.Limit)
-		full, _ := times(capc, int64(c.Period), c.Limit)
-		if !ok || n > capc {
-			cl.never, need = true, span{}
-			if args[0] == "0" {
-				args[0] = "2"
-			}
-		}
-		args = append(args, strconv.FormatInt(c.Limit, 10),
-			strconv.FormatInt(need.ns, 10), strconv.FormatUint(need.frac, 10),
-			strconv.FormatInt(full.ns, 10), strconv.FormatUint(full.frac, 10),
-			strconv.FormatInt(int64(MaxSpan), 10))
+		args, cl.never = drainArgs(c, n, args)
 		cl.cmd = p.EvalSha(ctx, drainLua.Hash(), []string{k}, args...)
 	}
 	return cl
+}
+
+// drainArgs appends the bucket script's arguments to args: N*T and
+// Capacity*T, worked out here exactly. Hits that ask for more than the
+// bucket holds go as op 2 (look, move a changed Limit's backlog, deny) and
+// never is true.
+func drainArgs(c *algo.Check, n int64, args []any) ([]any, bool) {
+	capc := capacity(c)
+	need, ok := times(n, int64(c.Period), c.Limit)
+	full, _ := times(capc, int64(c.Period), c.Limit)
+	never := !ok || n > capc
+	if never {
+		need = span{}
+		if args[0] == "0" {
+			args[0] = "2"
+		}
+	}
+	return append(args, strconv.FormatInt(c.Limit, 10),
+		strconv.FormatInt(need.ns, 10), strconv.FormatUint(need.frac, 10),
+		strconv.FormatInt(full.ns, 10), strconv.FormatUint(full.frac, 10),
+		strconv.FormatInt(int64(MaxSpan), 10)), never
 }
 
 // decision turns a script's reply into c's decision.

@@ -1,0 +1,5 @@
+package redisstore
+
+import "github.com/actorlimit/actorlimit/actor"
+
+var _ actor.Store = (*Store)(nil)

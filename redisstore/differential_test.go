@@ -1,0 +1,113 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/internal/redistest"
+	"github.com/actorlimit/actorlimit/redisstore"
+	"github.com/actorlimit/actorlimit/table"
+)
+
+// randomCheck returns a valid check the Redis store supports, on one of a
+// few ids and periods so that keys are hit again and again.
+func randomCheck(rng *rand.Rand) algo.Check {
+	periods := []time.Duration{time.Millisecond, 7 * time.Millisecond, 59 * time.Millisecond,
+		time.Second, 1500 * time.Millisecond, time.Minute}
+	for {
+		c := algo.Check{
+			Algorithm: algo.Algorithm(rng.IntN(len(algo.All()))),
+			ID:        fmt.Sprintf("id%d", rng.IntN(3)),
+			Period:    periods[rng.IntN(len(periods))],
+			Limit:     int64(rng.IntN(12)),
+			N:         1 + int64(rng.IntN(4)),
+		}
+		switch rng.IntN(20) {
+		case 0:
+			if c.Algorithm != algo.FixedWindow { // the table's fixed window wraps a count past MaxInt64
+				c.N = math.MaxInt64
+			}
+		case 1:
+			// A key of its own: moving a backlog from this limit to a small one
+			// saturates, at MaxSpan here and at algo.MaxSpan in the table.
+			c.Limit, c.ID = 1<<40, "big"
+		case 2:
+			c.N = c.Limit + 1
+		}
+		burst := int64(0)
+		if rng.IntN(3) == 0 {
+			burst = int64(rng.IntN(15))
+		}
+		c.Burst = algo.Burst(c.Limit, burst)
+		switch rng.IntN(10) {
+		case 0:
+			c.Op = algo.OpPeek
+		case 1:
+			c.Op = algo.OpReset
+		}
+		if algo.Validate(c.Algorithm, c.Limit, c.Period, burst) != nil {
+			continue
+		}
+		if c.Algorithm != algo.FixedWindow && c.Algorithm != algo.SlidingLog && c.Algorithm != algo.SlidingWindow && c.Limit == 0 {
+			c.Burst = 0
+		}
+		return c
+	}
+}
+
+// TestDifferential proves that the Redis store, with the caller's time,
+// decides every check exactly as the embedded table does, over random
+// sequences of algorithms, policies (limits changing on one key too), ids,
+// N (MaxInt64 included), peeks, resets, clock advances and steps back, in
+// random batch sizes that also cross the pipeline bound.
+func TestDifferential(t *testing.T) {
+	srv := redistest.Start(t)
+	for seed := uint64(1); seed <= 20; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			client := srv.Client()
+			require.NoError(t, client.FlushAll(context.Background()).Err())
+			st, err := redisstore.New(client, redisstore.WithCallerTime(), redisstore.WithMaxBatch(5),
+				redisstore.WithOutage(redisstore.FailError))
+			require.NoError(t, err)
+			tab := table.New(0)
+			rng := rand.New(rand.NewPCG(seed, 42))
+			now := int64(1_790_000_000_123_456_789) + rng.Int64N(int64(time.Hour))
+			for step := 0; step < 300; step++ {
+				switch rng.IntN(6) {
+				case 0:
+					now += rng.Int64N(int64(2 * time.Second))
+				case 1:
+					now += rng.Int64N(int64(time.Millisecond))
+				case 2:
+					now -= rng.Int64N(int64(time.Millisecond)) // a clock that steps back
+				case 3:
+					now += rng.Int64N(int64(2 * time.Minute))
+				}
+				checks := make([]algo.Check, 1+rng.IntN(12))
+				for i := range checks {
+					checks[i] = randomCheck(rng)
+				}
+				want := make([]algo.Decision, len(checks))
+				got := make([]algo.Decision, len(checks))
+				require.NoError(t, tab.Decide(context.Background(), now, checks, want))
+				require.NoError(t, st.Decide(context.Background(), now, checks, got))
+				for i := range checks {
+					if testing.Verbose() && checks[i].ID == "id1" && checks[i].Algorithm == algo.SlidingWindow && checks[i].Period == time.Minute {
+						t.Logf("step %d at %d: %+v -> %+v / %+v", step, now, checks[i], want[i], got[i])
+					}
+					if !assert.Equal(t, want[i], got[i], "step %d check %d %+v at %d", step, i, checks[i], now) {
+						t.FailNow()
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,96 @@
+// Package redisstore is an actor.Store that keeps the limiter's state in
+// Redis, so that the limiters of many app servers share one limit:
+//
+//	client := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs})
+//	store, err := redisstore.New(client, redisstore.WithPrefix("myapp:"))
+//
+// New returns (*Store, error): it fails only for a nil client or a bad
+// option. It talks to Redis through redis.UniversalClient, so a single
+// server, Sentinel or Redis Cluster all work. The limiter actor calls
+// Decide once per mailbox batch; like every store, a Store is not safe for
+// concurrent use, but [Store.Stats] is.
+//
+// # Keys
+//
+// One key per (algorithm, period, ID), as in the embedded table:
+//
+//	<prefix>{<ID>}:<algorithm>:<period in ns>
+//
+// for example "actorlimit:{alice}:gcra:1000000000". The ID is the Cluster
+// hash tag, so one ID's keys live in one slot (every script call touches
+// one key, so a call never spans slots). An ID that contains '}' makes a
+// shorter tag: still one slot per key. Every write sets a TTL (PEXPIRE):
+// the time until the key is back to full capacity plus a grace of 1s (a
+// minute with [WithCallerTime], whose clock need not run with Redis's), so
+// Redis never keeps dead state, and Expire has nothing to do.
+//
+// # Scripts
+//
+// Each check is one EVALSHA of an atomic Lua script, loaded again on
+// NOSCRIPT:
+//
+//   - fixed window: a hash {b: window number, c: count}; HINCRBY counts every
+//     hit, denied ones too, as the original does, saturating at MaxInt64.
+//     Two fields, one key; 1 script call.
+//   - sliding window (Figma's strict sub-window counters): a hash of at most
+//     61 sub-window -> count fields, read whole (HGETALL) each call.
+//   - sliding log: the same script with millisecond slots: up to Limit
+//     fields (Limit is at most algo.MaxSlidingLogLimit), read whole each
+//     call. It is the costly one, in memory and in time per call, as in
+//     the table.
+//   - GCRA, token bucket and leaky bucket: a hash of the time the bucket is
+//     empty (ms, ns and a fraction of 1/Limit ns) and the Limit it drains at:
+//     four small fields, O(1).
+//
+// Peek runs the same script without writing; Reset is a DEL.
+//
+// Decisions are the embedded table's exactly (Count, Remaining,
+// RetryAfter with algo.Never, ResetAfter, Delay): a differential test runs
+// both over random sequences. Lua numbers are doubles, exact below 2^53, so
+// the scripts never hold a Unix time in ns: they take time as Unix
+// milliseconds plus the nanoseconds within (Redis TIME gives microseconds),
+// hold spans below [MaxSpan] (2^52 ns, about 52 days) and counts and
+// fractions below 2^52, and return slot numbers and (ns, fraction) pairs
+// that Go turns into exact durations with 64/128-bit integer arithmetic. A
+// fixed window's count is Redis's 64-bit integer and reaches Go as a
+// string. The price: Decide refuses with [ErrUnsupported], before sending
+// anything, a windowed Period that is not a whole number of milliseconds, a
+// sliding or bucket Limit above 2^52, and a bucket that takes longer than
+// MaxSpan to drain; and a backlog that a change of Limit would stretch past
+// MaxSpan saturates there (the table saturates at algo.MaxSpan).
+//
+// # Time
+//
+// By default the scripts decide at Redis's TIME, so the app servers' clocks
+// do not matter; the now given to Decide is then used only to pace the
+// outage probe. [WithCallerTime] makes them decide at that now instead.
+//
+// # Batches and round trips
+//
+// Decide sends a whole batch as one pipeline: one round trip per batch of up
+// to [WithMaxBatch] checks (default 1000; a larger batch takes one round trip
+// per 1000), in order on one connection, so later checks of a key see the
+// earlier ones. A flushed script cache costs one more round trip (SCRIPT
+// LOAD) and one for the commands that got NOSCRIPT, which changed nothing.
+// Each round trip is bounded by [WithTimeout] (default 250ms) and by ctx.
+//
+// # Outages
+//
+// When a round trip fails (an error or a timeout), the batch is decided as
+// [WithOutage] says, and so is every batch after it until the probe
+// interval has passed (default 500ms, on Decide's now) and a PING answers:
+//
+//   - [Fallback], the default: an embedded table.Table of this process
+//     decides, so each app server limits on its own. Limits keep holding
+//     per server (the total is at most servers times the limit), an outage
+//     of Redis is no outage of the app, and it is no open door either.
+//   - [FailOpen] allows, [FailClosed] denies with RetryAfter the probe
+//     interval, [FailError] returns an error wrapping [ErrUnavailable] and
+//     the cause.
+//
+// Some checks of a failed batch may have reached Redis. A context that the
+// caller cancelled gives ErrUnavailable wrapping ctx's error in every mode
+// and is no outage. Reconnecting is go-redis's. [Store.Stats] counts
+// batches, failed round trips, outages, probes and the checks each mode
+// decided.
+package redisstore

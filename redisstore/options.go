@@ -1,0 +1,146 @@
+package redisstore
+
+import (
+	"fmt"
+	"time"
+)
+
+// Outage is what a [Store] does with a batch that Redis did not answer (an
+// error or a timeout).
+type Outage uint8
+
+// The outage modes.
+const (
+	// Fallback decides the batch, and every batch until Redis answers a
+	// probe again, with an embedded table.Table of this process: each app
+	// server then limits on its own (the limit holds per server, not in
+	// total). It is the default: limits keep working, approximately, and an
+	// outage of Redis is neither an outage of the app (FailClosed) nor an
+	// open door (FailOpen).
+	Fallback Outage = iota
+	// FailOpen allows every check of the batch.
+	FailOpen
+	// FailClosed denies every check of the batch, with RetryAfter the probe
+	// interval.
+	FailClosed
+	// FailError returns an error wrapping [ErrUnavailable] and the cause.
+	FailError
+)
+
+// Option configures a [Store] made by [New].
+type Option func(*config) error
+
+type config struct {
+	prefix     string
+	callerTime bool
+	outage     Outage
+	timeout    time.Duration
+	maxBatch   int
+	probe      time.Duration
+	fallback   int
+}
+
+func defaults() config {
+	return config{
+		prefix:   "actorlimit:",
+		outage:   Fallback,
+		timeout:  250 * time.Millisecond,
+		maxBatch: 1000,
+		probe:    500 * time.Millisecond,
+		fallback: 100_000,
+	}
+}
+
+// WithPrefix sets the prefix of every key the store writes (default
+// "actorlimit:"), so that several limiters share one Redis.
+func WithPrefix(p string) Option {
+	return func(c *config) error {
+		c.prefix = p
+		return nil
+	}
+}
+
+// WithCallerTime makes the scripts decide at the now that Decide is given
+// (the limiter's clock) instead of at Redis's TIME.
+func WithCallerTime() Option {
+	return func(c *config) error {
+		c.callerTime = true
+		return nil
+	}
+}
+
+// WithOutage sets what the store does when Redis does not answer (default
+// [Fallback]).
+func WithOutage(o Outage) Option {
+	return func(c *config) error {
+		if o > FailError {
+			return fmt.Errorf("%w: WithOutage(%d) is no outage mode", ErrInvalid, o)
+		}
+		c.outage = o
+		return nil
+	}
+}
+
+// WithTimeout bounds each round trip of a batch (default 250ms); the
+// context given to Decide bounds it too.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: WithTimeout(%v) is not positive", ErrInvalid, d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithMaxBatch sets how many checks one pipeline carries at most (default
+// 1000); a larger batch is sent as several pipelines, one after the other.
+func WithMaxBatch(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: WithMaxBatch(%d) is not positive", ErrInvalid, n)
+		}
+		c.maxBatch = n
+		return nil
+	}
+}
+
+// WithProbeInterval sets how long after a failure the store leaves Redis
+// alone before it tries it again with a PING (default 500ms), measured on
+// the now that Decide is given.
+func WithProbeInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: WithProbeInterval(%v) is not positive", ErrInvalid, d)
+		}
+		c.probe = d
+		return nil
+	}
+}
+
+// WithFallbackSize bounds the keys of the [Fallback] table (default
+// 100000; 0 for no bound).
+func WithFallbackSize(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("%w: WithFallbackSize(%d) is negative", ErrInvalid, n)
+		}
+		c.fallback = n
+		return nil
+	}
+}
+
+// String returns the mode's name.
+func (o Outage) String() string {
+	switch o {
+	case Fallback:
+		return "fallback"
+	case FailOpen:
+		return "fail-open"
+	case FailClosed:
+		return "fail-closed"
+	case FailError:
+		return "fail-error"
+	}
+	return fmt.Sprintf("Outage(%d)", uint8(o))
+}

@@ -1,0 +1,190 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts share one prelude. Every script takes one key (KEYS[1]) and
+// ARGV[1] = "0" hit, "1" peek, "2" hit that must be denied; ARGV[2] = "1"
+// to read the time from Redis TIME, else ARGV[3] (Unix ms) and ARGV[4] (ns
+// within that ms) are the caller's. Every script returns the time it decided
+// at as its first two values, so that Go turns the script's whole
+// milliseconds, slots and (ns, fraction) pairs into exact durations.
+//
+// Lua numbers are doubles, exact for integers below 2^53. The scripts only
+// ever hold integers below that: Unix milliseconds (about 2^41), slot
+// numbers, counts of at most a validated Limit (below 2^53), nanosecond
+// spans below [MaxSpan] (2^52 ns) and fractions below a Limit (below 2^52).
+// A fixed window's count is Redis's own 64-bit HINCRBY, saturated at
+// MaxInt64, and reaches Go as a string.
+const prelude = `
+local function fmt(x) return string.format('%.0f', x) end
+local function now()
+  if ARGV[2] == '1' then
+    local t = redis.call('TIME')
+    local us = tonumber(t[2])
+    return tonumber(t[1]) * 1000 + math.floor(us / 1000), (us % 1000) * 1000
+  end
+  return tonumber(ARGV[3]), tonumber(ARGV[4])
+end
+-- fdiv returns floor(a/b) for integers a >= 0, b > 0 below 2^53.
+local function fdiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+-- ttl keeps the key for ms more and a grace: 1s with Redis's TIME, a
+-- minute with the caller's time, whose clock need not run with Redis's.
+local function ttl(ms)
+  local grace = 60000
+  if ARGV[2] == '1' then grace = 1000 end
+  redis.call('PEXPIRE', KEYS[1], fmt(math.max(1, math.ceil(ms)) + grace))
+end
+`
+
+// fixedScript: ARGV[5] = Period in ms, ARGV[6] = N. The state is a hash of
+// the window's number b and its count c. Returns M, r, b, c (string), and
+// whether b is the current window or a later one.
+const fixedScript = prelude + `
+local M, r = now()
+local P = tonumber(ARGV[5])
+local cur = fdiv(M, P)
+local b = tonumber(redis.call('HGET', KEYS[1], 'b') or '')
+local c = '0'
+if b and b >= cur then c = redis.call('HGET', KEYS[1], 'c') or '0' else b = nil end
+if ARGV[1] == '1' then return {M, r, b or cur, c, b and 1 or 0} end
+if not b then
+  b = cur
+  redis.call('HSET', KEYS[1], 'b', fmt(b), 'c', '0')
+end
+local res = redis.pcall('HINCRBY', KEYS[1], 'c', ARGV[6])
+if type(res) == 'table' and res.err then
+  redis.call('HSET', KEYS[1], 'c', '9223372036854775807')
+end
+c = redis.call('HGET', KEYS[1], 'c')
+ttl((b + 1) * P - M)
+return {M, r, b, c, 1}
+`
+
+// countScript is shared by the sliding window and the sliding log: a hash of
+// slot -> count of allowed hits. ARGV[5] = "w" (sliding window) or "l"
+// (log), ARGV[6] = Period in ms, ARGV[7] = Limit, ARGV[8] = N. Returns M, r,
+// alive, newest slot, the slot whose death lets N more in (or -1), allowed,
+// count after.
+const countScript = prelude + `
+local M, r = now()
+local P = tonumber(ARGV[6])
+local limit, n = tonumber(ARGV[7]), tonumber(ARGV[8])
+local cur, W, slotms
+if ARGV[5] == 'l' then
+  cur, W, slotms = M, P, 1
+else
+  -- floor(now*60/Period) with now = M ms + r ns, exactly.
+  local A = M * 60
+  local q = fdiv(A, P)
+  local rem = A - q * P
+  q = q + fdiv(rem * 1000000 + 60 * r, P * 1000000)
+  cur, W, slotms = q, 60, P / 60
+end
+local raw = redis.call('HGETALL', KEYS[1])
+local slots = {}
+for i = 1, #raw, 2 do slots[#slots + 1] = {tonumber(raw[i]), tonumber(raw[i + 1])} end
+table.sort(slots, function(a, b) return a[1] < b[1] end)
+local oldest, alive, newest = cur - W, 0, nil
+for _, s in ipairs(slots) do
+  if s[1] >= oldest then alive = alive + s[2] end
+  newest = s[1]
+end
+if alive == 0 then newest = nil end
+local retry = -1
+if alive > limit - n then
+  local left = alive
+  for _, s in ipairs(slots) do
+    if s[1] >= oldest then
+      left = left - s[2]
+      if left <= limit - n then retry = s[1]; break end
+    end
+  end
+end
+if ARGV[1] ~= '0' or n > limit or alive > limit - n then
+  return {M, r, fmt(alive), newest or -1, retry, 0, fmt(alive)}
+end
+for _, s in ipairs(slots) do
+  if s[1] < oldest then redis.call('HDEL', KEYS[1], fmt(s[1])) end
+end
+local at = cur
+if newest and newest > cur then at = newest end
+redis.call('HINCRBY', KEYS[1], fmt(at), fmt(n))
+ttl((at - cur + W + 2) * slotms)
+return {M, r, fmt(alive), at, -1, 1, fmt(alive + n)}
+`
+
+// drainScript is GCRA, token bucket and leaky bucket: a hash of the time F
+// the bucket is empty (f ms, fr ns, q/l ns) and the Limit l it drains at.
+// ARGV[5] = Limit, ARGV[6], ARGV[7] = N*T as ns and fraction of 1/Limit,
+// ARGV[8], ARGV[9] = Capacity*T likewise, ARGV[10] = MaxSpan in ns. Returns
+// M, r, backlog ns, backlog fraction, need ns, need fraction, allowed.
+const drainScript = prelude + `
+-- muldiv returns floor((a*b + c)/d) and the remainder, for a below 2^53 and
+-- b, c, d below 2^52, bit by bit, or nil when the quotient reaches cap.
+local function muldiv(a, b, c, d, cap)
+  local D = 16777216
+  local a0, a1, a2 = a % D, math.floor(a / D) % D, math.floor(a / D / D)
+  local b0, b1, b2 = b % D, math.floor(b / D) % D, math.floor(b / D / D)
+  local p = {a0 * b0 + c, a0 * b1 + a1 * b0, a0 * b2 + a1 * b1 + a2 * b0, a1 * b2 + a2 * b1, a2 * b2, 0}
+  for i = 1, 5 do
+    local carry = math.floor(p[i] / D)
+    p[i] = p[i] - carry * D
+    p[i + 1] = p[i + 1] + carry
+  end
+  local q, rem = 0, 0
+  for i = 6, 1, -1 do
+    local digit = p[i]
+    for bit = 23, 0, -1 do
+      local v = math.floor(digit / 2 ^ bit) % 2
+      rem = rem * 2 + v
+      q = q * 2
+      if rem >= d then rem = rem - d; q = q + 1 end
+      if q >= cap then return nil end
+    end
+  end
+  return q, rem
+end
+local M, r = now()
+local l = tonumber(ARGV[5])
+local cap = tonumber(ARGV[10])
+local f = redis.call('HMGET', KEYS[1], 'f', 'fr', 'q', 'l')
+local bns, bq = 0, 0
+if f[1] then
+  local fm, fr, fq, l0 = tonumber(f[1]), tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
+  if fm > M or (fm == M and (fr > r or (fr == r and fq > 0))) then
+    if fm - M > cap / 1000000 + 1 then
+      bns, bq = cap, 0
+    else
+      bns, bq = (fm - M) * 1000000 + fr - r, fq
+    end
+    if l0 ~= l then
+      local q, rem = muldiv(bns, l0, bq, l, cap + 1)
+      if q == nil or q > cap then bns, bq = cap, 0 else bns, bq = q, rem end
+    end
+  end
+end
+local function store(ns, q)
+  local t = r + ns
+  local ms = math.floor(t / 1000000)
+  redis.call('HSET', KEYS[1], 'f', fmt(M + ms), 'fr', fmt(t - ms * 1000000), 'q', fmt(q), 'l', ARGV[5])
+  ttl(ns / 1000000 + 1)
+end
+if ARGV[1] ~= '1' and f[4] and tonumber(f[4]) ~= l and (bns > 0 or bq > 0) then store(bns, bq) end
+local nns, nq = bns + tonumber(ARGV[6]), bq + tonumber(ARGV[7])
+if nq >= l then nns, nq = nns + 1, nq - l end
+local fns, fq = tonumber(ARGV[8]), tonumber(ARGV[9])
+local ok = nns < fns or (nns == fns and nq <= fq)
+if ARGV[1] == '2' or not ok then return {M, r, bns, bq, nns, nq, 0} end
+if ARGV[1] == '0' then store(nns, nq) end
+return {M, r, bns, bq, nns, nq, 1}
+`
+
+var (
+	fixedLua = redis.NewScript(fixedScript)
+	countLua = redis.NewScript(countScript)
+	drainLua = redis.NewScript(drainScript)
+)

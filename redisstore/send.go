@@ -1,0 +1,270 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/actorlimit/actorlimit/algo"
+)
+
+// send decides checks in one pipeline: one round trip, and a second one only
+// for the scripts that Redis no longer had (NOSCRIPT), which changed
+// nothing and are loaded and sent again in order.
+func (s *Store) send(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	s.calls = s.calls[:0]
+	s.pipe = s.pipe[:0]
+	p := s.client.Pipeline()
+	for i := range checks {
+		s.calls = append(s.calls, s.plan(ctx, p, now, &checks[i]))
+		if cmd := s.calls[i].cmd; cmd != nil {
+			s.pipe = append(s.pipe, cmd)
+		}
+	}
+	if p.Len() > 0 {
+		if cmds, err := p.Exec(ctx); err != nil && !onlyNoScript(cmds) {
+			return err
+		}
+		if err := s.reload(ctx); err != nil {
+			return err
+		}
+	}
+	for i := range checks {
+		out[i] = s.decision(&checks[i], &s.calls[i], now)
+	}
+	return nil
+}
+
+// onlyNoScript reports whether every failed command failed for NOSCRIPT,
+// which changed nothing.
+func onlyNoScript(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && !isNoScript(err) {
+			return false
+		}
+	}
+	return true
+}
+
+func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
+
+// reload loads the scripts again and sends the commands that failed for
+// NOSCRIPT, in their order, in one pipeline.
+func (s *Store) reload(ctx context.Context) error {
+	var again []*redis.Cmd
+	for _, c := range s.pipe {
+		if isNoScript(c.Err()) {
+			again = append(again, c.(*redis.Cmd))
+		}
+	}
+	if len(again) == 0 {
+		return nil
+	}
+	s.stats.reloads.Add(1)
+	for _, sc := range []*redis.Script{fixedLua, countLua, drainLua} {
+		if err := sc.Load(ctx, s.client).Err(); err != nil {
+			return err
+		}
+	}
+	p := s.client.Pipeline()
+	fresh := make(map[*redis.Cmd]*redis.Cmd, len(again))
+	for _, c := range again {
+		fresh[c] = p.EvalSha(ctx, c.Args()[1].(string), []string{c.Args()[3].(string)}, c.Args()[4:]...)
+	}
+	if _, err := p.Exec(ctx); err != nil && !onlyNoScript(p2cmds(fresh)) {
+		return err
+	}
+	for i := range s.calls {
+		if f, ok := fresh[s.calls[i].cmd]; ok {
+			s.calls[i].cmd = f
+		}
+	}
+	return nil
+}
+
+func p2cmds(m map[*redis.Cmd]*redis.Cmd) []redis.Cmder {
+	out := make([]redis.Cmder, 0, len(m))
+	for _, c := range m {
+		out = append(out, c)
+	}
+	return out
+}
+
+// plan queues c's script on p, or decides it here when Redis has nothing to
+// say (a bucket whose limit is 0).
+func (s *Store) plan(ctx context.Context, p redis.Pipeliner, now int64, c *algo.Check) call {
+	k := s.key(c)
+	if c.Op == algo.OpReset {
+		p.Del(ctx, k)
+		return call{local: true}
+	}
+	op := "0"
+	if c.Op == algo.OpPeek {
+		op = "1"
+	}
+	n := c.N
+	if c.Op == algo.OpPeek {
+		n = 1
+	}
+	args := make([]any, 0, 10)
+	args = append(args, op, "1", "0", "0")
+	if s.cfg.callerTime {
+		m := floorDiv(now, ms)
+		args[1], args[2], args[3] = "0", strconv.FormatInt(m, 10), strconv.FormatInt(now-m*ms, 10)
+	}
+	pms := strconv.FormatInt(int64(c.Period)/ms, 10)
+	cl := call{n: n}
+	switch c.Algorithm {
+	case algo.FixedWindow:
+		args = append(args, pms, strconv.FormatInt(n, 10))
+		cl.cmd = p.EvalSha(ctx, fixedLua.Hash(), []string{k}, args...)
+	case algo.SlidingWindow, algo.SlidingLog:
+		kind := "w"
+		if c.Algorithm == algo.SlidingLog {
+			kind = "l"
+		}
+		if n > c.Limit {
+			args[0], cl.never = "1", true // denied and counted nowhere
+		}
+		args = append(args, kind, pms, strconv.FormatInt(c.Limit, 10), strconv.FormatInt(min(n, c.Limit+1), 10))
+		cl.cmd = p.EvalSha(ctx, countLua.Hash(), []string{k}, args...)
+	default:
+		if c.Limit <= 0 || capacity(c) <= 0 {
+			return call{local: true, never: true}
+		}
+		args, cl.never = drainArgs(c, n, args)
+		cl.cmd = p.EvalSha(ctx, drainLua.Hash(), []string{k}, args...)
+	}
+	return cl
+}
+
+// drainArgs appends the bucket script's arguments to args: N*T and
+// Capacity*T, worked out here exactly. Hits that ask for more than the
+// bucket holds go as op 2 (look, move a changed Limit's backlog, deny) and
+// never is true.
+func drainArgs(c *algo.Check, n int64, args []any) ([]any, bool) {
+	capc := capacity(c)
+	need, ok := times(n, int64(c.Period), c.Limit)
+	full, _ := times(capc, int64(c.Period), c.Limit)
+	never := !ok || n > capc
+	if never {
+		need = span{}
+		if args[0] == "0" {
+			args[0] = "2"
+		}
+	}
+	return append(args, strconv.FormatInt(c.Limit, 10),
+		strconv.FormatInt(need.ns, 10), strconv.FormatUint(need.frac, 10),
+		strconv.FormatInt(full.ns, 10), strconv.FormatUint(full.frac, 10),
+		strconv.FormatInt(int64(MaxSpan), 10)), never
+}
+
+// decision turns a script's reply into c's decision.
+func (s *Store) decision(c *algo.Check, cl *call, now int64) algo.Decision {
+	if cl.local {
+		if cl.never {
+			return algo.Decision{RetryAfter: algo.Never}
+		}
+		return algo.Decision{}
+	}
+	v, _ := cl.cmd.Val().([]any)
+	r := reply(v)
+	switch c.Algorithm {
+	case algo.FixedWindow:
+		return fixedDecision(c, r)
+	case algo.SlidingWindow, algo.SlidingLog:
+		return countDecision(c, cl, r)
+	}
+	d := drainDecision(c, cl, r)
+	if c.Algorithm != algo.LeakyBucket {
+		d.Delay = 0
+	}
+	return d
+}
+
+func fixedDecision(c *algo.Check, r reply) algo.Decision {
+	now, b, count := r.now(), r.int(2), r.int(3)
+	var d algo.Decision
+	end := (b + 1) * int64(c.Period)
+	if c.Op == algo.OpPeek {
+		if r.int(4) == 1 {
+			d.Count, d.ResetAfter = count, time.Duration(end-now)
+		}
+		d.Allowed = d.Count < c.Limit
+		d.Remaining = max(0, c.Limit-d.Count)
+		switch {
+		case d.Allowed:
+		case c.Limit < 1:
+			d.RetryAfter = algo.Never
+		default:
+			d.RetryAfter = d.ResetAfter
+		}
+		return d
+	}
+	d = algo.Decision{Count: count, Allowed: count <= c.Limit, Remaining: max(0, c.Limit-count)}
+	d.ResetAfter = time.Duration(end - now)
+	switch {
+	case d.Allowed:
+	case c.N > c.Limit:
+		d.RetryAfter = algo.Never
+	default:
+		d.RetryAfter = d.ResetAfter
+	}
+	return d
+}
+
+func countDecision(c *algo.Check, cl *call, r reply) algo.Decision {
+	now, alive, newest, retry := r.now(), r.int(2), r.int(3), r.int(4)
+	g := gridOf(c)
+	d := algo.Decision{Count: alive, Remaining: max(0, c.Limit-alive)}
+	if alive > 0 {
+		d.ResetAfter = time.Duration(g.death(newest) - now)
+	}
+	switch {
+	case cl.never:
+		d.RetryAfter = algo.Never
+		return d
+	case alive > c.Limit-cl.n:
+		d.RetryAfter = time.Duration(g.death(retry) - now)
+		return d
+	}
+	d.Allowed = true
+	if c.Op == algo.OpPeek {
+		return d
+	}
+	d.Count = r.int(6)
+	d.Remaining = max(0, c.Limit-d.Count)
+	d.ResetAfter = time.Duration(g.death(newest) - now)
+	return d
+}
+
+func drainDecision(c *algo.Check, cl *call, r reply) algo.Decision {
+	back := span{r.int(2), uint64(r.int(3))}
+	need := span{r.int(4), uint64(r.int(5))}
+	period, capc := int64(c.Period), capacity(c)
+	d := algo.Decision{Count: hits(back, period, c.Limit), ResetAfter: back.ceil()}
+	d.Remaining = max(0, capc-d.Count)
+	if cl.never {
+		d.RetryAfter = algo.Never
+		return d
+	}
+	if r.int(6) != 1 {
+		full, _ := times(capc, period, c.Limit)
+		d.RetryAfter = sub(need, full, c.Limit).ceil()
+		return d
+	}
+	d.Allowed = true
+	d.Delay = back.ceil()
+	if c.Op == algo.OpPeek {
+		return d
+	}
+	d.Count = hits(need, period, c.Limit)
+	d.Remaining = max(0, capc-d.Count)
+	d.ResetAfter = need.ceil()
+	return d
+}

@@ -1,0 +1,233 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/table"
+)
+
+// The errors of the package.
+var (
+	// ErrUnavailable is wrapped, with Redis's own error, by the error that
+	// Decide returns in [FailError] mode when Redis does not answer.
+	ErrUnavailable = errors.New("redisstore: redis unavailable")
+	// ErrUnsupported is wrapped by the error that Decide returns for a
+	// check this store cannot decide exactly (see the package doc); the
+	// batch is then not sent.
+	ErrUnsupported = errors.New("redisstore: check not supported")
+	// ErrInvalid is wrapped by the error New returns for a bad argument.
+	ErrInvalid = errors.New("redisstore: invalid argument")
+)
+
+// Store is an actor.Store that keeps every key's state in Redis, so that
+// the limiters of many app servers share one limit. Like every store, it is
+// not safe for concurrent use: one limiter actor calls it. Its counters
+// ([Store.Stats]) may be read from any goroutine.
+type Store struct {
+	client redis.UniversalClient
+	cfg    config
+
+	down     bool  // Redis failed and has not answered a probe since
+	lastFail int64 // the now of the last failure, Unix ns
+	fallback *table.Table
+
+	stats struct {
+		batches, errors, outages, probes    atomic.Uint64
+		fallbacks, failedOpen, failedClosed atomic.Uint64
+		reloads                             atomic.Uint64
+	}
+
+	calls []call
+	pipe  []redis.Cmder
+}
+
+// call is one check's plan: a script to run, or a decision made here.
+type call struct {
+	local bool
+	never bool // the hits ask for more than the limit allows at once
+	n     int64
+	cmd   *redis.Cmd
+}
+
+// New returns a store that keeps its state in client's Redis (one server,
+// Sentinel or Cluster), or an error wrapping [ErrInvalid] for a nil client
+// or a bad option.
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: New: nil client", ErrInvalid)
+	}
+	cfg := defaults()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Store{client: client, cfg: cfg, fallback: table.New(cfg.fallback)}, nil
+}
+
+// Stats counts what a store did, for metrics.
+type Stats struct {
+	// Batches is the number of batches Decide was given.
+	Batches uint64
+	// Errors is the number of round trips that failed.
+	Errors uint64
+	// Outages is the number of times Redis went from answering to not.
+	Outages uint64
+	// Probes is the number of PINGs sent while Redis was down.
+	Probes uint64
+	// Fallbacks, FailedOpen and FailedClosed count the checks decided by the
+	// fallback table, allowed and denied because Redis did not answer.
+	Fallbacks, FailedOpen, FailedClosed uint64
+	// Reloads is the number of times the scripts were loaded again after
+	// NOSCRIPT.
+	Reloads uint64
+}
+
+// Stats returns the store's counters; it is safe for concurrent use.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Batches: s.stats.batches.Load(), Errors: s.stats.errors.Load(),
+		Outages: s.stats.outages.Load(), Probes: s.stats.probes.Load(),
+		Fallbacks: s.stats.fallbacks.Load(), FailedOpen: s.stats.failedOpen.Load(),
+		FailedClosed: s.stats.failedClosed.Load(), Reloads: s.stats.reloads.Load(),
+	}
+}
+
+// Expire returns 0, false: every key has a TTL and Redis expires it.
+func (s *Store) Expire(before int64, max int) (int, bool) { return 0, false }
+
+// Len returns -1: counting a shared Redis's keys is not cheap.
+func (s *Store) Len() int { return -1 }
+
+// Evictions returns 0: Redis's own eviction is Redis's to report.
+func (s *Store) Evictions() uint64 { return 0 }
+
+// Decide applies checks in order and writes the i-th decision to out[i]. It
+// sends them in pipelines of at most WithMaxBatch checks, one round trip
+// each, and decides at Redis's TIME (or at now, WithCallerTime). When Redis
+// does not answer it decides as the outage mode says; only [FailError]
+// returns an error then. A check it cannot decide exactly gives an error
+// wrapping [ErrUnsupported] before anything is sent.
+func (s *Store) Decide(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
+	s.stats.batches.Add(1)
+	for i := range checks {
+		if err := supported(&checks[i]); err != nil {
+			return err
+		}
+	}
+	if s.down && !s.probe(ctx, now) {
+		return s.outage(now, checks, out, errors.New("redis down since the last failure"))
+	}
+	for lo := 0; lo < len(checks); lo += s.cfg.maxBatch {
+		hi := min(len(checks), lo+s.cfg.maxBatch)
+		if err := s.send(ctx, now, checks[lo:hi], out[lo:hi]); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err()) // the caller gave up, not Redis
+			}
+			s.stats.errors.Add(1)
+			if !s.down {
+				s.stats.outages.Add(1)
+			}
+			s.down, s.lastFail = true, now
+			return s.outage(now, checks[lo:], out[lo:], err)
+		}
+	}
+	return nil
+}
+
+// probe pings Redis once the probe interval has passed since the last
+// failure, and reports whether it answered.
+func (s *Store) probe(ctx context.Context, now int64) bool {
+	if now-s.lastFail < int64(s.cfg.probe) && now >= s.lastFail {
+		return false
+	}
+	s.stats.probes.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		s.lastFail = now
+		return false
+	}
+	s.down = false
+	s.fallback = table.New(s.cfg.fallback) // Redis holds the truth again; the next outage starts afresh
+	return true
+}
+
+// outage decides checks without Redis, as the outage mode says.
+func (s *Store) outage(now int64, checks []algo.Check, out []algo.Decision, cause error) error {
+	n := uint64(len(checks))
+	switch s.cfg.outage {
+	case FailOpen:
+		s.stats.failedOpen.Add(n)
+		for i := range checks {
+			out[i] = algo.Decision{Allowed: true, Remaining: max(0, checks[i].Limit-checks[i].N)}
+		}
+	case FailClosed:
+		s.stats.failedClosed.Add(n)
+		for i := range checks {
+			out[i] = algo.Decision{RetryAfter: s.cfg.probe}
+		}
+	case FailError:
+		return fmt.Errorf("%w: %w", ErrUnavailable, cause)
+	default:
+		s.stats.fallbacks.Add(n)
+		return s.fallback.Decide(context.Background(), now, checks, out)
+	}
+	return nil
+}
+
+// supported reports a check the scripts cannot decide exactly.
+func supported(c *algo.Check) error {
+	switch c.Algorithm {
+	case algo.FixedWindow, algo.SlidingWindow, algo.SlidingLog:
+		if c.Period%time.Millisecond != 0 {
+			return fmt.Errorf("%w: %v Period %v is not a whole number of milliseconds", ErrUnsupported, c.Algorithm, c.Period)
+		}
+		if c.Limit > maxExact && c.Algorithm != algo.FixedWindow {
+			return fmt.Errorf("%w: %v Limit %d is above 2^52", ErrUnsupported, c.Algorithm, c.Limit)
+		}
+		return nil
+	}
+	if c.Limit > maxExact {
+		return fmt.Errorf("%w: %v Limit %d is above 2^52", ErrUnsupported, c.Algorithm, c.Limit)
+	}
+	if c.Limit > 0 {
+		if _, ok := times(capacity(c), int64(c.Period), c.Limit); !ok {
+			return fmt.Errorf("%w: a %v bucket of %d takes longer than %v to drain", ErrUnsupported, c.Algorithm, capacity(c), MaxSpan)
+		}
+	}
+	return nil
+}
+
+func capacity(c *algo.Check) int64 {
+	if c.Algorithm == algo.LeakyBucket {
+		if c.Burst == math.MaxInt64 {
+			return c.Burst
+		}
+		return c.Burst + 1
+	}
+	return c.Burst
+}
+
+// key returns the Redis key of c's state: the prefix, the ID in a hash tag
+// (one key, one Cluster slot), the algorithm and the Period in ns.
+func (s *Store) key(c *algo.Check) string {
+	b := make([]byte, 0, len(s.cfg.prefix)+len(c.ID)+32)
+	b = append(b, s.cfg.prefix...)
+	b = append(b, '{')
+	b = append(b, c.ID...)
+	b = append(b, "}:"...)
+	b = append(b, c.Algorithm.String()...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(c.Period), 10)
+	return string(b)
+}

@@ -80,8 +80,9 @@ func (c *Client) PID() *protoactor.PID { return c.pid }
 func (c *Client) Do(ctx context.Context, chk algo.Check) (algo.Decision, error) {
 	k := c.calls.Get().(*call)
 	k.kind = callCheck
-	k.batch = append(k.batch[:0], chk)
-	k.decs = grow(k.decs, 1)
+	k.own = append(k.own[:0], chk)
+	k.ownDecs = grow(k.ownDecs, 1)
+	k.batch, k.decs = k.own, k.ownDecs
 	if err := c.roundTrip(ctx, k); err != nil {
 		return algo.Decision{}, err
 	}
@@ -95,8 +96,12 @@ func (c *Client) Do(ctx context.Context, chk algo.Check) (algo.Decision, error) 
 // least as long. Nothing else runs between them. If the limiter panics in
 // the middle, the checks before the panic have been applied and the error is
 // ErrPanicked. If ctx ends first, as for [Client.Do], the checks may or may
-// not have been applied, and out is left untouched. The limiter works on
-// copies: checks and out are the caller's again as soon as DoMany returns.
+// not have been applied, and out is left untouched. On any other error, out
+// holds no decision that can be relied on. Either way, checks and out are
+// the caller's again as soon as DoMany returns: when ctx can end, the
+// limiter works on copies, which a late answer writes into; when it cannot
+// (ctx.Done() is nil), DoMany returns only once the limiter has answered or
+// stopped, so it lends checks and out to the limiter without copying them.
 func (c *Client) DoMany(ctx context.Context, checks []algo.Check, out []algo.Decision) error {
 	if len(out) < len(checks) {
 		return fmt.Errorf("actorlimit: %d decisions for %d checks", len(out), len(checks))
@@ -106,12 +111,19 @@ func (c *Client) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 	}
 	k := c.calls.Get().(*call)
 	k.kind = callBatch
-	k.batch = append(k.batch[:0], checks...)
-	k.decs = grow(k.decs, len(checks))
+	if ctx.Done() == nil {
+		k.batch, k.decs, k.borrowed = checks, out[:len(checks)], true
+	} else {
+		k.own = append(k.own[:0], checks...)
+		k.ownDecs = grow(k.ownDecs, len(checks))
+		k.batch, k.decs = k.own, k.ownDecs
+	}
 	if err := c.roundTrip(ctx, k); err != nil {
 		return err
 	}
-	copy(out, k.decs)
+	if !k.borrowed {
+		copy(out, k.decs)
+	}
 	c.release(k)
 	return nil
 }
@@ -198,8 +210,9 @@ func abandon(k *call, why error) error {
 
 func (c *Client) release(k *call) {
 	k.err = nil
-	clear(k.batch) // drop the ids
-	k.batch = k.batch[:0]
+	clear(k.own) // drop the ids
+	k.own = k.own[:0]
+	k.batch, k.decs, k.borrowed = nil, nil, false
 	k.state.Store(waiting)
 	c.calls.Put(k)
 }

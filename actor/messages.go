@@ -55,13 +55,19 @@ const (
 )
 
 // call is one synchronous request: the message a [Client] sends and the slot
-// the limiter answers in. The call owns every buffer the limiter reads or
-// writes (batch, decs), so that when its caller gives up, the limiter's late
-// writes land in memory nobody else uses.
+// the limiter answers in. The limiter reads batch and writes decs. When the
+// caller can give up (its context can end), they are the call's own buffers
+// (own, ownDecs), so that the limiter's late writes land in memory nobody
+// else uses. When it cannot, they may be the caller's own slices (borrowed):
+// the caller then waits until the limiter has answered or stopped, and no
+// copy is needed.
 type call struct {
-	kind  callKind
-	batch []algo.Check    // callCheck, callBatch: a copy of the caller's checks
-	decs  []algo.Decision // their decisions, copied out on success
+	kind     callKind
+	batch    []algo.Check    // callCheck, callBatch: the checks
+	decs     []algo.Decision // their decisions
+	borrowed bool            // batch and decs are the caller's
+	own      []algo.Check    // the call's buffers, reused across uses
+	ownDecs  []algo.Decision
 
 	n     int
 	stats Stats

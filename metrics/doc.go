@@ -11,7 +11,9 @@
 //   - through [Collector.Wrap], which times every call the middleware makes
 //     to the limiter (a histogram) and counts the calls that failed;
 //   - through [Collector.SetLimiter], whose Stats it reads at scrape time:
-//     entries held, evictions, expired entries, restarts.
+//     entries held, evictions, expired entries, restarts;
+//   - through [Collector.SetStore], for a networked store such as
+//     redisstore's: its errors, outages and fallbacks.
 //
 // Labels are bounded: a rule's name and its action, never a group, an id
 // or an address.
@@ -34,6 +36,11 @@
 //	actorlimit_limiter_expired_total               entries deleted by sweeps
 //	actorlimit_limiter_restarts_total              restarts of the limiter actor
 //	actorlimit_limiter_stats_errors_total          scrapes whose Stats call failed
+//	actorlimit_store_errors_total                  failed round trips to a networked store (SetStore)
+//	actorlimit_store_outages_total                 times the store went from answering to not
+//	actorlimit_store_fallbacks_total               checks decided by the local fallback table
+//	actorlimit_store_failed_open_total             checks allowed because the store did not answer
+//	actorlimit_store_failed_closed_total           checks denied because the store did not answer
 //
 // Only the one of denied, monitored and shadowed that a rule's action can
 // produce is exported for it.

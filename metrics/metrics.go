@@ -13,6 +13,7 @@ import (
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/httpadapter"
+	"github.com/actorlimit/actorlimit/redisstore"
 )
 
 // ErrInvalidConfig is wrapped by every error of [New]; test it with
@@ -40,6 +41,12 @@ type Clock interface {
 // *actorlimit.Limiter is one.
 type StatsSource interface {
 	Stats(ctx context.Context) (actorlimit.Stats, error)
+}
+
+// StoreStatsSource is what [Collector.SetStore] reads at scrape time;
+// *redisstore.Store is one.
+type StoreStatsSource interface {
+	Stats() redisstore.Stats
 }
 
 // Config configures a [Collector]. The zero Config is valid.
@@ -78,9 +85,11 @@ type Collector struct {
 	checkErrors atomic.Uint64
 	statsErrors atomic.Uint64
 	lim         atomic.Pointer[StatsSource]
+	store       atomic.Pointer[StoreStatsSource]
 
 	matched, allowed, denied, monitored, shadowed, nearLimit, ruleErrors    *prometheus.Desc
 	checkErrorsDesc, entries, evictions, expired, restarts, statsErrorsDesc *prometheus.Desc
+	storeErrors, storeOutages, storeFallbacks, storeOpen, storeClosed       *prometheus.Desc
 }
 
 type ruleKey struct {
@@ -148,6 +157,11 @@ func New(cfg Config) (*Collector, error) {
 	c.expired = prometheus.NewDesc(ns+"_limiter_expired_total", "Entries deleted by the limiter's sweeps.", nil, nil)
 	c.restarts = prometheus.NewDesc(ns+"_limiter_restarts_total", "Restarts of the limiter actor.", nil, nil)
 	c.statsErrorsDesc = prometheus.NewDesc(ns+"_limiter_stats_errors_total", "Scrapes at which reading the limiter's statistics failed.", nil, nil)
+	c.storeErrors = prometheus.NewDesc(ns+"_store_errors_total", "Round trips to the networked store that failed.", nil, nil)
+	c.storeOutages = prometheus.NewDesc(ns+"_store_outages_total", "Times the networked store went from answering to not.", nil, nil)
+	c.storeFallbacks = prometheus.NewDesc(ns+"_store_fallbacks_total", "Checks decided by the local fallback table during outages.", nil, nil)
+	c.storeOpen = prometheus.NewDesc(ns+"_store_failed_open_total", "Checks allowed because the networked store did not answer.", nil, nil)
+	c.storeClosed = prometheus.NewDesc(ns+"_store_failed_closed_total", "Checks denied because the networked store did not answer.", nil, nil)
 	return c, nil
 }
 
@@ -187,6 +201,16 @@ func (c *Collector) SetLimiter(l StatsSource) {
 	c.lim.Store(&l)
 }
 
+// SetStore makes the collector read s's counters at each scrape (errors,
+// outages, fallbacks, failed open and closed); nil stops it.
+func (c *Collector) SetStore(s StoreStatsSource) {
+	if s == nil {
+		c.store.Store(nil)
+		return
+	}
+	c.store.Store(&s)
+}
+
 // Wrap returns a limiter that calls lim and records each call's duration
 // and failure. Give the result to httpadapter.New.
 func (c *Collector) Wrap(lim httpadapter.Limiter) httpadapter.Limiter {
@@ -220,7 +244,8 @@ func (t *timed) Started() bool {
 // Describe sends the descriptions of every metric the collector exports.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.matched, c.allowed, c.denied, c.monitored, c.shadowed, c.nearLimit,
-		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.restarts, c.statsErrorsDesc} {
+		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.restarts, c.statsErrorsDesc,
+		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed} {
 		ch <- d
 	}
 	c.latency.Describe(ch)
@@ -264,6 +289,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.restarts, uint64(max(st.Restarts, 0)))
 		}
 		counter(c.statsErrorsDesc, c.statsErrors.Load())
+	}
+	if p := c.store.Load(); p != nil {
+		st := (*p).Stats()
+		counter(c.storeErrors, st.Errors)
+		counter(c.storeOutages, st.Outages)
+		counter(c.storeFallbacks, st.Fallbacks)
+		counter(c.storeOpen, st.FailedOpen)
+		counter(c.storeClosed, st.FailedClosed)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/httpadapter"
 	"github.com/actorlimit/actorlimit/metrics"
+	"github.com/actorlimit/actorlimit/redisstore"
 )
 
 // stepClock moves forward by step at every reading.
@@ -164,6 +165,45 @@ actorlimit_rule_shadowed_total{action="shadow",rule="trap"} 1
 # TYPE actorlimit_limiter_stats_errors_total counter
 actorlimit_limiter_stats_errors_total 1
 `), "actorlimit_limiter_stats_errors_total", "actorlimit_limiter_entries"), "a failed read drops the limiter's values and is counted")
+}
+
+type fakeStore struct{ st redisstore.Stats }
+
+func (f fakeStore) Stats() redisstore.Stats { return f.st }
+
+func TestCollectorStoreCounters(t *testing.T) {
+	c, err := metrics.New(metrics.Config{})
+	require.NoError(t, err)
+	c.SetStore(fakeStore{redisstore.Stats{Errors: 2, Outages: 1, Fallbacks: 5, FailedOpen: 3, FailedClosed: 4, Batches: 9}})
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP actorlimit_store_errors_total Round trips to the networked store that failed.
+# TYPE actorlimit_store_errors_total counter
+actorlimit_store_errors_total 2
+# HELP actorlimit_store_failed_closed_total Checks denied because the networked store did not answer.
+# TYPE actorlimit_store_failed_closed_total counter
+actorlimit_store_failed_closed_total 4
+# HELP actorlimit_store_failed_open_total Checks allowed because the networked store did not answer.
+# TYPE actorlimit_store_failed_open_total counter
+actorlimit_store_failed_open_total 3
+# HELP actorlimit_store_fallbacks_total Checks decided by the local fallback table during outages.
+# TYPE actorlimit_store_fallbacks_total counter
+actorlimit_store_fallbacks_total 5
+# HELP actorlimit_store_outages_total Times the networked store went from answering to not.
+# TYPE actorlimit_store_outages_total counter
+actorlimit_store_outages_total 1
+`), "actorlimit_store_errors_total", "actorlimit_store_failed_closed_total", "actorlimit_store_failed_open_total",
+		"actorlimit_store_fallbacks_total", "actorlimit_store_outages_total"))
+	c.SetStore(nil)
+	n, err := testutil.GatherAndCount(registry(t, c), "actorlimit_store_errors_total")
+	require.NoError(t, err)
+	assert.Zero(t, n, "no store, no store metrics")
+}
+
+func registry(t *testing.T, c prometheus.Collector) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	return reg
 }
 
 func TestCollectorRegistersAndLints(t *testing.T) {

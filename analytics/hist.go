@@ -7,8 +7,8 @@ import "math/bits"
 // last holds everything from 2^(Buckets-2).
 const Buckets = 24
 
-// bucketOf returns the bucket of v; negative values go to bucket 0.
-func bucketOf(v int64) int {
+// BucketOf returns the bucket of v; negative values go to bucket 0.
+func BucketOf(v int64) int {
 	if v <= 0 {
 		return 0
 	}
@@ -31,7 +31,7 @@ func BucketRange(i int) (lo, hi int64) {
 type hist [Buckets]uint32
 
 func (h *hist) add(v int64) {
-	b := bucketOf(v)
+	b := BucketOf(v)
 	if h[b] < ^uint32(0) {
 		h[b]++
 	}

@@ -35,6 +35,8 @@
 //	actorlimit_limiter_evictions_total             entries evicted by the memory bound
 //	actorlimit_limiter_expired_total               entries deleted by sweeps
 //	actorlimit_limiter_restarts_total              restarts of the limiter actor
+//	actorlimit_limiter_sweeps_total                sweeps of expired entries finished
+//	actorlimit_limiter_sweep_seconds_total         the time they took in all
 //	actorlimit_limiter_stats_errors_total          scrapes whose Stats call failed
 //	actorlimit_store_errors_total                  failed round trips to a networked store (SetStore)
 //	actorlimit_store_outages_total                 times the store went from answering to not

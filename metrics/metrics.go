@@ -89,6 +89,7 @@ type Collector struct {
 
 	matched, allowed, denied, monitored, shadowed, nearLimit, ruleErrors    *prometheus.Desc
 	checkErrorsDesc, entries, evictions, expired, restarts, statsErrorsDesc *prometheus.Desc
+	sweeps, sweepSeconds                                                    *prometheus.Desc
 	storeErrors, storeOutages, storeFallbacks, storeOpen, storeClosed       *prometheus.Desc
 }
 
@@ -156,6 +157,8 @@ func New(cfg Config) (*Collector, error) {
 	c.evictions = prometheus.NewDesc(ns+"_limiter_evictions_total", "Entries evicted by the limiter's memory bound.", nil, nil)
 	c.expired = prometheus.NewDesc(ns+"_limiter_expired_total", "Entries deleted by the limiter's sweeps.", nil, nil)
 	c.restarts = prometheus.NewDesc(ns+"_limiter_restarts_total", "Restarts of the limiter actor.", nil, nil)
+	c.sweeps = prometheus.NewDesc(ns+"_limiter_sweeps_total", "Sweeps of expired entries finished.", nil, nil)
+	c.sweepSeconds = prometheus.NewDesc(ns+"_limiter_sweep_seconds_total", "Time the sweeps took in all, by the limiter's clock.", nil, nil)
 	c.statsErrorsDesc = prometheus.NewDesc(ns+"_limiter_stats_errors_total", "Scrapes at which reading the limiter's statistics failed.", nil, nil)
 	c.storeErrors = prometheus.NewDesc(ns+"_store_errors_total", "Round trips to the networked store that failed.", nil, nil)
 	c.storeOutages = prometheus.NewDesc(ns+"_store_outages_total", "Times the networked store went from answering to not.", nil, nil)
@@ -244,7 +247,7 @@ func (t *timed) Started() bool {
 // Describe sends the descriptions of every metric the collector exports.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.matched, c.allowed, c.denied, c.monitored, c.shadowed, c.nearLimit,
-		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.restarts, c.statsErrorsDesc,
+		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.restarts, c.statsErrorsDesc, c.sweeps, c.sweepSeconds,
 		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed} {
 		ch <- d
 	}
@@ -287,6 +290,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.evictions, st.Evictions)
 			counter(c.expired, st.Expired)
 			counter(c.restarts, uint64(max(st.Restarts, 0)))
+			counter(c.sweeps, st.Sweeps)
+			ch <- prometheus.MustNewConstMetric(c.sweepSeconds, prometheus.CounterValue, st.SweepTime.Seconds())
 		}
 		counter(c.statsErrorsDesc, c.statsErrors.Load())
 	}

@@ -82,7 +82,7 @@ func TestCollectorExactText(t *testing.T) {
 		Observers: []httpadapter.Observer{c},
 	})
 	require.NoError(t, err)
-	stats := &fakeStats{st: actorlimit.Stats{Entries: 3, Evictions: 7, Expired: 11, Restarts: 1}}
+	stats := &fakeStats{st: actorlimit.Stats{Entries: 3, Evictions: 7, Expired: 11, Restarts: 1, Sweeps: 4, SweepTime: 1500 * time.Millisecond}}
 	c.SetLimiter(stats)
 	h := m.Handler(http200())
 	for i := range 6 {
@@ -127,6 +127,12 @@ actorlimit_limiter_restarts_total 1
 # HELP actorlimit_limiter_stats_errors_total Scrapes at which reading the limiter's statistics failed.
 # TYPE actorlimit_limiter_stats_errors_total counter
 actorlimit_limiter_stats_errors_total 0
+# HELP actorlimit_limiter_sweep_seconds_total Time the sweeps took in all, by the limiter's clock.
+# TYPE actorlimit_limiter_sweep_seconds_total counter
+actorlimit_limiter_sweep_seconds_total 1.5
+# HELP actorlimit_limiter_sweeps_total Sweeps of expired entries finished.
+# TYPE actorlimit_limiter_sweeps_total counter
+actorlimit_limiter_sweeps_total 4
 # HELP actorlimit_rule_allowed_total Requests within the rule's limit.
 # TYPE actorlimit_rule_allowed_total counter
 actorlimit_rule_allowed_total{action="block",rule="per-ip"} 5

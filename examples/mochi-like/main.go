@@ -227,6 +227,8 @@ func (cfg config) validate() error {
 		return fmt.Errorf("-limit %d: must not be negative", cfg.limit)
 	case cfg.demo && cfg.limit > maxDemoLimit:
 		return fmt.Errorf("-limit %d: the demo sends limit+3 requests; use at most %d", cfg.limit, maxDemoLimit)
+	case cfg.demo && cfg.admin != "":
+		return errors.New("-admin: not with -demo, which exits as soon as it has sent its requests")
 	case !cfg.demo && cfg.addr == "":
 		return errors.New("-addr is empty")
 	case cfg.dir == "":

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/actorlimit/actorlimit/analytics"
@@ -187,9 +188,41 @@ func (h *Handler) view(s analytics.Snapshot) pageView {
 func rows(top []analytics.TopGroup) []topRow {
 	out := make([]topRow, len(top))
 	for i, g := range top {
-		out[i] = topRow{Rank: i + 1, Group: g.Group, Count: g.Count, MaxError: g.MaxError}
+		out[i] = topRow{Rank: i + 1, Group: readable(g.Group), Count: g.Count, MaxError: g.MaxError}
 	}
 	return out
+}
+
+// readable shows a group id of the middleware, a sequence of fields each
+// written "length:value" or "-" (a value the request did not have), as the
+// values joined by " · ": "12:203.0.113.66" is "203.0.113.66". An id of
+// another form (a hashed one, "#..."; one from elsewhere) is shown as it is.
+func readable(id string) string {
+	var b strings.Builder
+	for rest := id; rest != ""; {
+		if b.Len() > 0 {
+			b.WriteString(" · ")
+		}
+		if rest[0] == '-' {
+			b.WriteByte('-')
+			rest = rest[1:]
+			continue
+		}
+		colon := strings.IndexByte(rest, ':')
+		if colon <= 0 {
+			return id
+		}
+		n, err := strconv.Atoi(rest[:colon])
+		if err != nil || n < 0 || n > len(rest)-colon-1 {
+			return id
+		}
+		b.WriteString(rest[colon+1 : colon+1+n])
+		rest = rest[colon+1+n:]
+	}
+	if b.Len() == 0 {
+		return "(all requests)"
+	}
+	return b.String()
 }
 
 // draw lays out one heatmap: a column per slot, a row per bucket from 0 to

@@ -111,3 +111,18 @@ func TestHandlerErrors(t *testing.T) {
 	require.ErrorIs(t, err, dashboard.ErrInvalidConfig)
 	assert.Contains(t, err.Error(), "Refresh 10ns")
 }
+
+func TestReadableGroup(t *testing.T) {
+	for _, tc := range []struct{ id, want string }{
+		{"12:203.0.113.66", "203.0.113.66"},
+		{"9:192.0.2.1-", "192.0.2.1 · -"},
+		{"9:192.0.2.111:example.com", "192.0.2.1 · example.com"},
+		{"", "(all requests)"},
+		{"#0a1b2c", "#0a1b2c"},
+		{"99:short", "99:short"},
+		{"x:y", "x:y"},
+		{"3:abc4:", "3:abc4:"},
+	} {
+		assert.Equal(t, tc.want, dashboard.Readable(tc.id), "%q", tc.id)
+	}
+}

@@ -25,6 +25,8 @@
 //   - Bots: a band of groups at a steady high request count, and remaining
 //     falling to 0 slot after slot.
 //
-// The page shows group ids (often client addresses): it is for operators,
+// The tables show a group by its values ("203.0.113.66", or
+// "192.0.2.1 · example.com" for ip and host); the JSON keeps the
+// middleware's ids as they are. The page shows client addresses: it is for operators,
 // so mount it behind whatever guards the rest of the admin interface.
 package dashboard

@@ -27,6 +27,8 @@
 //   - the sketch: TopK*4 counters, with the previous slot's top K.
 //
 // [Analytics.MemoryPerRule] computes the fixed part for a configuration.
+// A rule's analytics are kept after it leaves the rule set, so the total is
+// that times the rule names seen since the analytics were made.
 // Groups are the middleware's counter ids: they may be addresses, and are
 // meant for an operator's page, never for metric labels.
 package analytics

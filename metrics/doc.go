@@ -16,7 +16,9 @@
 //     redisstore's: its errors, outages and fallbacks.
 //
 // Labels are bounded: a rule's name and its action, never a group, an id
-// or an address.
+// or an address. A rule's counters are kept after it leaves the rule set
+// (counters never go back), so the series are those of every rule name and
+// action used since the collector was made.
 //
 // # Metrics
 //

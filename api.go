@@ -135,6 +135,10 @@ type Stats struct {
 	Expired uint64
 	// Restarts counts restarts of the limiter actor after a panic.
 	Restarts int
+	// Sweeps counts the sweeps finished, the janitor's and [Limiter.Sweep]'s.
+	Sweeps uint64
+	// SweepTime is the time they took in all, by the limiter's clock.
+	SweepTime time.Duration
 }
 
 // Limiter is a running limiter. Its methods are safe for concurrent use.
@@ -271,6 +275,8 @@ func (l *Limiter) Stats(ctx context.Context) (Stats, error) {
 		sum.Evictions += s.Evictions
 		sum.Expired += s.Expired
 		sum.Restarts += s.Restarts
+		sum.Sweeps += s.Sweeps
+		sum.SweepTime += s.SweepTime
 	}
 	return sum, nil
 }

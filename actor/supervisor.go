@@ -91,10 +91,12 @@ func (c *Config) defaults() {
 // are closed once: when the supervisor has spawned its children, and when
 // the limiter stops for good.
 type heir struct {
-	cfg      Config
-	store    Store
-	restarts int
-	expired  uint64
+	cfg       Config
+	store     Store
+	restarts  int
+	expired   uint64
+	sweeps    uint64
+	sweepTime time.Duration
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -140,6 +142,8 @@ func (h *heir) stats() Stats {
 		Evictions: h.store.Evictions(),
 		Expired:   h.expired,
 		Restarts:  h.restarts,
+		Sweeps:    h.sweeps,
+		SweepTime: h.sweepTime,
 	}
 }
 

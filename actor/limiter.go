@@ -34,6 +34,8 @@ func (l *limiter) Receive(c protoactor.Context) {
 			l.sweeping = true
 			l.continueSweep(c, &sweep{before: l.cutoff(m.Timeout)})
 		}
+	case snapshotRequest:
+		l.h.cfg.Journal.Snapshot(l.h.records(l.now()))
 	case *protoactor.Restarting:
 		l.h.restarting()
 	case *protoactor.Stopped:

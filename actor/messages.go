@@ -32,6 +32,9 @@ type Stats struct {
 	Expired uint64
 	// Restarts counts restarts of the limiter actor.
 	Restarts int
+	// PersistErrors counts failed writes of the Journal, PersistDropped
+	// the records it could not write (the next snapshot covers them).
+	PersistErrors, PersistDropped uint64
 }
 
 // Protocol translates the messages of an outside API, sent to the limiter by

@@ -62,6 +62,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Protocol decodes messages from other actors; nil: none.
 	Protocol Protocol
+	// Journal keeps the state across restarts of the process; nil: none.
+	// The Store must then be a [Snapshotter].
+	Journal Journal
 }
 
 type wallClock struct{}
@@ -95,6 +98,7 @@ type heir struct {
 	store    Store
 	restarts int
 	expired  uint64
+	snap     Snapshotter // the store, when it has a Journal
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -131,16 +135,23 @@ func (h *heir) decide(checks []algo.Check, out []algo.Decision, now int64) error
 	if err := h.store.Decide(context.Background(), now, checks, out); err != nil {
 		return fmt.Errorf("actorlimit: store: %w", err)
 	}
+	if h.snap != nil {
+		h.journalChecks(checks)
+	}
 	return nil
 }
 
 func (h *heir) stats() Stats {
-	return Stats{
+	s := Stats{
 		Entries:   h.store.Len(),
 		Evictions: h.store.Evictions(),
 		Expired:   h.expired,
 		Restarts:  h.restarts,
 	}
+	if h.snap != nil {
+		s.PersistErrors, s.PersistDropped = h.cfg.Journal.Failures()
+	}
+	return s
 }
 
 // supervisor is the parent of the limiter and the janitor. It keeps the
@@ -166,7 +177,13 @@ func (s *supervisor) spawnChildren(c protoactor.Context) {
 	cfg := s.h.cfg
 	props := protoactor.PropsFromProducer(
 		func() protoactor.Actor { return &limiter{h: s.h} },
-		protoactor.WithMailbox(func() protoactor.Mailbox { return newMailbox(cfg.Throughput) }),
+		protoactor.WithMailbox(func() protoactor.Mailbox {
+			m := newMailbox(cfg.Throughput)
+			if s.h.snap != nil {
+				m.afterBatch = cfg.Journal.Commit
+			}
+			return m
+		}),
 	)
 	pid, err := c.SpawnNamed(props, limiterName)
 	if err != nil {

@@ -44,11 +44,14 @@ func (t *Table) Snapshot(now int64, fn func(r algo.Record) bool) {
 
 // Record returns the record of c's key: its state as [Table.Snapshot]
 // writes it, or a record with nil State when the key has none. Its State
-// is a new slice.
+// is a buffer of the table's that the next call to Record overwrites: the
+// caller copies what it keeps, and Record allocates nothing once the
+// buffer has grown.
 func (t *Table) Record(c *algo.Check) algo.Record {
 	k := Key{Kind: uint8(c.Algorithm), Scale: int64(c.Period), ID: c.ID}
 	if e := t.lookup(k); e != nil {
-		r, _ := t.record(e, nil)
+		var r algo.Record
+		r, t.scratch = t.record(e, t.scratch[:0])
 		return r
 	}
 	return algo.Record{Algorithm: c.Algorithm, Period: c.Period, ID: c.ID}

@@ -146,6 +146,7 @@ func TestLoadRejectsBadState(t *testing.T) {
 			c := p.check(algo.OpHit, "k", 2)
 			tb.Apply(&c, snapStart)
 			good := tb.Record(&c)
+			good.State = bytes.Clone(good.State) // Record reuses its buffer
 			bad := map[string][]byte{
 				"empty":     {},
 				"version":   append([]byte{99}, good.State[1:]...),
@@ -154,6 +155,7 @@ func TestLoadRejectsBadState(t *testing.T) {
 			}
 			for name, st := range bad {
 				before := tb.Record(&c)
+				before.State = bytes.Clone(before.State)
 				r := good
 				r.State = st
 				if err := tb.Load(snapStart, r); err == nil {

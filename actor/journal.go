@@ -4,6 +4,7 @@ import (
 	"errors"
 	"iter"
 	"sync/atomic"
+	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 
@@ -12,21 +13,20 @@ import (
 
 // Journal keeps a copy of a [Snapshotter] store's state outside the
 // process, so that it survives a restart: persist.Journal is the one the
-// root package installs. The limiter calls Load and Start before it serves,
-// Append for every key a check may have changed and Commit once per mailbox
-// batch, Snapshot when the Journal asks for one and at Close, then Close.
-// Those calls never overlap, and none of them may wait for a disk.
+// root package installs. The limiter calls Load and Start before it serves;
+// then, when the Journal asks, Append for every key changed since the last
+// flush and Commit, or Snapshot; and Close after it stopped. Those calls
+// never overlap, and none of them may wait for a disk.
 type Journal interface {
 	// Load calls apply with every saved record; an error fails Start.
 	Load(now int64, apply func(algo.Record) error) error
-	// Start writes the loaded state afresh and starts writing; request
-	// asks the limiter for a Snapshot, and may be called from any
-	// goroutine.
-	Start(records iter.Seq[algo.Record], request func())
-	// Append adds a changed key's record to the current batch; r.State is
-	// copied.
+	// Start writes the loaded state afresh and starts writing. The Journal
+	// calls flush to ask for the keys changed since the last flush, and
+	// snapshot to ask for the whole state, from any goroutine.
+	Start(records iter.Seq[algo.Record], snapshot, flush func())
+	// Append adds a changed key's record to the flush; r.State is copied.
 	Append(r algo.Record)
-	// Commit ends the batch.
+	// Commit ends the flush: one group of records, written together.
 	Commit()
 	// Snapshot takes the whole state.
 	Snapshot(records iter.Seq[algo.Record])
@@ -37,27 +37,42 @@ type Journal interface {
 	Close() error
 }
 
-// snapshotRequest asks the limiter to hand its whole state to its Journal.
-type snapshotRequest struct{}
+// The limiter's messages from its Journal.
+type (
+	// snapshotRequest asks for the whole state.
+	snapshotRequest struct{}
+	// flushRequest asks for the keys changed since the last flush.
+	flushRequest struct{}
+)
+
+// dirtyKey names a key changed since the last flush.
+type dirtyKey struct {
+	alg    algo.Algorithm
+	period time.Duration
+	id     string
+}
 
 // startJournal loads h's journal into the store, writes it afresh and
-// starts the writer, which asks pid (once known) for snapshots.
+// starts the writer, which messages pid (once known).
 func (h *heir) startJournal(root *protoactor.RootContext, pid *atomic.Pointer[protoactor.PID]) error {
 	j := h.cfg.Journal
 	snap, ok := h.store.(Snapshotter)
 	if !ok {
 		return errors.New("actorlimit: persistence needs a store that can be saved and loaded")
 	}
-	h.snap = snap
 	now := h.cfg.Clock.Now().UnixNano()
 	if err := j.Load(now, func(r algo.Record) error { return snap.Load(now, r) }); err != nil {
 		return err
 	}
-	j.Start(h.records(now), func() {
-		if p := pid.Load(); p != nil {
-			root.Send(p, snapshotRequest{})
+	h.snap, h.dirty = snap, make(map[dirtyKey]struct{})
+	send := func(m any) func() {
+		return func() {
+			if p := pid.Load(); p != nil {
+				root.Send(p, m)
+			}
 		}
-	})
+	}
+	j.Start(h.records(now), send(snapshotRequest{}), send(flushRequest{}))
 	return nil
 }
 
@@ -66,13 +81,35 @@ func (h *heir) records(now int64) iter.Seq[algo.Record] {
 	return func(yield func(algo.Record) bool) { h.snap.Snapshot(now, yield) }
 }
 
-// journalChecks appends the records of the keys checks may have changed.
-func (h *heir) journalChecks(checks []algo.Check) {
+// markDirty notes the keys checks may have changed: a map insert each, the
+// only cost of persistence a check pays. A key changed many times between
+// two flushes is written once.
+func (h *heir) markDirty(checks []algo.Check) {
 	for i := range checks {
-		if checks[i].Op != algo.OpPeek {
-			h.cfg.Journal.Append(h.snap.Record(&checks[i]))
+		if c := &checks[i]; c.Op != algo.OpPeek {
+			h.dirty[dirtyKey{c.Algorithm, c.Period, c.ID}] = struct{}{}
 		}
 	}
+}
+
+// flushJournal hands the journal the records of the keys changed since the
+// last flush.
+func (h *heir) flushJournal() {
+	j := h.cfg.Journal
+	var c algo.Check
+	for k := range h.dirty {
+		c.Algorithm, c.Period, c.ID = k.alg, k.period, k.id
+		j.Append(h.snap.Record(&c))
+	}
+	j.Commit()
+	clear(h.dirty)
+}
+
+// snapshotJournal hands the journal the whole state, which covers every
+// change so far.
+func (h *heir) snapshotJournal(now int64) {
+	h.cfg.Journal.Snapshot(h.records(now))
+	clear(h.dirty)
 }
 
 // closeJournal hands the journal a last snapshot and closes it; the
@@ -81,6 +118,6 @@ func (h *heir) closeJournal() {
 	if h.snap == nil {
 		return
 	}
-	h.cfg.Journal.Snapshot(h.records(h.cfg.Clock.Now().UnixNano()))
+	h.snapshotJournal(h.cfg.Clock.Now().UnixNano())
 	_ = h.cfg.Journal.Close()
 }

@@ -35,9 +35,6 @@ type mailbox struct {
 	invoker protoactor.MessageInvoker
 	batch   int    // most user messages a caller runs before handing off
 	drain   func() // m.runDrainer, bound once
-	// afterBatch, if set, runs after each batch of user messages, on the
-	// goroutine that ran it: the Journal's group commit.
-	afterBatch func()
 }
 
 const (
@@ -122,9 +119,6 @@ func (m *mailbox) run(budget int) (done bool) {
 			m.requeue(rest)
 		}
 		m.swapBack(batch)
-		if r != nil && m.afterBatch != nil {
-			m.afterBatch() // the messages before the failing one
-		}
 		if r != nil {
 			m.invoker.EscalateFailure(r, msg)
 			done = true
@@ -161,9 +155,6 @@ func (m *mailbox) run(budget int) (done bool) {
 				m.requeue(rest)
 				rest = nil
 			}
-		}
-		if m.afterBatch != nil {
-			m.afterBatch()
 		}
 	}
 }

@@ -98,7 +98,8 @@ type heir struct {
 	store    Store
 	restarts int
 	expired  uint64
-	snap     Snapshotter // the store, when it has a Journal
+	snap     Snapshotter           // the store, when it has a Journal
+	dirty    map[dirtyKey]struct{} // keys changed since the Journal's last flush
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -136,7 +137,7 @@ func (h *heir) decide(checks []algo.Check, out []algo.Decision, now int64) error
 		return fmt.Errorf("actorlimit: store: %w", err)
 	}
 	if h.snap != nil {
-		h.journalChecks(checks)
+		h.markDirty(checks)
 	}
 	return nil
 }
@@ -177,13 +178,7 @@ func (s *supervisor) spawnChildren(c protoactor.Context) {
 	cfg := s.h.cfg
 	props := protoactor.PropsFromProducer(
 		func() protoactor.Actor { return &limiter{h: s.h} },
-		protoactor.WithMailbox(func() protoactor.Mailbox {
-			m := newMailbox(cfg.Throughput)
-			if s.h.snap != nil {
-				m.afterBatch = cfg.Journal.Commit
-			}
-			return m
-		}),
+		protoactor.WithMailbox(func() protoactor.Mailbox { return newMailbox(cfg.Throughput) }),
 	)
 	pid, err := c.SpawnNamed(props, limiterName)
 	if err != nil {

@@ -1,7 +1,7 @@
 // Package persist keeps a limiter's state in a directory, so that it
 // survives a restart of the process: a snapshot of the whole state, written
 // periodically and at Close, and between snapshots an append-only log of
-// the records of the keys each mailbox batch changed.
+// the records of the keys changed since the last flush.
 //
 // # Files
 //
@@ -14,10 +14,13 @@
 //
 // # What is lost
 //
-// The limiter never waits for the disk: it hands each batch's records to a
-// writer goroutine through a buffer bounded by Config.MaxPending, and the
-// writer writes them every Config.FlushEvery. A process killed with SIGKILL
-// loses what was not yet written: the changes of the last FlushEvery. A
+// The limiter never waits for the disk: it notes which keys each check
+// changed, and every Config.FlushEvery the writer goroutine asks it for
+// their records (a key changed many times is written once), which it hands
+// over through a buffer bounded by Config.MaxPending; the writer writes them
+// in one frame. A process killed with SIGKILL loses what was not yet
+// written: the changes of the last FlushEvery, and of the time the request
+// waits in the limiter's mailbox and the write takes. A
 // machine that crashes loses what was not yet fsynced: the last SyncEvery
 // plus FlushEvery. When the buffer is full or a write fails, records are
 // dropped and counted, and the next snapshot writes the whole state again.

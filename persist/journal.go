@@ -128,7 +128,8 @@ type Journal struct {
 	gen     uint64
 	log     File
 	frame   []byte
-	request func()
+	request func() // asks the limiter for a snapshot
+	askKeys func() // asks the limiter for the keys changed since the last flush
 
 	needSnap atomic.Bool
 	kick     chan struct{}
@@ -172,16 +173,18 @@ func (j *Journal) path(name string) string { return filepath.Join(j.dir, name) }
 
 func logName(gen uint64) string { return fmt.Sprintf("log-%016x", gen) }
 
-// Append adds r to the current batch's records. The limiter calls it for
-// every key a batch changed; r.State is copied.
+// Append adds r to the records of the current flush. The limiter calls it,
+// when asked, for every key changed since the last flush; r.State is
+// copied.
 func (j *Journal) Append(r algo.Record) {
 	j.batch = AppendRecord(j.batch, r)
 	j.nBatch++
 }
 
-// Commit hands the current batch's records to the writer, once per
-// mailbox batch. If MaxPending bytes are already waiting it drops them
-// instead, counts them and asks for a snapshot; it never blocks on I/O.
+// Commit hands the current flush's records to the writer, which writes
+// them in one frame (a group commit). If MaxPending bytes are already
+// waiting it drops them instead, counts them and asks for a snapshot; it
+// never blocks on I/O.
 func (j *Journal) Commit() {
 	if j.nBatch == 0 {
 		return
@@ -203,6 +206,15 @@ func (j *Journal) Commit() {
 		j.mu.Unlock()
 	}
 	j.batch, j.nBatch = j.batch[:0], 0
+	j.wake()
+}
+
+// wake tells the writer there is something to write.
+func (j *Journal) wake() {
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Snapshot encodes every record of records, the store's whole state, and
@@ -222,20 +234,19 @@ func (j *Journal) Snapshot(records iter.Seq[algo.Record]) {
 	j.mu.Lock()
 	j.snap, j.after, j.lastLen = s, nil, len(s.buf)
 	j.mu.Unlock()
-	select {
-	case j.kick <- struct{}{}:
-	default:
-	}
+	j.wake()
 }
 
 // Start writes the state just loaded as a new snapshot, with a new, empty
 // log after it (so a torn tail is never appended to), and starts the
-// writer. request asks the limiter for a snapshot; the writer calls it
-// every SnapshotEvery, and after a write failed. A failure to write the
+// writer. The writer calls flush every FlushEvery, to ask the limiter for
+// the keys changed since the last flush (Append, Commit), and snapshot
+// every SnapshotEvery, and after a write failed, to ask for the whole
+// state; both only send the limiter a message. A failure to write the
 // first snapshot is logged and counted, as later ones are: the files of
 // the last run stay as they were.
-func (j *Journal) Start(records iter.Seq[algo.Record], request func()) {
-	j.request = request
+func (j *Journal) Start(records iter.Seq[algo.Record], snapshot, flush func()) {
+	j.request, j.askKeys = snapshot, flush
 	j.Snapshot(records)
 	<-j.kick
 	j.flush()
@@ -285,7 +296,8 @@ func (j *Journal) run(flush, sync, snap Ticker) {
 	for {
 		select {
 		case <-flush.C():
-			j.flush()
+			j.askKeys()
+			j.flush() // what was committed since the last write, if anything
 		case <-j.kick:
 			j.flush()
 		case <-sync.C():

@@ -52,6 +52,48 @@ type dirtyKey struct {
 	id     string
 }
 
+// policyKey is a key without its id.
+type policyKey struct {
+	alg    algo.Algorithm
+	period time.Duration
+}
+
+// dirtySet is the keys changed since the last flush. Most ids are checked
+// under one policy, so it is a map by id, whose string hash is the cheapest
+// Go has, holding that id's first policy; the other policies of an id go
+// to a second map, by whole key.
+type dirtySet struct {
+	byID  map[string]policyKey
+	other map[dirtyKey]struct{}
+}
+
+func (d *dirtySet) add(c *algo.Check) {
+	p := policyKey{c.Algorithm, c.Period}
+	if q, ok := d.byID[c.ID]; !ok {
+		d.byID[c.ID] = p
+	} else if q != p {
+		d.other[dirtyKey{c.Algorithm, c.Period, c.ID}] = struct{}{}
+	}
+}
+
+// each calls fn with every key of the set.
+func (d *dirtySet) each(fn func(*algo.Check)) {
+	var c algo.Check
+	for id, p := range d.byID {
+		c.Algorithm, c.Period, c.ID = p.alg, p.period, id
+		fn(&c)
+	}
+	for k := range d.other {
+		c.Algorithm, c.Period, c.ID = k.alg, k.period, k.id
+		fn(&c)
+	}
+}
+
+func (d *dirtySet) clear() {
+	clear(d.byID)
+	clear(d.other)
+}
+
 // startJournal loads h's journal into the store, writes it afresh and
 // starts the writer, which messages pid (once known).
 func (h *heir) startJournal(root *protoactor.RootContext, pid *atomic.Pointer[protoactor.PID]) error {
@@ -64,7 +106,8 @@ func (h *heir) startJournal(root *protoactor.RootContext, pid *atomic.Pointer[pr
 	if err := j.Load(now, func(r algo.Record) error { return snap.Load(now, r) }); err != nil {
 		return err
 	}
-	h.snap, h.dirty = snap, make(map[dirtyKey]struct{})
+	h.snap = snap
+	h.dirty = dirtySet{byID: make(map[string]policyKey), other: make(map[dirtyKey]struct{})}
 	send := func(m any) func() {
 		return func() {
 			if p := pid.Load(); p != nil {
@@ -86,8 +129,8 @@ func (h *heir) records(now int64) iter.Seq[algo.Record] {
 // two flushes is written once.
 func (h *heir) markDirty(checks []algo.Check) {
 	for i := range checks {
-		if c := &checks[i]; c.Op != algo.OpPeek {
-			h.dirty[dirtyKey{c.Algorithm, c.Period, c.ID}] = struct{}{}
+		if checks[i].Op != algo.OpPeek {
+			h.dirty.add(&checks[i])
 		}
 	}
 }
@@ -96,20 +139,16 @@ func (h *heir) markDirty(checks []algo.Check) {
 // last flush.
 func (h *heir) flushJournal() {
 	j := h.cfg.Journal
-	var c algo.Check
-	for k := range h.dirty {
-		c.Algorithm, c.Period, c.ID = k.alg, k.period, k.id
-		j.Append(h.snap.Record(&c))
-	}
+	h.dirty.each(func(c *algo.Check) { j.Append(h.snap.Record(c)) })
 	j.Commit()
-	clear(h.dirty)
+	h.dirty.clear()
 }
 
 // snapshotJournal hands the journal the whole state, which covers every
 // change so far.
 func (h *heir) snapshotJournal(now int64) {
 	h.cfg.Journal.Snapshot(h.records(now))
-	clear(h.dirty)
+	h.dirty.clear()
 }
 
 // closeJournal hands the journal a last snapshot and closes it; the

@@ -98,8 +98,8 @@ type heir struct {
 	store    Store
 	restarts int
 	expired  uint64
-	snap     Snapshotter           // the store, when it has a Journal
-	dirty    map[dirtyKey]struct{} // keys changed since the Journal's last flush
+	snap     Snapshotter // the store, when it has a Journal
+	dirty    dirtySet    // keys changed since the Journal's last flush
 
 	ready     chan struct{}
 	readyOnce sync.Once

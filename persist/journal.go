@@ -416,6 +416,10 @@ func (j *Journal) writeSnapshot(s *snapshot) bool {
 		j.log = nil
 	}
 	_ = j.cfg.FS.Remove(j.path(logName(old))) // the new snapshot holds it
+	if old > 0 {
+		// left behind by a crash between a rename and this removal
+		_ = j.cfg.FS.Remove(j.path(logName(old - 1)))
+	}
 	j.openLog()
 	return true
 }

@@ -379,3 +379,36 @@ func seedFiles(f *testing.F) (snap, log []byte) {
 	}
 	return snap, log
 }
+
+// TestJournalFailedSnapshot makes a snapshot's writing fail: the last
+// snapshot and log stay whole and loadable, the failure is counted, the
+// records of the failing moment are dropped and counted, and the next
+// snapshot, once the disk works, covers them.
+func TestJournalFailedSnapshot(t *testing.T) {
+	mfs := newMemFS()
+	cfg := persist.Config{FS: mfs}
+	r, _, err := newRig(t, "d", cfg)
+	require.NoError(t, err)
+	r.hit("a", "b")
+	r.tick.tick(flushEvery)
+
+	mfs.fail.Store(true)
+	r.j.Snapshot(r.records())
+	r.hit("c") // for the log after the snapshot, which cannot be made
+	r.tick.tick(flushEvery)
+	st := r.j.Stats()
+	assert.Positive(t, st.Errors)
+	assert.Equal(t, uint64(1), st.Dropped, "c")
+	got, _, err := reload(t, "d", cfg)
+	require.NoError(t, err, "the last snapshot and its log are intact")
+	assert.Equal(t, map[string]int64{"a": 1, "b": 1}, got)
+
+	mfs.fail.Store(false)
+	r.tick.tick(syncEvery)
+	require.Equal(t, 1, r.asked(), "a snapshot is asked for again")
+	r.j.Snapshot(r.records())
+	r.tick.tick(flushEvery)
+	got, _, err = reload(t, "d", cfg)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"a": 1, "b": 1, "c": 1}, got)
+}

@@ -102,9 +102,12 @@ func TestKill9(t *testing.T) {
 
 	byID := map[string]*told{}
 	sc := bufio.NewScanner(out)
-	lines, started := 0, time.Now()
-	var killed time.Time
+	lines := 0
+	var started, killed time.Time
 	for sc.Scan() {
+		if started.IsZero() {
+			started = time.Now() // the child is up and under load
+		}
 		f := strings.Fields(sc.Text())
 		require.Len(t, f, 4, "line %q", sc.Text())
 		tl := byID[f[0]]

@@ -139,6 +139,10 @@ type Stats struct {
 	Sweeps uint64
 	// SweepTime is the time they took in all, by the limiter's clock.
 	SweepTime time.Duration
+	// PersistErrors counts failed writes of [WithPersistence]'s files;
+	// PersistDropped the changes it could not write (the next snapshot
+	// written covers them).
+	PersistErrors, PersistDropped uint64
 }
 
 // Limiter is a running limiter. Its methods are safe for concurrent use.
@@ -277,6 +281,8 @@ func (l *Limiter) Stats(ctx context.Context) (Stats, error) {
 		sum.Restarts += s.Restarts
 		sum.Sweeps += s.Sweeps
 		sum.SweepTime += s.SweepTime
+		sum.PersistErrors += s.PersistErrors
+		sum.PersistDropped += s.PersistDropped
 	}
 	return sum, nil
 }

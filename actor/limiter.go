@@ -34,6 +34,10 @@ func (l *limiter) Receive(c protoactor.Context) {
 			l.sweeping = true
 			l.continueSweep(c, &sweep{before: l.cutoff(m.Timeout), start: l.now()})
 		}
+	case flushRequest:
+		l.h.flushJournal()
+	case snapshotRequest:
+		l.h.snapshotJournal(l.now())
 	case *protoactor.Restarting:
 		l.h.restarting()
 	case *protoactor.Stopped:

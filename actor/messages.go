@@ -38,6 +38,9 @@ type Stats struct {
 	// SweepTime is the time they took in all, by the limiter's clock, from
 	// the first chunk to the last.
 	SweepTime time.Duration
+	// PersistErrors counts failed writes of the Journal, PersistDropped
+	// the records it could not write (the next snapshot covers them).
+	PersistErrors, PersistDropped uint64
 }
 
 // Protocol translates the messages of an outside API, sent to the limiter by

@@ -1,8 +1,6 @@
 package table
 
 import (
-	"time"
-
 	"github.com/actorlimit/actorlimit/algo"
 )
 
@@ -13,25 +11,27 @@ const Never = algo.Never
 type Decision = algo.Decision
 
 // FixedWindow counts n hits for k at now (Unix nanoseconds) and decides them
-// as the raterlimiter does: the window is bucket floor(now / k.Scale),
-// every hit is counted, denied ones too, and the hits are allowed iff the
-// window's count after them is at most limit. The count saturates at the
-// largest int64: hits beyond it are denied, whatever the limit.
+// by [algo.FixedWindowHit], with k.Scale as the period: the window is bucket
+// floor(now / k.Scale), every hit is counted, denied ones too, and the hits
+// are allowed iff the window's count after them is at most limit. The
+// entry's Bucket is the window, Count its hits, Created and Modified Unix
+// ms ([algo.FixedState]).
 func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
-	e, saturated, inserted := t.add(k, FloorDiv(now, k.Scale), n, FloorDiv(now, int64(time.Millisecond)))
-	d := Decision{Count: e.Count, Allowed: !saturated && e.Count <= limit}
-	d.Remaining = max(0, limit-e.Count)
-	d.ResetAfter = time.Duration(e.end() - now)
-	if !inserted {
+	e := t.lookup(k)
+	var s algo.FixedState
+	if e != nil {
+		s = algo.FixedState{Window: e.Bucket, Count: e.Count, Created: e.Created, Modified: e.Modified}
+	}
+	d := algo.FixedWindowHit(&s, k.Scale, limit, n, now)
+	if e == nil {
+		e = t.insert(k, s.Window)
+	} else {
 		record(e, d.Allowed)
+		if e.Bucket != s.Window {
+			t.move(e, s.Window)
+		}
 	}
-	switch {
-	case d.Allowed:
-	case n > limit:
-		d.RetryAfter = Never
-	default:
-		d.RetryAfter = d.ResetAfter
-	}
+	e.Count, e.Created, e.Modified = s.Count, s.Created, s.Modified
 	return d
 }
 
@@ -40,19 +40,9 @@ func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
 // allowed, without changing anything. A key with nothing counted in the
 // current window has ResetAfter 0: it is at full capacity.
 func (t *Table) PeekFixedWindow(k Key, limit, now int64) Decision {
-	var d Decision
-	if e := t.lookup(k); e != nil && e.Bucket >= FloorDiv(now, k.Scale) {
-		d.Count = e.Count
-		d.ResetAfter = time.Duration(e.end() - now)
+	var s algo.FixedState
+	if e := t.lookup(k); e != nil {
+		s = algo.FixedState{Window: e.Bucket, Count: e.Count, Created: e.Created, Modified: e.Modified}
 	}
-	d.Allowed = d.Count < limit
-	d.Remaining = max(0, limit-d.Count)
-	switch {
-	case d.Allowed:
-	case limit < 1:
-		d.RetryAfter = Never
-	default:
-		d.RetryAfter = d.ResetAfter
-	}
-	return d
+	return algo.FixedWindowPeek(s, k.Scale, limit, now)
 }

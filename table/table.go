@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/google/btree"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // degree is the B-tree's degree: nodes hold up to 2*degree-1 entries. 32 keeps
@@ -93,10 +95,10 @@ type run struct {
 // lookups. The zero value is not usable; call [New]. A Table is not safe for
 // concurrent use.
 type Table struct {
-	groups map[group]*run // the runs of the order, one per window length
-	last   *run           // the run of the last lookup: calls come in runs
-	n      int            // entries
-	ext    map[*node]*ext // variable-size state of the entries that have one
+	groups map[group]*run        // the runs of the order, one per window length
+	last   *run                  // the run of the last lookup: calls come in runs
+	n      int                   // entries
+	ext    map[*node]*algo.Pairs // the slots of the windowed counters' entries
 	limit  int
 	hand   *node // the eviction ring's next candidate; nil if the ring is empty
 
@@ -192,7 +194,7 @@ func (t *Table) add(k Key, bucket, n, now int64) (e *node, saturated, inserted b
 			t.move(e, bucket)
 			e.Count, e.Created = 0, now
 		}
-		e.Count, saturated = addSat(e.Count, n)
+		e.Count, saturated = algo.AddSat(e.Count, n)
 		e.Modified = now
 		e.chances = hitChances
 		return e, saturated, false
@@ -200,18 +202,6 @@ func (t *Table) add(k Key, bucket, n, now int64) (e *node, saturated, inserted b
 	e = t.insert(k, bucket)
 	e.Count, e.Created, e.Modified = n, now, now
 	return e, false, true
-}
-
-// addSat returns a+b, or the int64 nearest to it and true if it does not fit.
-func addSat(a, b int64) (int64, bool) {
-	s := a + b
-	if (a >= 0) == (b >= 0) && (s >= 0) != (a >= 0) {
-		if b > 0 {
-			return math.MaxInt64, true
-		}
-		return math.MinInt64, true
-	}
-	return s, false
 }
 
 // insert adds an empty entry for k, which must have none, in window bucket,
@@ -357,11 +347,5 @@ func (t *Table) ascend(fn func(*node) bool) {
 }
 
 // FloorDiv returns floor(a/b) for b > 0, rounding toward minus infinity where
-// Go's / rounds toward zero.
-func FloorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
-}
+// Go's / rounds toward zero: [algo.FloorDiv].
+func FloorDiv(a, b int64) int64 { return algo.FloorDiv(a, b) }

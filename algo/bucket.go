@@ -142,12 +142,17 @@ func (s *BucketState) set(r drain, now int64, back vtime) {
 	s.Empty, s.Frac, s.Rate = now+back.ns, int64(back.frac), r.limit
 }
 
-// bucketHit decides n hits against s, a bucket that holds capacity hits and
-// drains limit per period ns; when peek is false and they are allowed it
-// adds them. When they are allowed, Delay is the wait before the first of
-// them can be served. It reports whether it changed s: an allowed hit, or
-// the first hit under a new Limit of a bucket that holds hits.
-func bucketHit(s *BucketState, period, limit, capacity, n, now int64, peek bool) (Decision, bool) {
+// bucketHit decides n hits against s, a bucket that drains limit per period
+// ns and holds burst hits, or burst+1 for a leaky bucket (the one served and
+// the burst that wait); when peek is false and they are allowed it adds
+// them. For allowed hits of a leaky bucket, Delay is the wait before the
+// first of them can be served. It reports whether it changed s: an allowed
+// hit, or the first hit under a new Limit of a bucket that holds hits.
+func bucketHit(s *BucketState, period, limit, burst, n, now int64, peek, leaky bool) (Decision, bool) {
+	capacity := burst
+	if leaky {
+		capacity = queue(burst)
+	}
 	if limit <= 0 || capacity <= 0 {
 		return Decision{RetryAfter: Never}, false
 	}
@@ -170,7 +175,9 @@ func bucketHit(s *BucketState, period, limit, capacity, n, now int64, peek bool)
 		d.RetryAfter = time.Duration(r.sub(need, full).ceil())
 	default:
 		d.Allowed = true
-		d.Delay = time.Duration(back.ceil())
+		if leaky {
+			d.Delay = time.Duration(back.ceil())
+		}
 	}
 	if peek || !d.Allowed {
 		return d, changed

@@ -8,15 +8,12 @@ package algo
 // s changed. limit and burst must be positive and burst*T at most
 // [MaxSpan].
 func GCRAHit(s *BucketState, period, limit, burst, n, now int64) (Decision, bool) {
-	d, changed := bucketHit(s, period, limit, burst, n, now, false)
-	d.Delay = 0
-	return d, changed
+	return bucketHit(s, period, limit, burst, n, now, false, false)
 }
 
 // GCRAPeek reports s at now as [GCRAHit] sees it, and whether one more hit
 // would be allowed.
 func GCRAPeek(s BucketState, period, limit, burst, now int64) Decision {
-	d, _ := bucketHit(&s, period, limit, burst, 1, now, true)
-	d.Delay = 0
+	d, _ := bucketHit(&s, period, limit, burst, 1, now, true, false)
 	return d
 }

@@ -12,13 +12,13 @@ import "math"
 // every period/limit. It reports whether s changed. limit must be positive,
 // burst not negative, and the time to drain burst+1 hits at most [MaxSpan].
 func LeakyBucketHit(s *BucketState, period, limit, burst, n, now int64) (Decision, bool) {
-	return bucketHit(s, period, limit, queue(burst), n, now, false)
+	return bucketHit(s, period, limit, burst, n, now, false, true)
 }
 
 // LeakyBucketPeek reports s at now as [LeakyBucketHit] sees it, and whether
 // one more hit would be allowed and with what Delay.
 func LeakyBucketPeek(s BucketState, period, limit, burst, now int64) Decision {
-	d, _ := bucketHit(&s, period, limit, queue(burst), 1, now, true)
+	d, _ := bucketHit(&s, period, limit, burst, 1, now, true, true)
 	return d
 }
 

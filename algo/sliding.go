@@ -17,13 +17,13 @@ const SubWindows = 60
 // may hold hits less than a period old. Denied hits change nothing. It
 // reports whether s changed.
 func SlidingWindowHit(s *SlotState, period, limit, n, now int64) (Decision, bool) {
-	return slotHit(s, slidingGrid(period), limit, n, now, false)
+	return slotHit(s, period, limit, n, now, false, false)
 }
 
 // SlidingWindowPeek reports s at now as [SlidingWindowHit] sees it, and
 // whether one more hit would be allowed.
 func SlidingWindowPeek(s SlotState, period, limit, now int64) Decision {
-	d, _ := slotHit(&s, slidingGrid(period), limit, 1, now, true)
+	d, _ := slotHit(&s, period, limit, 1, now, true, false)
 	return d
 }
 

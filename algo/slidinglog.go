@@ -16,13 +16,13 @@ import "time"
 // milliseconds in the last period, so at most limit. It is the costly
 // algorithm: its memory grows with limit.
 func SlidingLogHit(s *SlotState, period, limit, n, now int64) (Decision, bool) {
-	return slotHit(s, logGrid(period), limit, n, now, false)
+	return slotHit(s, period, limit, n, now, false, true)
 }
 
 // SlidingLogPeek reports s at now as [SlidingLogHit] sees it, and whether
 // one more hit would be allowed.
 func SlidingLogPeek(s SlotState, period, limit, now int64) Decision {
-	d, _ := slotHit(&s, logGrid(period), limit, 1, now, true)
+	d, _ := slotHit(&s, period, limit, 1, now, true, true)
 	return d
 }
 

@@ -194,10 +194,15 @@ func (s *SlotState) retry(g grid, alive, limit, n int64, off int, base, now int6
 }
 
 // slotHit decides n hits against s by the counts of its slots in the last
-// window of g, at most limit; when peek is false and they are allowed it
+// window of the grid of period (the sliding log's if log is true, else the
+// sliding window's), at most limit; when peek is false and they are allowed it
 // counts them in the slot of now. It reports whether it changed s: only
 // allowed hits do.
-func slotHit(s *SlotState, g grid, limit, n, now int64, peek bool) (Decision, bool) {
+func slotHit(s *SlotState, period, limit, n, now int64, peek, log bool) (Decision, bool) {
+	g := slidingGrid(period)
+	if log {
+		g = logGrid(period)
+	}
 	cur := g.slot(now)
 	alive, off, base := s.scan(cur - g.window)
 	d := Decision{Count: alive, Remaining: max(0, limit-alive)}

@@ -12,15 +12,12 @@ package algo
 // time at which the bucket will be full again, and the decision's Count is
 // the tokens missing (rounded up), Remaining the whole tokens left.
 func TokenBucketHit(s *BucketState, period, limit, capacity, n, now int64) (Decision, bool) {
-	d, changed := bucketHit(s, period, limit, capacity, n, now, false)
-	d.Delay = 0
-	return d, changed
+	return bucketHit(s, period, limit, capacity, n, now, false, false)
 }
 
 // TokenBucketPeek reports s at now as [TokenBucketHit] sees it, and whether
 // one more token could be taken.
 func TokenBucketPeek(s BucketState, period, limit, capacity, now int64) Decision {
-	d, _ := bucketHit(&s, period, limit, capacity, 1, now, true)
-	d.Delay = 0
+	d, _ := bucketHit(&s, period, limit, capacity, 1, now, true, false)
 	return d
 }

@@ -43,7 +43,7 @@ func (s *FixedState) Death(period int64) int64 {
 func FixedWindowHit(s *FixedState, period, limit, n, now int64) Decision {
 	w := FloorDiv(now, period)
 	ms := FloorDiv(now, int64(time.Millisecond))
-	if w > s.Window || *s == (FixedState{}) {
+	if w > s.Window || s.Count == 0 && *s == (FixedState{}) {
 		s.Window, s.Count, s.Created = w, 0, ms
 	}
 	var saturated bool

@@ -1,0 +1,174 @@
+package table
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/actorlimit/actorlimit/algo"
+)
+
+// A record's State is the entry's typed state in the encoding of package
+// algo, version [algo.StateVersion]: a version byte, then the fields of
+// [algo.FixedState], [algo.BucketState] or [algo.SlotState] as varints (the
+// slots' live pairs as they are kept). The record's Algorithm says which;
+// its Death is when that state is back to full capacity.
+
+// ErrRecord is wrapped by every error of [Table.Load].
+var ErrRecord = errors.New("table: bad record")
+
+// Snapshot calls fn with the record of every entry whose state is alive
+// after now, in the order of [Table.Ascend], until fn returns false. The
+// records' State share one buffer that the next record overwrites: fn must
+// copy what it keeps. Entries of a Kind that is no algorithm (made by
+// [Table.Add] alone) are left out. Snapshot implements the limiter actor's
+// Snapshotter contract.
+func (t *Table) Snapshot(now int64, fn func(r algo.Record) bool) {
+	var buf []byte
+	t.ascend(func(e *node) bool {
+		var (
+			death int64
+			ok    bool
+		)
+		buf, death, ok = t.appendState(buf[:0], e)
+		if !ok || death <= now {
+			return true
+		}
+		return fn(algo.Record{
+			Algorithm: algo.Algorithm(e.Kind), Period: time.Duration(e.Scale), ID: e.ID,
+			Death: death, State: buf,
+		})
+	})
+}
+
+// Record returns the record of c's key: its state as [Table.Snapshot]
+// writes it, in a new slice, or a record with nil State when the key has
+// none.
+func (t *Table) Record(c *algo.Check) algo.Record {
+	r := algo.Record{Algorithm: c.Algorithm, Period: c.Period, ID: c.ID}
+	e := t.lookup(Key{Kind: uint8(c.Algorithm), Scale: int64(c.Period), ID: c.ID})
+	if e == nil {
+		return r
+	}
+	if st, death, ok := t.appendState(nil, e); ok {
+		r.State, r.Death = st, death
+	}
+	return r
+}
+
+// appendState appends the encoding of e's state to b and returns it with
+// the state's death (Unix ns); ok is false if e's Kind is no algorithm.
+func (t *Table) appendState(b []byte, e *node) (_ []byte, death int64, ok bool) {
+	switch a := algo.Algorithm(e.Kind); a {
+	case algo.FixedWindow:
+		s := algo.FixedState{Window: e.Bucket, Count: e.Count, Created: e.Created, Modified: e.Modified}
+		b, _ = s.AppendBinary(b)
+		return b, s.Death(e.Scale), true
+	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
+		s := algo.BucketState{Empty: e.Modified, Frac: e.Created, Rate: e.Count}
+		b, _ = s.AppendBinary(b)
+		return b, s.Death(), true
+	case algo.SlidingWindow, algo.SlidingLog:
+		x := t.ext[e]
+		if x == nil {
+			return b, 0, false
+		}
+		s := algo.SlotState{Count: e.Count, Base: e.Created, Newest: e.Modified, Pairs: *x}
+		b, _ = s.AppendBinary(b)
+		if a == algo.SlidingLog {
+			return b, algo.SlidingLogDeath(&s, e.Scale), true
+		}
+		return b, algo.SlidingWindowDeath(&s, e.Scale), true
+	}
+	return b, 0, false
+}
+
+// Load puts r's state in the table, replacing the key's own: a record with
+// nil State deletes it, and one whose Death, or whose state's own death,
+// is at or before now is ignored. A record whose key is not one a check
+// could have (an unknown algorithm, an empty ID, a period the algorithm
+// does not accept), whose State does not decode to a state of its
+// algorithm, or whose state lies too far from now for the algorithms'
+// arithmetic (see [algo.BucketState.Check] and its likes) is an error
+// wrapping [ErrRecord], and changes nothing. The loaded entry has no chance
+// against eviction yet, as a new one; in a full table its insertion evicts
+// another.
+func (t *Table) Load(now int64, r algo.Record) error {
+	if err := checkKey(&r); err != nil {
+		return err
+	}
+	k := Key{Kind: uint8(r.Algorithm), Scale: int64(r.Period), ID: r.ID}
+	if r.State == nil {
+		t.Delete(k)
+		return nil
+	}
+	var (
+		death, bucket int64
+		set           func(e *node)
+		err           error
+	)
+	switch r.Algorithm {
+	case algo.FixedWindow:
+		var s algo.FixedState
+		if err = s.UnmarshalBinary(r.State); err == nil {
+			err = s.Check(k.Scale, now)
+		}
+		death, bucket = s.Death(k.Scale), s.Window
+		set = func(e *node) { e.Count, e.Created, e.Modified = s.Count, s.Created, s.Modified }
+	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
+		var s algo.BucketState
+		if err = s.UnmarshalBinary(r.State); err == nil {
+			err = s.Check(now)
+		}
+		death = s.Death()
+		bucket = deathBucket(death, k.Scale)
+		set = func(e *node) { e.Modified, e.Created, e.Count = s.Empty, s.Frac, s.Rate }
+	default: // the sliding window and log
+		var s algo.SlotState
+		if err = s.UnmarshalBinary(r.State); err == nil {
+			if r.Algorithm == algo.SlidingLog {
+				err = s.CheckSlidingLog(k.Scale, now)
+				death = algo.SlidingLogDeath(&s, k.Scale)
+			} else {
+				err = s.CheckSlidingWindow(k.Scale, now)
+				death = algo.SlidingWindowDeath(&s, k.Scale)
+			}
+		}
+		bucket = deathBucket(death, k.Scale)
+		set = func(e *node) {
+			if t.ext == nil {
+				t.ext = make(map[*node]*algo.Pairs)
+			}
+			t.ext[e] = &s.Pairs
+			e.Count, e.Created, e.Modified = s.Count, s.Base, s.Newest
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v %v %q: %w", ErrRecord, r.Algorithm, r.Period, r.ID, err)
+	}
+	if r.Death <= now || death <= now {
+		return nil
+	}
+	t.Delete(k)
+	set(t.insert(k, bucket))
+	return nil
+}
+
+// checkKey says what is wrong with r's key, if anything: what
+// [algo.Validate] and the root would refuse in a check.
+func checkKey(r *algo.Record) error {
+	p := r.Period
+	switch {
+	case !r.Algorithm.Known():
+		return fmt.Errorf("%w: unknown algorithm %v", ErrRecord, r.Algorithm)
+	case r.ID == "":
+		return fmt.Errorf("%w: empty ID", ErrRecord)
+	case p <= 0:
+		return fmt.Errorf("%w: %v period %v, not positive", ErrRecord, r.Algorithm, p)
+	case r.Algorithm.Windowed() && p%time.Millisecond != 0:
+		return fmt.Errorf("%w: %v period %v, not whole milliseconds", ErrRecord, r.Algorithm, p)
+	case r.Algorithm != algo.FixedWindow && p > MaxSpan:
+		return fmt.Errorf("%w: %v period %v, longer than %v", ErrRecord, r.Algorithm, p, MaxSpan)
+	}
+	return nil
+}

@@ -71,9 +71,6 @@ func (n *node) entry() Entry {
 	}
 }
 
-// end returns when n's window ends, in Unix nanoseconds.
-func (n *node) end() int64 { return (n.Bucket + 1) * n.Scale }
-
 // group is one window length of one kind: one contiguous run of the order.
 type group struct {
 	kind  uint8

@@ -18,20 +18,23 @@ type Decision = algo.Decision
 // ms ([algo.FixedState]).
 func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
 	e := t.lookup(k)
-	var s algo.FixedState
-	if e != nil {
-		s = algo.FixedState{Window: e.Bucket, Count: e.Count, Created: e.Created, Modified: e.Modified}
-	}
-	d := algo.FixedWindowHit(&s, k.Scale, limit, n, now)
 	if e == nil {
+		var s algo.FixedState
+		d := algo.FixedWindowHit(&s, k.Scale, limit, n, now)
 		e = t.insert(k, s.Window)
-	} else {
-		record(e, d.Allowed)
-		if e.Bucket != s.Window {
-			t.move(e, s.Window)
-		}
+		e.FixedState = s
+		return d
 	}
-	e.Count, e.Created, e.Modified = s.Count, s.Created, s.Modified
+	// The hit works on the node's own state; a new window files it anew,
+	// under the window it was filed under.
+	w := e.Window
+	d := algo.FixedWindowHit(&e.FixedState, k.Scale, limit, n, now)
+	record(e, d.Allowed)
+	if e.Window != w {
+		nw := e.Window
+		e.Window = w
+		t.move(e, nw)
+	}
 	return d
 }
 
@@ -42,7 +45,7 @@ func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
 func (t *Table) PeekFixedWindow(k Key, limit, now int64) Decision {
 	var s algo.FixedState
 	if e := t.lookup(k); e != nil {
-		s = algo.FixedState{Window: e.Bucket, Count: e.Count, Created: e.Created, Modified: e.Modified}
+		s = e.FixedState
 	}
 	return algo.FixedWindowPeek(s, k.Scale, limit, now)
 }

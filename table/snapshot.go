@@ -61,9 +61,8 @@ func (t *Table) Record(c *algo.Check) algo.Record {
 func (t *Table) appendState(b []byte, e *node) (_ []byte, death int64, ok bool) {
 	switch a := algo.Algorithm(e.Kind); a {
 	case algo.FixedWindow:
-		s := algo.FixedState{Window: e.Bucket, Count: e.Count, Created: e.Created, Modified: e.Modified}
-		b, _ = s.AppendBinary(b)
-		return b, s.Death(e.Scale), true
+		b, _ = e.FixedState.AppendBinary(b)
+		return b, e.FixedState.Death(e.Scale), true
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
 		s := algo.BucketState{Empty: e.Modified, Frac: e.Created, Rate: e.Count}
 		b, _ = s.AppendBinary(b)

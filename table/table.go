@@ -54,20 +54,27 @@ func (e *Entry) End() int64 { return (e.Bucket + 1) * e.Scale }
 // 16 bytes more, the links of the eviction ring (see evict.go). chances, the
 // ring's count of passes the entry survives, lives in what would be Kind's
 // padding. A node is 80 bytes, an Entry 64.
+//
+// Its first four words are an [algo.FixedState], so that a fixed window's
+// hit works on the node itself: Window is the bucket the node is filed
+// under in its run's tree, for every algorithm (for the others, the bucket
+// of the state's death), and Count, Created and Modified hold the scalars
+// of the other algorithms' states (see gcra.go and sliding.go).
 type node struct {
-	Bucket, Count, Modified int64
-	Kind                    uint8
-	chances                 uint8
-	Created, Scale          int64
-	ID                      string
-	prev, next              *node
+	algo.FixedState
+	Kind    uint8
+	chances uint8
+	Scale   int64
+	ID      string
+	prev    *node
+	next    *node
 }
 
 // entry returns a copy of n as an Entry.
 func (n *node) entry() Entry {
 	return Entry{
 		Key:    Key{Kind: n.Kind, Scale: n.Scale, ID: n.ID},
-		Bucket: n.Bucket, Count: n.Count, Created: n.Created, Modified: n.Modified,
+		Bucket: n.Window, Count: n.Count, Created: n.Created, Modified: n.Modified,
 	}
 }
 
@@ -117,8 +124,8 @@ func New(limit int) *Table {
 // less orders the entries of one run: by bucket, then id. Kind and scale
 // are the run's own.
 func less(a, b *node) bool {
-	if a.Bucket != b.Bucket {
-		return a.Bucket < b.Bucket
+	if a.Window != b.Window {
+		return a.Window < b.Window
 	}
 	return a.ID < b.ID
 }
@@ -187,7 +194,7 @@ func (t *Table) Add(k Key, bucket, n, now int64) Entry {
 // is new.
 func (t *Table) add(k Key, bucket, n, now int64) (e *node, saturated, inserted bool) {
 	if e = t.lookup(k); e != nil {
-		if bucket > e.Bucket {
+		if bucket > e.Window {
 			t.move(e, bucket)
 			e.Count, e.Created = 0, now
 		}
@@ -209,7 +216,8 @@ func (t *Table) insert(k Key, bucket int64) *node {
 		t.evict()
 	}
 	// Never retain the caller's buffer.
-	e := &node{Kind: k.Kind, Scale: k.Scale, ID: strings.Clone(k.ID), Bucket: bucket}
+	e := &node{Kind: k.Kind, Scale: k.Scale, ID: strings.Clone(k.ID)}
+	e.Window = bucket
 	r := t.runOf(k.Kind, k.Scale)
 	if r == nil {
 		r = &run{
@@ -232,12 +240,12 @@ func (t *Table) insert(k Key, bucket int64) *node {
 // move puts e in window bucket, keeping the order: the entry is taken out
 // of the tree and put back. It costs nothing when e is in bucket already.
 func (t *Table) move(e *node, bucket int64) {
-	if e.Bucket == bucket {
+	if e.Window == bucket {
 		return
 	}
 	r := t.runOf(e.Kind, e.Scale)
 	r.tree.Delete(e)
-	e.Bucket = bucket
+	e.Window = bucket
 	r.tree.ReplaceOrInsert(e)
 }
 
@@ -301,7 +309,7 @@ func (t *Table) Expire(before int64, max int) (removed int, more bool) {
 		cutoff := FloorDiv(before, r.scale)
 		for {
 			e, ok := r.tree.Min()
-			if !ok || e.Bucket >= cutoff {
+			if !ok || e.Window >= cutoff {
 				break
 			}
 			if removed == max {

@@ -29,17 +29,26 @@ type Key struct {
 }
 
 // Entry is one row of the table: <bucketNum, id> -> <count, created,
-// modified>. Created and Modified are Unix milliseconds, as in the original.
+// modified>. For a fixed window (and for [Table.Add]) the fields mean what
+// they say, as in the original; the other algorithms keep the words of
+// their typed state in Count, Created and Modified, as the package doc
+// says ("Algorithms and their entries").
 type Entry struct {
 	Key
-	// Bucket is the window number: floor(Unix ns / Scale), which for a
-	// whole-millisecond Scale is the original's floor(Unix ms / scale ms).
+	// Bucket is the window number the entry is filed under: for a fixed
+	// window floor(Unix ns / Scale), which for a whole-millisecond Scale is
+	// the original's floor(Unix ms / scale ms); for the other algorithms the
+	// window of Scale in which the key's state is back to full capacity.
 	Bucket int64
-	// Count is the number of hits counted in the window.
+	// Count is the number of hits counted in the window (fixed window), the
+	// hits kept (sliding window and log), or the bucket's Rate.
 	Count int64
-	// Created is when the entry entered this window, in Unix ms.
+	// Created is when the entry entered this window, in Unix ms (fixed
+	// window); the slot before the oldest kept (sliding window and log); or
+	// the bucket's Frac.
 	Created int64
-	// Modified is the time of the last hit, in Unix ms.
+	// Modified is the time of the last hit, in Unix ms (fixed window); the
+	// newest slot (sliding window and log); or the bucket's Empty, Unix ns.
 	Modified int64
 }
 

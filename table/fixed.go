@@ -17,25 +17,31 @@ type Decision = algo.Decision
 // entry's Bucket is the window, Count its hits, Created and Modified Unix
 // ms ([algo.FixedState]).
 func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
+	var d Decision
+	t.fixedWindow(k, limit, n, now, &d)
+	return d
+}
+
+// fixedWindow is [Table.FixedWindow], writing the decision to d.
+func (t *Table) fixedWindow(k Key, limit, n, now int64, d *Decision) {
 	e := t.lookup(k)
 	if e == nil {
 		var s algo.FixedState
-		d := algo.FixedWindowHit(&s, k.Scale, limit, n, now)
+		*d = algo.FixedWindowHit(&s, k.Scale, limit, n, now)
 		e = t.insert(k, s.Window)
 		e.FixedState = s
-		return d
+		return
 	}
 	// The hit works on the node's own state; a new window files it anew,
 	// under the window it was filed under.
 	w := e.Window
-	d := algo.FixedWindowHit(&e.FixedState, k.Scale, limit, n, now)
+	*d = algo.FixedWindowHit(&e.FixedState, k.Scale, limit, n, now)
 	record(e, d.Allowed)
 	if e.Window != w {
 		nw := e.Window
 		e.Window = w
 		t.move(e, nw)
 	}
-	return d
 }
 
 // PeekFixedWindow reports k's fixed window at now (Unix nanoseconds) as

@@ -25,10 +25,17 @@ func DrainTime(period, limit, capacity int64) (time.Duration, bool) {
 // becomes max(TAT, now) + n*T. Denied hits change nothing. limit and burst
 // must be positive and burst*T at most [MaxSpan].
 func (t *Table) GCRA(k Key, limit, burst, n, now int64) Decision {
-	e, s := t.bucketOf(k)
-	d, changed := algo.GCRAHit(&s, k.Scale, limit, burst, n, now)
-	t.putBucket(k, e, &s, d.Allowed, changed)
+	var d Decision
+	t.gcra(k, limit, burst, n, now, &d)
 	return d
+}
+
+// gcra is [Table.GCRA], writing the decision to d.
+func (t *Table) gcra(k Key, limit, burst, n, now int64, d *Decision) {
+	e, s := t.bucketOf(k)
+	var changed bool
+	*d, changed = algo.GCRAHit(&s, k.Scale, limit, burst, n, now)
+	t.putBucket(k, e, &s, d.Allowed, changed)
 }
 
 // PeekGCRA reports k's state at now as [Table.GCRA] sees it, and whether one

@@ -12,10 +12,17 @@ import "github.com/actorlimit/actorlimit/algo"
 // others follow one every k.Scale/limit. limit must be positive, burst not
 // negative, and the time to drain burst+1 hits at most [MaxSpan].
 func (t *Table) LeakyBucket(k Key, limit, burst, n, now int64) Decision {
-	e, s := t.bucketOf(k)
-	d, changed := algo.LeakyBucketHit(&s, k.Scale, limit, burst, n, now)
-	t.putBucket(k, e, &s, d.Allowed, changed)
+	var d Decision
+	t.leakyBucket(k, limit, burst, n, now, &d)
 	return d
+}
+
+// leakyBucket is [Table.LeakyBucket], writing the decision to d.
+func (t *Table) leakyBucket(k Key, limit, burst, n, now int64, d *Decision) {
+	e, s := t.bucketOf(k)
+	var changed bool
+	*d, changed = algo.LeakyBucketHit(&s, k.Scale, limit, burst, n, now)
+	t.putBucket(k, e, &s, d.Allowed, changed)
 }
 
 // PeekLeakyBucket reports k's state at now as [Table.LeakyBucket] sees it,

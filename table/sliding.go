@@ -13,15 +13,22 @@ const SubWindows = algo.SubWindows
 // more than limit allowed hits in any interval of length Period. Denied hits
 // change nothing.
 func (t *Table) SlidingWindow(k Key, limit, n, now int64) Decision {
+	var d Decision
+	t.slidingWindow(k, limit, n, now, &d)
+	return d
+}
+
+// slidingWindow is [Table.SlidingWindow], writing the decision to d.
+func (t *Table) slidingWindow(k Key, limit, n, now int64, d *Decision) {
 	e, x, s := t.slotsOf(k)
-	d, changed := algo.SlidingWindowHit(&s, k.Scale, limit, n, now)
+	var changed bool
+	*d, changed = algo.SlidingWindowHit(&s, k.Scale, limit, n, now)
 	if e != nil {
 		record(e, d.Allowed)
 	}
 	if changed {
 		t.putSlots(k, e, x, &s, algo.SlidingWindowDeath(&s, k.Scale))
 	}
-	return d
 }
 
 // PeekSlidingWindow reports k's state at now as [Table.SlidingWindow] sees

@@ -9,15 +9,22 @@ import "github.com/actorlimit/actorlimit/algo"
 // hits are not logged. The log keeps one (gap, count) pair per millisecond
 // with allowed hits, so its memory grows with limit.
 func (t *Table) SlidingLog(k Key, limit, n, now int64) Decision {
+	var d Decision
+	t.slidingLog(k, limit, n, now, &d)
+	return d
+}
+
+// slidingLog is [Table.SlidingLog], writing the decision to d.
+func (t *Table) slidingLog(k Key, limit, n, now int64, d *Decision) {
 	e, x, s := t.slotsOf(k)
-	d, changed := algo.SlidingLogHit(&s, k.Scale, limit, n, now)
+	var changed bool
+	*d, changed = algo.SlidingLogHit(&s, k.Scale, limit, n, now)
 	if e != nil {
 		record(e, d.Allowed)
 	}
 	if changed {
 		t.putSlots(k, e, x, &s, algo.SlidingLogDeath(&s, k.Scale))
 	}
-	return d
 }
 
 // PeekSlidingLog reports k's state at now as [Table.SlidingLog] sees it, and

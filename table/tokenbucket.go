@@ -14,10 +14,17 @@ import "github.com/actorlimit/actorlimit/algo"
 // the time at which the bucket will be full again, and Count is the tokens
 // missing (rounded up), Remaining the whole tokens left.
 func (t *Table) TokenBucket(k Key, limit, capacity, n, now int64) Decision {
-	e, s := t.bucketOf(k)
-	d, changed := algo.TokenBucketHit(&s, k.Scale, limit, capacity, n, now)
-	t.putBucket(k, e, &s, d.Allowed, changed)
+	var d Decision
+	t.tokenBucket(k, limit, capacity, n, now, &d)
 	return d
+}
+
+// tokenBucket is [Table.TokenBucket], writing the decision to d.
+func (t *Table) tokenBucket(k Key, limit, capacity, n, now int64, d *Decision) {
+	e, s := t.bucketOf(k)
+	var changed bool
+	*d, changed = algo.TokenBucketHit(&s, k.Scale, limit, capacity, n, now)
+	t.putBucket(k, e, &s, d.Allowed, changed)
 }
 
 // PeekTokenBucket reports k's state at now as [Table.TokenBucket] sees it,

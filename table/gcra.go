@@ -35,7 +35,7 @@ func (t *Table) gcra(k Key, limit, burst, n, now int64, d *Decision) {
 	e, s := t.bucketOf(k)
 	var changed bool
 	*d, changed = algo.GCRAHit(&s, k.Scale, limit, burst, n, now)
-	t.putBucket(k, e, &s, d.Allowed, changed)
+	t.putBucket(k, e, &s, d, changed, now)
 }
 
 // PeekGCRA reports k's state at now as [Table.GCRA] sees it, and whether one
@@ -58,17 +58,19 @@ func (t *Table) bucketOf(k Key) (*node, algo.BucketState) {
 	return e, algo.BucketState{Empty: e.Modified, Frac: e.Created, Rate: e.Count}
 }
 
-// putBucket stores s, the state of k after a hit with the given outcome, in
-// e (inserting it if e is nil and s changed) and files e under the bucket
-// of s's death. An existing entry gets the hit's chances against eviction.
-func (t *Table) putBucket(k Key, e *node, s *algo.BucketState, allowed, changed bool) {
+// putBucket stores s, the state of k after a hit at now decided d, in e
+// (inserting it if e is nil and s changed) and files e under the bucket of
+// s's death: now plus d.ResetAfter, the wait until the key is back to full
+// capacity, which is [algo.BucketState.Death]. An existing entry gets the
+// hit's chances against eviction.
+func (t *Table) putBucket(k Key, e *node, s *algo.BucketState, d *Decision, changed bool, now int64) {
 	if e != nil {
-		record(e, allowed)
+		record(e, d.Allowed)
 	}
 	if !changed {
 		return
 	}
-	b := deathBucket(s.Death(), k.Scale)
+	b := deathBucket(now+int64(d.ResetAfter), k.Scale)
 	if e == nil {
 		e = t.insert(k, b)
 	}

@@ -22,7 +22,7 @@ func (t *Table) leakyBucket(k Key, limit, burst, n, now int64, d *Decision) {
 	e, s := t.bucketOf(k)
 	var changed bool
 	*d, changed = algo.LeakyBucketHit(&s, k.Scale, limit, burst, n, now)
-	t.putBucket(k, e, &s, d.Allowed, changed)
+	t.putBucket(k, e, &s, d, changed, now)
 }
 
 // PeekLeakyBucket reports k's state at now as [Table.LeakyBucket] sees it,

@@ -27,7 +27,7 @@ func (t *Table) slidingWindow(k Key, limit, n, now int64, d *Decision) {
 		record(e, d.Allowed)
 	}
 	if changed {
-		t.putSlots(k, e, x, &s, algo.SlidingWindowDeath(&s, k.Scale))
+		t.putSlots(k, e, x, &s, now+int64(d.ResetAfter))
 	}
 }
 
@@ -58,7 +58,9 @@ func (t *Table) slotsOf(k Key) (*node, *algo.Pairs, algo.SlotState) {
 }
 
 // putSlots stores s, the changed state of k, in e and its pairs x (creating
-// either if nil), and files e under the bucket of death, s's death.
+// either if nil), and files e under the bucket of death, s's death: the
+// time of the hit plus the decision's ResetAfter, which is the wait until
+// the key is back to full capacity.
 func (t *Table) putSlots(k Key, e *node, x *algo.Pairs, s *algo.SlotState, death int64) {
 	b := deathBucket(death, k.Scale)
 	if e == nil {

@@ -23,7 +23,7 @@ func (t *Table) slidingLog(k Key, limit, n, now int64, d *Decision) {
 		record(e, d.Allowed)
 	}
 	if changed {
-		t.putSlots(k, e, x, &s, algo.SlidingLogDeath(&s, k.Scale))
+		t.putSlots(k, e, x, &s, now+int64(d.ResetAfter))
 	}
 }
 

@@ -24,7 +24,7 @@ func (t *Table) tokenBucket(k Key, limit, capacity, n, now int64, d *Decision) {
 	e, s := t.bucketOf(k)
 	var changed bool
 	*d, changed = algo.TokenBucketHit(&s, k.Scale, limit, capacity, n, now)
-	t.putBucket(k, e, &s, d.Allowed, changed)
+	t.putBucket(k, e, &s, d, changed, now)
 }
 
 // PeekTokenBucket reports k's state at now as [Table.TokenBucket] sees it,

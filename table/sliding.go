@@ -20,7 +20,8 @@ func (t *Table) SlidingWindow(k Key, limit, n, now int64) Decision {
 
 // slidingWindow is [Table.SlidingWindow], writing the decision to d.
 func (t *Table) slidingWindow(k Key, limit, n, now int64, d *Decision) {
-	e, x, s := t.slotsOf(k)
+	var s algo.SlotState
+	e, x := t.slotsOf(k, &s)
 	var changed bool
 	*d, changed = algo.SlidingWindowHit(&s, k.Scale, limit, n, now)
 	if e != nil {
@@ -34,7 +35,8 @@ func (t *Table) slidingWindow(k Key, limit, n, now int64, d *Decision) {
 // PeekSlidingWindow reports k's state at now as [Table.SlidingWindow] sees
 // it, and whether one more hit would be allowed, without changing anything.
 func (t *Table) PeekSlidingWindow(k Key, limit, now int64) Decision {
-	_, _, s := t.slotsOf(k)
+	var s algo.SlotState
+	t.slotsOf(k, &s)
 	return algo.SlidingWindowPeek(s, k.Scale, limit, now)
 }
 
@@ -43,18 +45,18 @@ func (t *Table) PeekSlidingWindow(k Key, limit, now int64) Decision {
 // the newest slot (Newest); the pairs hang off the entry in the side map
 // t.ext, which holds only the entries that have some.
 
-// slotsOf returns k's entry, or nil, its pairs, or nil, and its state as
-// slots.
-func (t *Table) slotsOf(k Key) (*node, *algo.Pairs, algo.SlotState) {
+// slotsOf returns k's entry, or nil, and its pairs, or nil, and sets s to
+// its state as slots (s is left as it is, the empty state, if k has none).
+func (t *Table) slotsOf(k Key, s *algo.SlotState) (*node, *algo.Pairs) {
 	e := t.lookup(k)
 	if e == nil {
-		return nil, nil, algo.SlotState{}
+		return nil, nil
 	}
 	x := t.ext[e]
-	if x == nil {
-		return e, nil, algo.SlotState{}
+	if x != nil {
+		*s = algo.SlotState{Count: e.Count, Base: e.Created, Newest: e.Modified, Pairs: *x}
 	}
-	return e, x, algo.SlotState{Count: e.Count, Base: e.Created, Newest: e.Modified, Pairs: *x}
+	return e, x
 }
 
 // putSlots stores s, the changed state of k, in e and its pairs x (creating

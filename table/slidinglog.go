@@ -16,7 +16,8 @@ func (t *Table) SlidingLog(k Key, limit, n, now int64) Decision {
 
 // slidingLog is [Table.SlidingLog], writing the decision to d.
 func (t *Table) slidingLog(k Key, limit, n, now int64, d *Decision) {
-	e, x, s := t.slotsOf(k)
+	var s algo.SlotState
+	e, x := t.slotsOf(k, &s)
 	var changed bool
 	*d, changed = algo.SlidingLogHit(&s, k.Scale, limit, n, now)
 	if e != nil {
@@ -30,6 +31,7 @@ func (t *Table) slidingLog(k Key, limit, n, now int64, d *Decision) {
 // PeekSlidingLog reports k's state at now as [Table.SlidingLog] sees it, and
 // whether one more hit would be allowed, without changing anything.
 func (t *Table) PeekSlidingLog(k Key, limit, now int64) Decision {
-	_, _, s := t.slotsOf(k)
+	var s algo.SlotState
+	t.slotsOf(k, &s)
 	return algo.SlidingLogPeek(s, k.Scale, limit, now)
 }

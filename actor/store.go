@@ -82,3 +82,5 @@ type Snapshotter interface {
 	// and changes nothing.
 	Load(now int64, r algo.Record) error
 }
+
+var _ Snapshotter = (*table.Table)(nil)

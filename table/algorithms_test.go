@@ -158,7 +158,7 @@ func snapshot(tbl *Table) []string {
 	tbl.ascend(func(e *node) bool {
 		x := ""
 		if ext := tbl.ext[e]; ext != nil {
-			x = fmt.Sprintf("%x@%d/%d", ext.buf[ext.head:], ext.head, ext.last)
+			x = fmt.Sprintf("%x@%d/%d", ext.Buf[ext.Head:], ext.Head, ext.Last)
 		}
 		s = append(s, fmt.Sprintf("%+v %s", e.entry(), x))
 		return true

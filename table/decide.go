@@ -12,34 +12,45 @@ import (
 // always nil. The checks must be valid (see [algo.Check]).
 func (t *Table) Decide(_ context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
 	for i := range checks {
-		out[i] = t.Apply(&checks[i], now)
+		t.apply(&checks[i], now, &out[i])
 	}
 	return nil
 }
 
 // Apply applies one valid check at now (Unix ns) and returns its decision.
 func (t *Table) Apply(c *algo.Check, now int64) Decision {
+	var d Decision
+	t.apply(c, now, &d)
+	return d
+}
+
+// apply is [Table.Apply], writing the decision to d: a hit's decision goes
+// from the algorithm's function to d with no copy in between.
+func (t *Table) apply(c *algo.Check, now int64, d *Decision) {
 	k := Key{Kind: uint8(c.Algorithm), Scale: int64(c.Period), ID: c.ID}
 	switch c.Op {
 	case algo.OpReset:
 		t.Delete(k)
-		return Decision{}
+		*d = Decision{}
+		return
 	case algo.OpPeek:
-		return t.peek(c, k, now)
+		*d = t.peek(c, k, now)
+		return
 	}
 	switch c.Algorithm {
 	case algo.SlidingWindow:
-		return t.SlidingWindow(k, c.Limit, c.N, now)
+		t.slidingWindow(k, c.Limit, c.N, now, d)
 	case algo.GCRA:
-		return t.GCRA(k, c.Limit, c.Burst, c.N, now)
+		t.gcra(k, c.Limit, c.Burst, c.N, now, d)
 	case algo.TokenBucket:
-		return t.TokenBucket(k, c.Limit, c.Burst, c.N, now)
+		t.tokenBucket(k, c.Limit, c.Burst, c.N, now, d)
 	case algo.LeakyBucket:
-		return t.LeakyBucket(k, c.Limit, c.Burst, c.N, now)
+		t.leakyBucket(k, c.Limit, c.Burst, c.N, now, d)
 	case algo.SlidingLog:
-		return t.SlidingLog(k, c.Limit, c.N, now)
+		t.slidingLog(k, c.Limit, c.N, now, d)
+	default:
+		t.fixedWindow(k, c.Limit, c.N, now, d)
 	}
-	return t.FixedWindow(k, c.Limit, c.N, now)
 }
 
 // peek reports the check's key as its algorithm sees it, changing nothing.

@@ -1,4 +1,6 @@
-// Package table is the limiter's ordered store and its window arithmetic.
+// Package table is the limiter's ordered store: it keeps each key's state,
+// finds it, files it in order and deletes it; the algorithms that decide
+// hits against that state are pure functions of package algo.
 //
 // A [Table] keeps one [Entry] per limit state, in the manner of the Erlang
 // raterlimiter's ordered ETS table: <bucketNum, id> -> <count, created,
@@ -27,42 +29,61 @@
 // # Algorithms and their entries
 //
 // Each algorithm has its own Kind, so its entries form their own runs of the
-// order; the caller (the limiter actor) chooses the Kind values. Every
-// algorithm keeps one entry per key, and chooses the entry's Bucket so that
-// the end of that bucket, (Bucket+1)*Scale, is at or after the time the
-// key's state is back to full capacity (its death), and less than one Scale
-// after it: an expired entry is exactly an entry with nothing left to
-// remember, and [Table.Expire] stays a range scan for every algorithm. When a
-// hit moves the death into a later bucket the entry is moved forward (taken
-// out of the tree and put back), which happens at most about once per Scale
-// of elapsed time a key, so a hit is mostly one map lookup. Peeks change
-// nothing.
+// order; the caller (the limiter actor) chooses the Kind values, and
+// [Table.Apply] uses the [algo.Algorithm] of the check. The algorithms
+// themselves are pure functions in package algo, over a typed state per
+// algorithm ([algo.FixedState], [algo.BucketState], [algo.SlotState]) with
+// no tree code in them: for a hit the table finds the entry (one index
+// lookup), gives the function the entry's state, and files the entry anew
+// only when the function says the state changed and its death moved to
+// another bucket. Every algorithm keeps one entry per key, filed under a
+// Bucket whose end, (Bucket+1)*Scale, is at or after the time the key's
+// state is back to full capacity (its death), and less than one Scale after
+// it: an expired entry is exactly an entry with nothing left to remember,
+// and [Table.Expire] stays a range scan for every algorithm. A move takes
+// the entry out of the tree and puts it back, which happens at most about
+// once per Scale of elapsed time a key, so a hit is mostly one map lookup.
+// Peeks change nothing.
 //
-//   - Fixed window ([Table.FixedWindow]): as above, Count hits in window
-//     Bucket; Created and Modified in Unix ms.
+// The entry's words hold the typed states as follows (the node's first
+// four words are an [algo.FixedState], so that a fixed window's hit works
+// on the entry in place):
+//
+//   - Fixed window ([Table.FixedWindow], [algo.FixedWindowHit]): Bucket is
+//     the window, Count its hits, Created and Modified Unix ms.
 //   - GCRA, token bucket and leaky bucket ([Table.GCRA],
-//     [Table.TokenBucket], [Table.LeakyBucket]) share one state: the time F
-//     at which the bucket will be empty again (GCRA's theoretical arrival
-//     time; for a token bucket, the time it will be full of tokens again).
-//     F is kept exactly, as Modified + Created/Count nanoseconds: Count is
-//     the Limit of the last update, so that T = Period/Limit needs no
-//     rounding even below a nanosecond. One number per key, in the entry,
+//     [Table.TokenBucket], [Table.LeakyBucket]) share [algo.BucketState]:
+//     the time F at which the bucket will be empty again (GCRA's
+//     theoretical arrival time; for a token bucket, the time it will be
+//     full of tokens again), kept exactly as Empty + Frac/Rate ns, where
+//     Rate is the Limit of the last update, so that T = Period/Limit needs
+//     no rounding even below a nanosecond. The entry keeps Empty in
+//     Modified, Frac in Created and Rate in Count: one number per key,
 //     nothing else; the death is F. Under a changed Limit the bucket keeps
 //     the hits it holds, which drain at the new rate from the first hit
 //     (allowed or not) made under it.
 //   - Sliding window and sliding log ([Table.SlidingWindow],
-//     [Table.SlidingLog]) count hits per slot: Period/60 for the window, one
-//     millisecond for the log. The non-empty slots still counted (at most 61
-//     for the window; for the log, one per millisecond with hits, so at most
-//     Limit) hang off the entry in a side map from entry to a small
-//     extension: a byte buffer of (slot gap, count) pairs in varints,
-//     oldest first: one byte for a slot right after the previous one with
-//     up to 33 hits, three for a lone hit minutes after the previous one
-//     (see appendPair). Count is the sum of the
-//     counts kept, Created the slot before the oldest pair, Modified the
-//     newest slot; the death is the end of the newest slot's last window.
+//     [Table.SlidingLog]) share [algo.SlotState]: hits per slot, Period/60
+//     for the window, one millisecond for the log. The non-empty slots
+//     still counted (at most 61 for the window; for the log, one per
+//     millisecond with hits, so at most Limit) are [algo.Pairs] that hang
+//     off the entry in a side map from entry to pairs: a byte buffer of
+//     (slot gap, count) pairs in varints, oldest first: one byte for a slot
+//     right after the previous one with up to 33 hits, three for a lone hit
+//     minutes after the previous one. Count is the sum of the counts kept,
+//     Created the slot before the oldest pair (Base), Modified the newest
+//     slot (Newest); the death is the end of the newest slot's last window.
 //     Fixed-window entries pay nothing for it: the side map holds only the
-//     entries that have an extension.
+//     entries that have pairs.
+//
+// # Snapshots
+//
+// [Table.Snapshot], [Table.Record] and [Table.Load] write each key's state
+// out as an [algo.Record] and read it back, so that it survives a restart
+// (the limiter actor's Snapshotter contract). A record's State is the typed
+// state in algo's versioned binary encoding ([algo.StateVersion]); Load
+// decodes and checks it before it changes anything, and ignores records
+// already dead.
 //
 // # Deleting old entries
 //

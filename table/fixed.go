@@ -1,8 +1,6 @@
 package table
 
 import (
-	"time"
-
 	"github.com/actorlimit/actorlimit/algo"
 )
 
@@ -13,26 +11,37 @@ const Never = algo.Never
 type Decision = algo.Decision
 
 // FixedWindow counts n hits for k at now (Unix nanoseconds) and decides them
-// as the raterlimiter does: the window is bucket floor(now / k.Scale),
-// every hit is counted, denied ones too, and the hits are allowed iff the
-// window's count after them is at most limit. The count saturates at the
-// largest int64: hits beyond it are denied, whatever the limit.
+// by [algo.FixedWindowHit], with k.Scale as the period: the window is bucket
+// floor(now / k.Scale), every hit is counted, denied ones too, and the hits
+// are allowed iff the window's count after them is at most limit. The
+// entry's Bucket is the window, Count its hits, Created and Modified Unix
+// ms ([algo.FixedState]).
 func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
-	e, saturated, inserted := t.add(k, FloorDiv(now, k.Scale), n, FloorDiv(now, int64(time.Millisecond)))
-	d := Decision{Count: e.Count, Allowed: !saturated && e.Count <= limit}
-	d.Remaining = max(0, limit-e.Count)
-	d.ResetAfter = time.Duration(e.end() - now)
-	if !inserted {
-		record(e, d.Allowed)
-	}
-	switch {
-	case d.Allowed:
-	case n > limit:
-		d.RetryAfter = Never
-	default:
-		d.RetryAfter = d.ResetAfter
-	}
+	var d Decision
+	t.fixedWindow(k, limit, n, now, &d)
 	return d
+}
+
+// fixedWindow is [Table.FixedWindow], writing the decision to d.
+func (t *Table) fixedWindow(k Key, limit, n, now int64, d *Decision) {
+	e := t.lookup(k)
+	if e == nil {
+		var s algo.FixedState
+		*d = algo.FixedWindowHit(&s, k.Scale, limit, n, now)
+		e = t.insert(k, s.Window)
+		e.FixedState = s
+		return
+	}
+	// The hit works on the node's own state; a new window files it anew,
+	// under the window it was filed under.
+	w := e.Window
+	*d = algo.FixedWindowHit(&e.FixedState, k.Scale, limit, n, now)
+	record(e, d.Allowed)
+	if e.Window != w {
+		nw := e.Window
+		e.Window = w
+		t.move(e, nw)
+	}
 }
 
 // PeekFixedWindow reports k's fixed window at now (Unix nanoseconds) as
@@ -40,19 +49,9 @@ func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
 // allowed, without changing anything. A key with nothing counted in the
 // current window has ResetAfter 0: it is at full capacity.
 func (t *Table) PeekFixedWindow(k Key, limit, now int64) Decision {
-	var d Decision
-	if e := t.lookup(k); e != nil && e.Bucket >= FloorDiv(now, k.Scale) {
-		d.Count = e.Count
-		d.ResetAfter = time.Duration(e.end() - now)
+	var s algo.FixedState
+	if e := t.lookup(k); e != nil {
+		s = e.FixedState
 	}
-	d.Allowed = d.Count < limit
-	d.Remaining = max(0, limit-d.Count)
-	switch {
-	case d.Allowed:
-	case limit < 1:
-		d.RetryAfter = Never
-	default:
-		d.RetryAfter = d.ResetAfter
-	}
-	return d
+	return algo.FixedWindowPeek(s, k.Scale, limit, now)
 }

@@ -1,33 +1,37 @@
 package table
 
-import "time"
+import "github.com/actorlimit/actorlimit/algo"
 
-// SlidingLog decides n hits for k at now (Unix ns) by a log of the times of
-// the allowed hits: they are allowed iff the hits of the log less than a
-// Period (k.Scale, a whole number of milliseconds) old, plus n, are at most
-// limit. Times are logged to the millisecond, and a hit logged in
-// millisecond m counts until m+1 ms plus the Period, that is for the Period
-// after the end of its millisecond: the log is exact to the millisecond,
-// never more lenient, at most a millisecond stricter. Denied hits are not
-// logged.
-//
-// The log keeps one (gap, count) pair per millisecond with allowed hits, in
-// varints: a few bytes a hit, and as many pairs as there are such
-// milliseconds in the last Period, so at most limit. It is the costly
-// algorithm: its memory grows with limit.
+// SlidingLog decides n hits for k at now (Unix ns) by [algo.SlidingLogHit],
+// with k.Scale (a whole number of milliseconds) as the Period: a log of the
+// times of the allowed hits, to the millisecond; they are allowed iff the
+// hits of the log less than a Period old, plus n, are at most limit. Denied
+// hits are not logged. The log keeps one (gap, count) pair per millisecond
+// with allowed hits, so its memory grows with limit.
 func (t *Table) SlidingLog(k Key, limit, n, now int64) Decision {
-	return t.countHit(k, logGrid(k.Scale), limit, n, now, false)
+	var d Decision
+	t.slidingLog(k, limit, n, now, &d)
+	return d
+}
+
+// slidingLog is [Table.SlidingLog], writing the decision to d.
+func (t *Table) slidingLog(k Key, limit, n, now int64, d *Decision) {
+	var s algo.SlotState
+	e, x := t.slotsOf(k, &s)
+	var changed bool
+	*d, changed = algo.SlidingLogHit(&s, k.Scale, limit, n, now)
+	if e != nil {
+		record(e, d.Allowed)
+	}
+	if changed {
+		t.putSlots(k, e, x, &s, now+int64(d.ResetAfter))
+	}
 }
 
 // PeekSlidingLog reports k's state at now as [Table.SlidingLog] sees it, and
 // whether one more hit would be allowed, without changing anything.
 func (t *Table) PeekSlidingLog(k Key, limit, now int64) Decision {
-	return t.countHit(k, logGrid(k.Scale), limit, 1, now, true)
-}
-
-// logGrid is a grid of milliseconds: a hit in millisecond m counts in every
-// millisecond up to m + period.
-func logGrid(period int64) grid {
-	ms := int64(time.Millisecond)
-	return grid{num: 1, den: ms, window: period / ms}
+	var s algo.SlotState
+	t.slotsOf(k, &s)
+	return algo.SlidingLogPeek(s, k.Scale, limit, now)
 }

@@ -2,6 +2,9 @@ package table_test
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -10,190 +13,331 @@ import (
 	"github.com/actorlimit/actorlimit/table"
 )
 
-// snapStart is a Unix time that is a whole number of every period below.
-const snapStart = int64(1_700_000_040_000) * int64(time.Millisecond)
+// snapEpoch is a Unix time (ns) in 2023.
+const snapEpoch = int64(1_700_000_000_123) * int64(time.Millisecond)
 
-// snapPolicy is one algorithm's policy in the round-trip tests.
-type snapPolicy struct {
-	a            algo.Algorithm
-	limit, burst int64
-	period       time.Duration
+// snapPolicies are one policy per algorithm, with periods that are not
+// round, and a second limit that the round trips switch to at times.
+var snapPolicies = []struct {
+	a                    algo.Algorithm
+	period               time.Duration
+	limit, limit2, burst int64
+}{
+	{algo.FixedWindow, 1500 * time.Millisecond, 5, 3, 0},
+	{algo.SlidingWindow, 1200 * time.Millisecond, 7, 4, 0},
+	{algo.SlidingLog, 900 * time.Millisecond, 9, 5, 0},
+	{algo.GCRA, time.Second, 3, 7, 4},
+	{algo.TokenBucket, 1500 * time.Millisecond, 6, 2, 8},
+	{algo.LeakyBucket, 700 * time.Millisecond, 4, 9, 2},
 }
 
-var snapPolicies = []snapPolicy{
-	{algo.FixedWindow, 5, 0, time.Second},
-	{algo.SlidingWindow, 7, 0, time.Second},
-	{algo.GCRA, 3, 4, time.Second},
-	{algo.TokenBucket, 6, 8, 1500 * time.Millisecond},
-	{algo.LeakyBucket, 4, 2, time.Second},
-	{algo.SlidingLog, 9, 0, 2 * time.Second},
-}
-
-func (p snapPolicy) check(op algo.Op, id string, n int64) algo.Check {
-	return algo.Check{Op: op, Algorithm: p.a, Period: p.period, Limit: p.limit, Burst: p.burst, ID: id, N: n}
-}
-
-// copyTable loads every record of src's snapshot at now into a new table.
-func copyTable(t *testing.T, src *table.Table, now int64) *table.Table {
-	t.Helper()
-	dst := table.New(0)
-	src.Snapshot(now, func(r algo.Record) bool {
-		if err := dst.Load(now, r); err != nil {
-			t.Fatalf("Load %q: %v", r.ID, err)
-		}
+// snapshotAll returns every record of tb's snapshot at now, with copies of
+// their states.
+func snapshotAll(tb *table.Table, now int64) []algo.Record {
+	var rs []algo.Record
+	tb.Snapshot(now, func(r algo.Record) bool {
+		r.State = bytes.Clone(r.State)
+		rs = append(rs, r)
 		return true
 	})
-	return dst
+	return rs
 }
 
-// TestSnapshotRoundTrip drives each algorithm at random, copies the table
-// through its records at random moments and checks that the copy decides
-// every later check as the original does.
+// Loading a table's snapshot into a new table gives a table that decides
+// every later check exactly as the original, for every algorithm, over
+// random sequences of hits of 1 to 3, peeks, resets and changes of limit,
+// at random times (the clock stepping back now and then); and whose own
+// snapshot is the same.
 func TestSnapshotRoundTrip(t *testing.T) {
 	for _, p := range snapPolicies {
 		t.Run(p.a.String(), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(uint64(p.a), 7))
-			orig, now := table.New(0), snapStart
-			ids := []string{"a", "b", "c"}
-			var cp *table.Table
-			for step := range 400 {
-				now += rng.Int64N(int64(p.period) / 5)
-				if step%37 == 0 {
-					cp = copyTable(t, orig, now)
+			r := rand.New(rand.NewPCG(uint64(p.a), 11))
+			for round := range 40 {
+				orig, now := table.New(0), snapEpoch+r.Int64N(int64(time.Hour))
+				ids := []string{"a", "b", "c", "d"}
+				check := func() algo.Check {
+					c := algo.Check{Op: algo.OpHit, Algorithm: p.a, ID: ids[r.IntN(len(ids))], Period: p.period, Limit: p.limit, Burst: algo.Burst(p.limit, p.burst), N: 1 + r.Int64N(3)}
+					switch r.IntN(20) {
+					case 0:
+						c.Op = algo.OpPeek
+					case 1:
+						c.Op = algo.OpReset
+					case 2, 3:
+						c.Limit = p.limit2
+						c.Burst = algo.Burst(p.limit2, p.burst)
+					}
+					return c
 				}
-				c := p.check(algo.OpHit, ids[rng.IntN(len(ids))], 1+rng.Int64N(2))
-				if rng.IntN(10) == 0 {
-					c.Op = algo.OpPeek
+				step := func() int64 {
+					if r.IntN(30) == 0 {
+						return -r.Int64N(int64(p.period) / 2) // a clock stepping back
+					}
+					return r.Int64N(int64(p.period) / 3)
 				}
-				want := orig.Apply(&c, now)
-				if cp == nil {
-					continue
+				for range r.IntN(60) {
+					now += step()
+					c := check()
+					orig.Apply(&c, now)
 				}
-				if got := cp.Apply(&c, now); got != want {
-					t.Fatalf("step %d: %v of %q at +%v: copy %+v, original %+v", step, c.Op, c.ID, time.Duration(now-snapStart), got, want)
+				now += step()
+				recs := snapshotAll(orig, now)
+				cp := table.New(0)
+				for _, rec := range recs {
+					if err := cp.Load(now, rec); err != nil {
+						t.Fatalf("round %d: Load %+v: %v", round, rec, err)
+					}
+				}
+				if got := snapshotAll(cp, now); fmt.Sprint(got) != fmt.Sprint(recs) {
+					t.Fatalf("round %d: the copy's snapshot\n%v\nis not the original's\n%v", round, got, recs)
+				}
+				// A state dead at the snapshot's time is left out of it: the
+				// clock may step back after it, but not to before it.
+				at := now
+				for i := range 100 {
+					now = max(at, now+step())
+					c := check()
+					want, got := orig.Apply(&c, now), cp.Apply(&c, now)
+					if got != want {
+						t.Fatalf("round %d, check %d: %v of %q (n %d, limit %d) at %v: the copy says %+v, the original %+v",
+							round, i, c.Op, c.ID, c.N, c.Limit, time.Duration(now-snapEpoch), got, want)
+					}
 				}
 			}
 		})
 	}
 }
 
-// TestRecordIsSnapshot checks that Record gives what Snapshot gives for the
-// same key, nil State for a key without state, and that loading a nil
-// State deletes the key.
-func TestRecordIsSnapshot(t *testing.T) {
+// Record gives the record Snapshot gives for the same key, in a slice of
+// its own, and a nil State for a key without state; loading a nil State
+// deletes the key's state; Snapshot stops when fn returns false.
+func TestRecord(t *testing.T) {
 	for _, p := range snapPolicies {
 		t.Run(p.a.String(), func(t *testing.T) {
 			tb := table.New(0)
-			c := p.check(algo.OpHit, "k", 1)
-			tb.Apply(&c, snapStart)
-			tb.Apply(&c, snapStart+int64(time.Millisecond))
-			r := tb.Record(&c)
-			if r.State == nil || r.Death <= snapStart {
-				t.Fatalf("Record = %+v: want state alive after now", r)
+			c := algo.Check{Op: algo.OpHit, Algorithm: p.a, ID: "k", Period: p.period, Limit: p.limit, Burst: algo.Burst(p.limit, p.burst), N: 2}
+			tb.Apply(&c, snapEpoch)
+			c2 := c
+			c2.ID = "l"
+			tb.Apply(&c2, snapEpoch)
+			rec := tb.Record(&c)
+			if rec.State == nil || rec.Death <= snapEpoch || rec.ID != "k" || rec.Algorithm != p.a || rec.Period != p.period {
+				t.Fatalf("Record = %+v, want k's live state", rec)
 			}
 			n := 0
-			tb.Snapshot(snapStart, func(s algo.Record) bool {
+			tb.Snapshot(snapEpoch, func(s algo.Record) bool {
 				n++
-				if s.ID != r.ID || s.Algorithm != r.Algorithm || s.Period != r.Period || s.Death != r.Death || !bytes.Equal(s.State, r.State) {
-					t.Errorf("Snapshot %+v, Record %+v", s, r)
+				if s.ID != rec.ID || s.Death != rec.Death || !bytes.Equal(s.State, rec.State) {
+					t.Errorf("Snapshot gave %+v, Record %+v", s, rec)
 				}
-				return true
+				return false
 			})
 			if n != 1 {
-				t.Fatalf("Snapshot gave %d records, want 1", n)
+				t.Fatalf("Snapshot called fn %d times after it returned false", n)
 			}
-			other := p.check(algo.OpHit, "none", 1)
-			if r := tb.Record(&other); r.State != nil || r.ID != "none" {
+			none := c
+			none.ID = "none"
+			if r := tb.Record(&none); r.State != nil || r.ID != "none" {
 				t.Fatalf("Record of a key without state = %+v", r)
 			}
-			if err := tb.Load(snapStart, algo.Record{Algorithm: p.a, Period: p.period, ID: "k"}); err != nil {
+			if err := tb.Load(snapEpoch, algo.Record{Algorithm: p.a, Period: p.period, ID: "k"}); err != nil {
 				t.Fatal(err)
 			}
-			if tb.Len() != 0 {
-				t.Fatalf("Len after loading nil State = %d, want 0", tb.Len())
+			if r := tb.Record(&c); r.State != nil || tb.Len() != 1 {
+				t.Fatalf("after loading a nil State: Record %+v, Len %d", r, tb.Len())
 			}
 		})
 	}
 }
 
-// TestLoadSkipsDead checks that records dead at the loading time are not
-// loaded, and that Snapshot leaves them out.
-func TestLoadSkipsDead(t *testing.T) {
+// Records dead at now are left out of a snapshot and ignored by Load,
+// which then keeps the key's own state.
+func TestSnapshotDead(t *testing.T) {
 	for _, p := range snapPolicies {
 		t.Run(p.a.String(), func(t *testing.T) {
 			tb := table.New(0)
-			c := p.check(algo.OpHit, "k", 1)
-			tb.Apply(&c, snapStart)
-			r := tb.Record(&c)
+			c := algo.Check{Op: algo.OpHit, Algorithm: p.a, ID: "k", Period: p.period, Limit: p.limit, Burst: algo.Burst(p.limit, p.burst), N: 1}
+			tb.Apply(&c, snapEpoch)
+			rec := tb.Record(&c)
+			if got := snapshotAll(tb, rec.Death-1); len(got) != 1 {
+				t.Fatalf("snapshot just before the death: %d records, want 1", len(got))
+			}
+			if got := snapshotAll(tb, rec.Death); len(got) != 0 {
+				t.Fatalf("snapshot at the death: %v, want none", got)
+			}
 			dst := table.New(0)
-			if err := dst.Load(r.Death, r); err != nil || dst.Len() != 0 {
-				t.Fatalf("Load at death: err %v, Len %d; want nil, 0", err, dst.Len())
+			if err := dst.Load(rec.Death, rec); err != nil || dst.Len() != 0 {
+				t.Fatalf("Load at the death: %v, Len %d; want nil, 0", err, dst.Len())
 			}
-			tb.Snapshot(r.Death, func(s algo.Record) bool {
-				t.Errorf("Snapshot at death gave %+v", s)
-				return true
-			})
+			lying := rec
+			lying.Death = snapEpoch // a Death that says dead: ignored
+			if err := dst.Load(snapEpoch+1, lying); err != nil || dst.Len() != 0 {
+				t.Fatalf("Load of a record whose Death is past: %v, Len %d; want nil, 0", err, dst.Len())
+			}
 		})
 	}
 }
 
-// TestLoadRejectsBadState checks that Load refuses records that do not
-// decode, and that a refused record changes nothing.
-func TestLoadRejectsBadState(t *testing.T) {
+// Load refuses records that do not decode, or whose key no check could
+// have, with an error that wraps table.ErrRecord and says what is wrong;
+// a refused record changes nothing.
+func TestLoadRejects(t *testing.T) {
 	for _, p := range snapPolicies {
 		t.Run(p.a.String(), func(t *testing.T) {
 			tb := table.New(0)
-			c := p.check(algo.OpHit, "k", 2)
-			tb.Apply(&c, snapStart)
+			c := algo.Check{Op: algo.OpHit, Algorithm: p.a, ID: "k", Period: p.period, Limit: p.limit, Burst: algo.Burst(p.limit, p.burst), N: 2}
+			tb.Apply(&c, snapEpoch)
 			good := tb.Record(&c)
-			good.State = bytes.Clone(good.State) // Record reuses its buffer
-			bad := map[string][]byte{
-				"empty":     {},
-				"version":   append([]byte{99}, good.State[1:]...),
-				"truncated": good.State[:len(good.State)-1],
-				"trailing":  append(append([]byte(nil), good.State...), 0),
-			}
-			for name, st := range bad {
-				before := tb.Record(&c)
-				before.State = bytes.Clone(before.State)
+			with := func(f func(r *algo.Record)) algo.Record {
 				r := good
-				r.State = st
-				if err := tb.Load(snapStart, r); err == nil {
-					t.Errorf("%s: Load accepted %x", name, st)
-				}
-				if after := tb.Record(&c); !bytes.Equal(after.State, before.State) {
-					t.Errorf("%s: a refused record changed the state", name)
-				}
+				r.State = bytes.Clone(good.State)
+				f(&r)
+				return r
 			}
-			r := good
-			r.Algorithm = algo.Algorithm(200)
-			if err := tb.Load(snapStart, r); err == nil {
-				t.Error("Load accepted an unknown algorithm")
+			tests := []struct {
+				name string
+				rec  algo.Record
+				want string
+			}{
+				{"empty state", with(func(r *algo.Record) { r.State = []byte{} }), "empty"},
+				{"other version", with(func(r *algo.Record) { r.State[0] = 9 }), "version 9"},
+				{"truncated", with(func(r *algo.Record) { r.State = r.State[:len(r.State)-1] }), ""},
+				{"trailing byte", with(func(r *algo.Record) { r.State = append(r.State, 0) }), ""},
+				{"unknown algorithm", with(func(r *algo.Record) { r.Algorithm = 77 }), "unknown algorithm"},
+				{"empty id", with(func(r *algo.Record) { r.ID = "" }), "empty ID"},
+				{"zero period", with(func(r *algo.Record) { r.Period = 0 }), "not positive"},
+			}
+			if p.a.Windowed() {
+				tests = append(tests, struct {
+					name string
+					rec  algo.Record
+					want string
+				}{"sub-millisecond period", with(func(r *algo.Record) { r.Period += time.Microsecond }), "whole milliseconds"})
+			}
+			for _, tt := range tests {
+				before := snapshotAll(tb, snapEpoch)
+				err := tb.Load(snapEpoch, tt.rec)
+				if !errors.Is(err, table.ErrRecord) {
+					t.Errorf("%s: Load = %v, want an error wrapping ErrRecord", tt.name, err)
+					continue
+				}
+				if tt.want != "" && !bytes.Contains([]byte(err.Error()), []byte(tt.want)) {
+					t.Errorf("%s: error %q does not say %q", tt.name, err, tt.want)
+				}
+				if after := snapshotAll(tb, snapEpoch); fmt.Sprint(after) != fmt.Sprint(before) {
+					t.Errorf("%s: a refused record changed the table", tt.name)
+				}
 			}
 		})
 	}
 }
 
-// FuzzLoad checks that no record, however mangled, makes Load or a later
-// check panic.
+// Load refuses states whose fields no state of the algorithm holds, or
+// that lie too far from now for the arithmetic.
+func TestLoadRejectsStates(t *testing.T) {
+	enc := func(s interface{ AppendBinary([]byte) ([]byte, error) }) []byte {
+		b, _ := s.AppendBinary(nil)
+		return b
+	}
+	ms := int64(time.Millisecond)
+	slots := func(count, base int64, pairs ...byte) []byte {
+		b := enc(&algo.SlotState{Count: count, Base: base})
+		return append(b, pairs...)
+	}
+	cur := snapEpoch / ms
+	tests := []struct {
+		name   string
+		a      algo.Algorithm
+		period time.Duration
+		state  []byte
+	}{
+		{"fixed window two windows ahead", algo.FixedWindow, time.Second, enc(&algo.FixedState{Window: snapEpoch/int64(time.Second) + 2, Count: 1})},
+		{"fixed window ending after 2262", algo.FixedWindow, time.Duration(math.MaxInt64/3*2/ms) * time.Millisecond, enc(&algo.FixedState{Window: 1, Count: 1})},
+		{"bucket without a rate", algo.GCRA, time.Second, enc(&algo.BucketState{Empty: snapEpoch + 1})},
+		{"bucket fraction not below the rate", algo.TokenBucket, time.Second, enc(&algo.BucketState{Empty: snapEpoch + 1, Frac: 3, Rate: 3})},
+		{"bucket empty in 200 years", algo.LeakyBucket, time.Second, enc(&algo.BucketState{Empty: snapEpoch + 2*int64(algo.MaxSpan), Rate: 3})},
+		{"slots without a pair", algo.SlidingLog, time.Second, slots(0, cur)},
+		{"slot counts not the count", algo.SlidingLog, time.Second, slots(5, cur, 0)},
+		{"two pairs of one slot", algo.SlidingLog, time.Second, slots(2, cur, 0, 0)},
+		{"pair of unknown kind", algo.SlidingLog, time.Second, slots(1, cur, 3)},
+		{"slots in 50 years", algo.SlidingLog, time.Second, slots(1, cur+50*365*24*3600*1000, 0)},
+	}
+	for _, tt := range tests {
+		tb := table.New(0)
+		err := tb.Load(snapEpoch, algo.Record{Algorithm: tt.a, Period: tt.period, ID: "k", Death: math.MaxInt64, State: tt.state})
+		if !errors.Is(err, table.ErrRecord) || !errors.Is(err, algo.ErrState) || tb.Len() != 0 {
+			t.Errorf("%s: Load = %v with %d entries, want an ErrRecord and ErrState and none", tt.name, err, tb.Len())
+		}
+	}
+}
+
+// Load replaces the key's own state, and a loaded key counts toward the
+// memory bound: loading into a full table evicts.
+func TestLoadReplaces(t *testing.T) {
+	src := table.New(0)
+	c := algo.Check{Op: algo.OpHit, Algorithm: algo.FixedWindow, ID: "k", Period: time.Second, Limit: 10, N: 4}
+	src.Apply(&c, snapEpoch)
+	rec := src.Record(&c)
+	dst := table.New(2)
+	one := c
+	one.N = 1
+	dst.Apply(&one, snapEpoch)
+	other := one
+	other.ID = "other"
+	dst.Apply(&other, snapEpoch)
+	if err := dst.Load(snapEpoch, rec); err != nil {
+		t.Fatal(err)
+	}
+	if d := dst.Apply(&one, snapEpoch); d.Count != 5 {
+		t.Fatalf("after Load, a hit counts %d, want 5 (the loaded 4 and 1)", d.Count)
+	}
+	third := one
+	third.ID = "third"
+	rec3 := src.Record(&third) // no state: nil
+	if err := dst.Load(snapEpoch, rec3); err != nil || dst.Len() != 2 {
+		t.Fatalf("Load of a nil State: %v, Len %d", err, dst.Len())
+	}
+	src.Apply(&third, snapEpoch)
+	if err := dst.Load(snapEpoch, src.Record(&third)); err != nil || dst.Len() != 2 || dst.Evictions() != 1 {
+		t.Fatalf("Load into a full table: %v, Len %d, Evictions %d; want nil, 2, 1", err, dst.Len(), dst.Evictions())
+	}
+}
+
+// FuzzLoad checks that Load of any state either fails, changing nothing, or
+// loads a state the table then works on without panicking.
 func FuzzLoad(f *testing.F) {
 	for _, p := range snapPolicies {
 		tb := table.New(0)
-		c := p.check(algo.OpHit, "k", 3)
-		tb.Apply(&c, snapStart)
+		c := algo.Check{Op: algo.OpHit, Algorithm: p.a, ID: "k", Period: p.period, Limit: p.limit, Burst: algo.Burst(p.limit, p.burst), N: 3}
+		tb.Apply(&c, snapEpoch)
+		c.N = 1
+		tb.Apply(&c, snapEpoch+int64(p.period)/7)
 		f.Add(uint8(p.a), tb.Record(&c).State)
 	}
 	f.Fuzz(func(t *testing.T, a uint8, state []byte) {
 		p := snapPolicies[int(a)%len(snapPolicies)]
 		tb := table.New(0)
-		r := algo.Record{Algorithm: p.a, Period: p.period, ID: "k", Death: snapStart + 1, State: state}
-		if err := tb.Load(snapStart, r); err != nil {
+		c := algo.Check{Op: algo.OpHit, Algorithm: p.a, ID: "k", Period: p.period, Limit: p.limit, Burst: algo.Burst(p.limit, p.burst), N: 1}
+		tb.Apply(&c, snapEpoch)
+		before := snapshotAll(tb, snapEpoch)
+		rec := algo.Record{Algorithm: p.a, Period: p.period, ID: "k", Death: math.MaxInt64, State: state}
+		if err := tb.Load(snapEpoch, rec); err != nil {
+			if !errors.Is(err, table.ErrRecord) {
+				t.Fatalf("Load: %v, not an ErrRecord", err)
+			}
+			if after := snapshotAll(tb, snapEpoch); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Fatalf("a refused record changed the table: %v, then %v", before, after)
+			}
 			return
 		}
-		for i := range int64(5) {
-			c := p.check(algo.OpHit, "k", 1)
-			tb.Apply(&c, snapStart+i*int64(p.period)/3)
-			tb.Expire(snapStart+i*int64(p.period), 0)
+		for i := range int64(6) {
+			now := snapEpoch + i*int64(p.period)/3
+			c.N = 1 + i%3
+			tb.Apply(&c, now)
+			peek := c
+			peek.Op = algo.OpPeek
+			tb.Apply(&peek, now)
+			snapshotAll(tb, now)
+			tb.Expire(now, 0)
 		}
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/google/btree"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // degree is the B-tree's degree: nodes hold up to 2*degree-1 entries. 32 keeps
@@ -27,17 +29,26 @@ type Key struct {
 }
 
 // Entry is one row of the table: <bucketNum, id> -> <count, created,
-// modified>. Created and Modified are Unix milliseconds, as in the original.
+// modified>. For a fixed window (and for [Table.Add]) the fields mean what
+// they say, as in the original; the other algorithms keep the words of
+// their typed state in Count, Created and Modified, as the package doc
+// says ("Algorithms and their entries").
 type Entry struct {
 	Key
-	// Bucket is the window number: floor(Unix ns / Scale), which for a
-	// whole-millisecond Scale is the original's floor(Unix ms / scale ms).
+	// Bucket is the window number the entry is filed under: for a fixed
+	// window floor(Unix ns / Scale), which for a whole-millisecond Scale is
+	// the original's floor(Unix ms / scale ms); for the other algorithms the
+	// window of Scale in which the key's state is back to full capacity.
 	Bucket int64
-	// Count is the number of hits counted in the window.
+	// Count is the number of hits counted in the window (fixed window), the
+	// hits kept (sliding window and log), or the bucket's Rate.
 	Count int64
-	// Created is when the entry entered this window, in Unix ms.
+	// Created is when the entry entered this window, in Unix ms (fixed
+	// window); the slot before the oldest kept (sliding window and log); or
+	// the bucket's Frac.
 	Created int64
-	// Modified is the time of the last hit, in Unix ms.
+	// Modified is the time of the last hit, in Unix ms (fixed window); the
+	// newest slot (sliding window and log); or the bucket's Empty, Unix ns.
 	Modified int64
 }
 
@@ -52,25 +63,29 @@ func (e *Entry) End() int64 { return (e.Bucket + 1) * e.Scale }
 // 16 bytes more, the links of the eviction ring (see evict.go). chances, the
 // ring's count of passes the entry survives, lives in what would be Kind's
 // padding. A node is 80 bytes, an Entry 64.
+//
+// Its first four words are an [algo.FixedState], so that a fixed window's
+// hit works on the node itself: Window is the bucket the node is filed
+// under in its run's tree, for every algorithm (for the others, the bucket
+// of the state's death), and Count, Created and Modified hold the scalars
+// of the other algorithms' states (see gcra.go and sliding.go).
 type node struct {
-	Bucket, Count, Modified int64
-	Kind                    uint8
-	chances                 uint8
-	Created, Scale          int64
-	ID                      string
-	prev, next              *node
+	algo.FixedState
+	Kind    uint8
+	chances uint8
+	Scale   int64
+	ID      string
+	prev    *node
+	next    *node
 }
 
 // entry returns a copy of n as an Entry.
 func (n *node) entry() Entry {
 	return Entry{
 		Key:    Key{Kind: n.Kind, Scale: n.Scale, ID: n.ID},
-		Bucket: n.Bucket, Count: n.Count, Created: n.Created, Modified: n.Modified,
+		Bucket: n.Window, Count: n.Count, Created: n.Created, Modified: n.Modified,
 	}
 }
-
-// end returns when n's window ends, in Unix nanoseconds.
-func (n *node) end() int64 { return (n.Bucket + 1) * n.Scale }
 
 // group is one window length of one kind: one contiguous run of the order.
 type group struct {
@@ -93,10 +108,10 @@ type run struct {
 // lookups. The zero value is not usable; call [New]. A Table is not safe for
 // concurrent use.
 type Table struct {
-	groups map[group]*run // the runs of the order, one per window length
-	last   *run           // the run of the last lookup: calls come in runs
-	n      int            // entries
-	ext    map[*node]*ext // variable-size state of the entries that have one
+	groups map[group]*run        // the runs of the order, one per window length
+	last   *run                  // the run of the last lookup: calls come in runs
+	n      int                   // entries
+	ext    map[*node]*algo.Pairs // the slots of the windowed counters' entries
 	limit  int
 	hand   *node // the eviction ring's next candidate; nil if the ring is empty
 
@@ -119,8 +134,8 @@ func New(limit int) *Table {
 // less orders the entries of one run: by bucket, then id. Kind and scale
 // are the run's own.
 func less(a, b *node) bool {
-	if a.Bucket != b.Bucket {
-		return a.Bucket < b.Bucket
+	if a.Window != b.Window {
+		return a.Window < b.Window
 	}
 	return a.ID < b.ID
 }
@@ -189,11 +204,11 @@ func (t *Table) Add(k Key, bucket, n, now int64) Entry {
 // is new.
 func (t *Table) add(k Key, bucket, n, now int64) (e *node, saturated, inserted bool) {
 	if e = t.lookup(k); e != nil {
-		if bucket > e.Bucket {
+		if bucket > e.Window {
 			t.move(e, bucket)
 			e.Count, e.Created = 0, now
 		}
-		e.Count, saturated = addSat(e.Count, n)
+		e.Count, saturated = algo.AddSat(e.Count, n)
 		e.Modified = now
 		e.chances = hitChances
 		return e, saturated, false
@@ -201,18 +216,6 @@ func (t *Table) add(k Key, bucket, n, now int64) (e *node, saturated, inserted b
 	e = t.insert(k, bucket)
 	e.Count, e.Created, e.Modified = n, now, now
 	return e, false, true
-}
-
-// addSat returns a+b, or the int64 nearest to it and true if it does not fit.
-func addSat(a, b int64) (int64, bool) {
-	s := a + b
-	if (a >= 0) == (b >= 0) && (s >= 0) != (a >= 0) {
-		if b > 0 {
-			return math.MaxInt64, true
-		}
-		return math.MinInt64, true
-	}
-	return s, false
 }
 
 // insert adds an empty entry for k, which must have none, in window bucket,
@@ -223,7 +226,8 @@ func (t *Table) insert(k Key, bucket int64) *node {
 		t.evict()
 	}
 	// Never retain the caller's buffer.
-	e := &node{Kind: k.Kind, Scale: k.Scale, ID: strings.Clone(k.ID), Bucket: bucket}
+	e := &node{Kind: k.Kind, Scale: k.Scale, ID: strings.Clone(k.ID)}
+	e.Window = bucket
 	r := t.runOf(k.Kind, k.Scale)
 	if r == nil {
 		r = &run{
@@ -246,12 +250,12 @@ func (t *Table) insert(k Key, bucket int64) *node {
 // move puts e in window bucket, keeping the order: the entry is taken out
 // of the tree and put back. It costs nothing when e is in bucket already.
 func (t *Table) move(e *node, bucket int64) {
-	if e.Bucket == bucket {
+	if e.Window == bucket {
 		return
 	}
 	r := t.runOf(e.Kind, e.Scale)
 	r.tree.Delete(e)
-	e.Bucket = bucket
+	e.Window = bucket
 	r.tree.ReplaceOrInsert(e)
 }
 
@@ -315,7 +319,7 @@ func (t *Table) Expire(before int64, max int) (removed int, more bool) {
 		cutoff := FloorDiv(before, r.scale)
 		for {
 			e, ok := r.tree.Min()
-			if !ok || e.Bucket >= cutoff {
+			if !ok || e.Window >= cutoff {
 				break
 			}
 			if removed == max {
@@ -358,11 +362,5 @@ func (t *Table) ascend(fn func(*node) bool) {
 }
 
 // FloorDiv returns floor(a/b) for b > 0, rounding toward minus infinity where
-// Go's / rounds toward zero.
-func FloorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
-}
+// Go's / rounds toward zero: [algo.FloorDiv].
+func FloorDiv(a, b int64) int64 { return algo.FloorDiv(a, b) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
@@ -58,6 +59,11 @@ type Config struct {
 	// Throughput is how many messages a caller that runs the mailbox
 	// processes before it hands the rest to a goroutine; default 300.
 	Throughput int
+	// MaxBatch bounds the checks that one Store.Decide gets when the
+	// limiter gathers the check calls queued one behind the other (default
+	// [DefaultMaxBatch]); a single call with more checks is still decided
+	// whole. 1 turns gathering off: one Decide per call.
+	MaxBatch int
 	// Logger receives restarts and stops; default: discard.
 	Logger *slog.Logger
 	// Protocol decodes messages from other actors; nil: none.
@@ -81,6 +87,9 @@ func (c *Config) defaults() {
 	if c.Throughput <= 0 {
 		c.Throughput = 300
 	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -95,6 +104,7 @@ type heir struct {
 	store    Store
 	restarts int
 	expired  uint64
+	mailbox  atomic.Pointer[mailbox] // the limiter's, set at each spawn; read by tests
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -166,7 +176,11 @@ func (s *supervisor) spawnChildren(c protoactor.Context) {
 	cfg := s.h.cfg
 	props := protoactor.PropsFromProducer(
 		func() protoactor.Actor { return &limiter{h: s.h} },
-		protoactor.WithMailbox(func() protoactor.Mailbox { return newMailbox(cfg.Throughput) }),
+		protoactor.WithMailbox(func() protoactor.Mailbox {
+			m := newMailbox(cfg.Throughput, cfg.MaxBatch)
+			s.h.mailbox.Store(m)
+			return m
+		}),
 	)
 	pid, err := c.SpawnNamed(props, limiterName)
 	if err != nil {

@@ -126,6 +126,9 @@ func peerLimit(cfg config) string {
 	if cfg.rules != "" {
 		s = "after the rules, " + s
 	}
+	if cfg.redis != "" {
+		s += ", counted in Redis at " + cfg.redis
+	}
 	return s
 }
 

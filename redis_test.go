@@ -253,3 +253,46 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisUnsupportedCheckFailsAlone: a check the Redis store cannot decide
+// exactly fails its own caller with ErrUnsupported, never the callers whose
+// checks the limiter gathers into the same batch. How often the bad call
+// lands in a gathered batch depends on scheduling (the actor's
+// TestGatherScreensEachCall forces it); here it must hold under load.
+func TestRedisUnsupportedCheckFailsAlone(t *testing.T) {
+	srv := redistest.Start(t)
+	lim, _ := startOnRedis(t, srv, nil)
+	ok := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 1 << 40, Period: time.Second}
+	bad := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 1 << 53, Period: time.Second} // valid, beyond the scripts' exact range
+	var wg sync.WaitGroup
+	var badDone atomic.Bool
+	errs := make(chan error, 17)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 200 || !badDone.Load(); n++ {
+				if _, err := lim.Hit(context.Background(), fmt.Sprintf("ok-%d", g), ok); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer badDone.Store(true)
+		for range 500 {
+			if _, err := lim.Hit(context.Background(), "bad", bad); !errors.Is(err, redisstore.ErrUnsupported) {
+				errs <- fmt.Errorf("bad check: %v, want ErrUnsupported", err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

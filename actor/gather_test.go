@@ -382,3 +382,69 @@ func (m *mailbox) pendingCopy() []any {
 	defer m.mu.Unlock()
 	return append([]any(nil), m.pending...)
 }
+
+// screeningStore is a countingStore that refuses checks on the id "odd"
+// before any batch is sent, as a networked store refuses what its scripts
+// cannot decide.
+type screeningStore struct{ *countingStore }
+
+var errOdd = errors.New("screeningStore: odd")
+
+func (s screeningStore) Screen(c *algo.Check) error {
+	if c.ID == "odd" {
+		return errOdd
+	}
+	return nil
+}
+
+func (s screeningStore) Decide(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
+	for i := range checks {
+		if err := s.Screen(&checks[i]); err != nil {
+			return err
+		}
+	}
+	return s.countingStore.Decide(ctx, now, checks, out)
+}
+
+// TestGatherScreensEachCall: a check the store refuses fails its own call
+// only; the others gathered with it are decided in one batch.
+func TestGatherScreensEachCall(t *testing.T) {
+	s := screeningStore{newCountingStore()}
+	c := startWithStore(t, s, 0)
+	release, held := holdLimiter(t, c, s.countingStore)
+	const callers = 10
+	type answer struct {
+		i   int
+		d   algo.Decision
+		err error
+	}
+	answers := make(chan answer, callers)
+	for i := range callers {
+		go func() {
+			if i == 4 {
+				out := make([]algo.Decision, 2)
+				err := c.DoMany(context.Background(), []algo.Check{hit("fine", 1), hit("odd", 1)}, out)
+				answers <- answer{i, out[0], err}
+				return
+			}
+			d, err := c.Do(context.Background(), hit(fmt.Sprintf("c-%d", i), int64(i+1)))
+			answers <- answer{i, d, err}
+		}()
+	}
+	waitFor(t, func() bool { return queued(c) == callers })
+	release()
+	require.NoError(t, <-held)
+	for range callers {
+		a := <-answers
+		if a.i == 4 {
+			assert.ErrorIs(t, a.err, errOdd)
+			continue
+		}
+		require.NoError(t, a.err, "caller %d", a.i)
+		assert.Equal(t, int64(a.i+1), a.d.Count, "caller %d", a.i)
+	}
+	sizes, ids := s.seen()
+	assert.Equal(t, []int{1, callers - 1}, sizes)
+	assert.NotContains(t, ids, "odd")
+	assert.NotContains(t, ids, "fine", "a refused call's other checks are not decided either")
+}

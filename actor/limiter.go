@@ -68,10 +68,15 @@ func (l *limiter) serve(c protoactor.Context, k *call) {
 func (l *limiter) serveGather(g *gather) {
 	live := 0
 	for _, k := range g.calls {
-		if !k.gone() {
-			g.calls[live] = k
-			live++
+		if k.gone() {
+			continue
 		}
+		if err := l.h.screen(k.batch); err != nil {
+			k.answer(err) // a check the store refuses fails its own call only
+			continue
+		}
+		g.calls[live] = k
+		live++
 	}
 	clear(g.calls[live:])
 	g.calls = g.calls[:live]

@@ -105,6 +105,7 @@ type heir struct {
 	restarts int
 	expired  uint64
 	mailbox  atomic.Pointer[mailbox] // the limiter's, set at each spawn; read by tests
+	screener Screener                // store, if it is one; nil for the embedded table
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -117,11 +118,13 @@ func newHeir(cfg Config) *heir {
 	if store == nil {
 		store = table.New(cfg.MaxEntries)
 	}
+	screener, _ := store.(Screener)
 	return &heir{
-		cfg:   cfg,
-		store: store,
-		ready: make(chan struct{}),
-		done:  make(chan struct{}),
+		cfg:      cfg,
+		store:    store,
+		screener: screener,
+		ready:    make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 }
 
@@ -140,6 +143,21 @@ func (h *heir) stopped() {
 func (h *heir) decide(checks []algo.Check, out []algo.Decision, now int64) error {
 	if err := h.store.Decide(context.Background(), now, checks, out); err != nil {
 		return fmt.Errorf("actorlimit: store: %w", err)
+	}
+	return nil
+}
+
+// screen returns the error the store would fail a batch holding one of
+// checks with, translated as decide translates it; nil for a store that is
+// no Screener.
+func (h *heir) screen(checks []algo.Check) error {
+	if h.screener == nil {
+		return nil
+	}
+	for i := range checks {
+		if err := h.screener.Screen(&checks[i]); err != nil {
+			return fmt.Errorf("actorlimit: store: %w", err)
+		}
 	}
 	return nil
 }

@@ -21,6 +21,12 @@ import (
 	"github.com/actorlimit/actorlimit/redisstore"
 )
 
+// patientRedis is the round-trip timeout of the stores of tests that are
+// not about outages (later options override it): on a loaded machine a
+// round trip can pass the default 250ms, and the store would then decide
+// in its outage mode.
+var patientRedis = redisstore.WithTimeout(10 * time.Second)
+
 // startOnRedis starts a Limiter whose store is a redisstore on srv, with the
 // given store options, and closes it at the test's end.
 func startOnRedis(t *testing.T, srv *redistest.Server, sopts []redisstore.Option, opts ...actorlimit.Option) (*actorlimit.Limiter, *redisstore.Store) {
@@ -29,7 +35,7 @@ func startOnRedis(t *testing.T, srv *redistest.Server, sopts []redisstore.Option
 		// As redisstore's doc advises: a dead Redis costs one refused dial,
 		// and reads stop at the store's timeout.
 		o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled = -1, 1, true
-	}), sopts...)
+	}), append([]redisstore.Option{patientRedis}, sopts...)...)
 	require.NoError(t, err)
 	lim, err := actorlimit.Start(append([]actorlimit.Option{actorlimit.WithStore(s)}, opts...)...)
 	require.NoError(t, err)

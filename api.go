@@ -24,7 +24,10 @@ var (
 	// stopped for good because it kept failing.
 	ErrClosed = actor.ErrClosed
 	// ErrPanicked is returned to the caller whose call made the limiter
-	// panic. The limiter is restarted with its counts intact.
+	// panic, and to the callers whose checks were decided together with it
+	// (calls queued one behind the other share one store decision; see
+	// WithMaxBatch): their checks may or may not have been counted. The
+	// limiter is restarted with its counts intact.
 	ErrPanicked = actor.ErrPanicked
 )
 

@@ -204,6 +204,8 @@ func TestBadOptions(t *testing.T) {
 		{"zero max entries", actorlimit.WithMaxEntries(0)},
 		{"nil logger", actorlimit.WithLogger(nil)},
 		{"zero restarts", actorlimit.WithRestarts(0, time.Second)},
+		{"zero max batch", actorlimit.WithMaxBatch(0)},
+		{"max batch too large", actorlimit.WithMaxBatch(actorlimit.MaxBatchLimit + 1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

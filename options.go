@@ -143,6 +143,30 @@ func WithStore(s Store) Option {
 	}
 }
 
+// WithMaxBatch bounds how many checks the limiter hands its store at once
+// (default [DefaultMaxBatch]). The limiter decides the checks of every call
+// queued one behind the other in its mailbox together, in one store
+// decision at one instant: with a store across the network (WithStore),
+// one round trip serves many concurrent callers. A single HitMany with more
+// checks is still decided whole. 1 decides each call on its own.
+func WithMaxBatch(n int) Option {
+	return func(cfg *settings) error {
+		if n <= 0 || n > MaxBatchLimit {
+			return fmt.Errorf("%w: WithMaxBatch: %d is not between 1 and %d", ErrInvalidArgument, n, MaxBatchLimit)
+		}
+		cfg.MaxBatch = n
+		return nil
+	}
+}
+
+// DefaultMaxBatch is the default of [WithMaxBatch]: 256 single checks, so
+// that 256 concurrent callers share one store decision, while a batch stays
+// small enough that its reply does not hold the next one up for long.
+const DefaultMaxBatch = actor.DefaultMaxBatch
+
+// MaxBatchLimit is the largest bound WithMaxBatch accepts.
+const MaxBatchLimit = 1 << 16
+
 // WithShards runs n limiter actors, each with its own table, mailbox and
 // janitor, and hashes ids onto them (default 1). It is for machines with
 // more cores than callers can keep one actor busy on; WithMaxEntries is then

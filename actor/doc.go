@@ -7,7 +7,7 @@
 //   - the limiter, which drives a [Store] (an embedded [table.Table] unless
 //     Config.Store gives another) and is its only caller: checks, peeks,
 //     resets, sweeps and stats are messages in its mailbox, processed one at
-//     a time, each message's checks decided by one [Store.Decide];
+//     a time;
 //   - the janitor (package janitor), which ticks every interval and asks the
 //     limiter to delete old entries. The limiter deletes them in chunks of at
 //     most [SweepChunk] entries a message, so a sweep of a large table never
@@ -39,6 +39,22 @@
 // Config.Throughput messages; if more are waiting by then, a goroutine takes
 // over and the caller returns. Callers that find it busy only enqueue and
 // wait. The mailbox still serializes every message, system messages first.
+//
+// # The mailbox as a pipeline
+//
+// The check calls that a mailbox run finds queued one behind the other are
+// handed to the limiter as one message, and their checks go to the store in
+// one [Store.Decide], at one instant: for a store across the network, N
+// concurrent callers cost one round trip, and the checks queued meanwhile
+// form the next batch. A caller's checks are never split, and keep their
+// order; any other message (a sweep chunk, stats, another actor's request)
+// ends the batch, so it keeps its place among the calls. Config.MaxBatch
+// bounds the checks of one Decide (default [DefaultMaxBatch]), so under load
+// a caller waits for at most the round trip in progress and its own batch's.
+// Calls whose callers gave up are left out; the others are each answered
+// with their own slice of the decisions, or all with the store's error, or
+// all with [ErrPanicked] if deciding panics. A lone caller's call goes as it
+// is, with no copy.
 //
 // # Messages from other actors
 //

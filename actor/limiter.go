@@ -26,6 +26,9 @@ func (l *limiter) Receive(c protoactor.Context) {
 	case *call:
 		defer answerOnPanic(m)
 		l.serve(c, m)
+	case *gather:
+		defer answerAllOnPanic(m)
+		l.serveGather(m)
 	case *sweep:
 		defer l.endSweepOnPanic(m)
 		l.continueSweep(c, m)
@@ -61,6 +64,50 @@ func (l *limiter) serve(c protoactor.Context, k *call) {
 	case callSweep:
 		l.continueSweep(c, &sweep{before: l.cutoff(l.h.cfg.SweepTimeout), reply: k, start: l.now()})
 	}
+}
+
+// serveGather decides the checks of every call in g that still has a
+// caller in one Decide, at one instant, and answers each call with its own
+// decisions, or every one of them with the store's error.
+func (l *limiter) serveGather(g *gather) {
+	live := 0
+	for _, k := range g.calls {
+		if k.gone() {
+			continue
+		}
+		if err := l.h.screen(k.batch); err != nil {
+			k.answer(err) // a check the store refuses fails its own call only
+			continue
+		}
+		g.calls[live] = k
+		live++
+	}
+	clear(g.calls[live:])
+	g.calls = g.calls[:live]
+	switch live {
+	case 0:
+		return
+	case 1: // the others gave up: decide in the call's own slices
+		k := g.calls[0]
+		k.answer(l.h.decide(k.batch, k.decs, l.now()))
+		g.calls[0] = nil
+		return
+	}
+	g.checks = g.checks[:0]
+	for _, k := range g.calls {
+		g.checks = append(g.checks, k.batch...)
+	}
+	g.decs = grow(g.decs, len(g.checks))
+	err := l.h.decide(g.checks, g.decs, l.now())
+	off := 0
+	for i, k := range g.calls {
+		if err == nil {
+			off += copy(k.decs, g.decs[off:off+len(k.batch)])
+		}
+		k.answer(err)
+		g.calls[i] = nil
+	}
+	clear(g.checks) // hold no id alive
 }
 
 // now reads the clock, in Unix nanoseconds.
@@ -129,6 +176,20 @@ func (l *limiter) serveProtocol(c protoactor.Context, m any) {
 	var out [1]algo.Decision
 	err = l.h.decide([]algo.Check{chk}, out[:], l.now())
 	c.Respond(p.Reply(m, out[0], err))
+}
+
+// answerAllOnPanic answers every caller in g not answered yet if the
+// limiter is panicking, then lets the panic go on to the supervisor.
+func answerAllOnPanic(g *gather) {
+	if r := recover(); r != nil {
+		err := fmt.Errorf("%w: %v", ErrPanicked, r)
+		for _, k := range g.calls {
+			if k != nil {
+				k.answer(err)
+			}
+		}
+		panic(r)
+	}
 }
 
 // answerOnPanic answers k's caller if the limiter is panicking, then lets

@@ -18,6 +18,11 @@ import (
 //     if more arrived meanwhile, a goroutine is started to drain them and
 //     the caller returns. A lone caller thus never waits for a goroutine to
 //     wake, and under load no caller is kept busy serving the others.
+//   - Consecutive check calls of one run are handed to the limiter as one
+//     [gather] message, up to maxChecks checks, so that the store decides
+//     them in one Decide: under load a networked store makes one round trip
+//     for many callers. Any other message ends a gather, so sweeps, stats
+//     and other actors' messages keep their place among the calls.
 //
 // Producers append to pending under a mutex; the runner swaps pending for an
 // empty slice and processes the batch outside the lock.
@@ -32,9 +37,11 @@ type mailbox struct {
 	systems   atomic.Int32 // system messages queued
 	suspended atomic.Bool
 
-	invoker protoactor.MessageInvoker
-	batch   int    // most user messages a caller runs before handing off
-	drain   func() // m.runDrainer, bound once
+	invoker   protoactor.MessageInvoker
+	batch     int     // most user messages a caller runs before handing off
+	maxChecks int     // most checks gathered into one message; < 2: no gathering
+	g         *gather // reused across runs; only the running goroutine touches it
+	drain     func()  // m.runDrainer, bound once
 }
 
 const (
@@ -42,9 +49,11 @@ const (
 	running
 )
 
-// newMailbox returns a mailbox whose callers run at most batch messages.
-func newMailbox(batch int) *mailbox {
-	m := &mailbox{batch: batch}
+// newMailbox returns a mailbox whose callers run at most batch messages and
+// that gathers consecutive check calls into messages of at most maxChecks
+// checks (a single call with more is handed on whole).
+func newMailbox(batch, maxChecks int) *mailbox {
+	m := &mailbox{batch: batch, maxChecks: maxChecks}
 	m.drain = m.runDrainer
 	return m
 }
@@ -117,6 +126,9 @@ func (m *mailbox) run(budget int) (done bool) {
 		r := recover()
 		if r != nil {
 			m.requeue(rest)
+			if msg == any(m.g) {
+				m.g = nil // the supervisor is handed it: never reuse it
+			}
 		}
 		m.swapBack(batch)
 		if r != nil {
@@ -147,16 +159,45 @@ func (m *mailbox) run(budget int) (done bool) {
 			return true
 		}
 		for rest = batch; len(rest) > 0; {
-			msg, rest = rest[0], rest[1:]
-			m.users.Add(-1)
+			var n int
+			msg, rest, n = m.next(rest)
+			m.users.Add(-int32(n))
 			m.invoker.InvokeUserMessage(msg)
-			ran++
+			ran += n
 			if m.systems.Load() > 0 { // a stop or suspend goes before the rest
 				m.requeue(rest)
 				rest = nil
 			}
 		}
 	}
+}
+
+// next takes the next message off rest: a check call together with the
+// check calls right behind it, as one gather, or any other message alone.
+// It returns how many queued messages the one it returns stands for.
+func (m *mailbox) next(rest []any) (msg any, left []any, n int) {
+	k, ok := rest[0].(*call)
+	if !ok || m.maxChecks < 2 || len(rest) < 2 || !k.checks() {
+		return rest[0], rest[1:], 1
+	}
+	if next, ok := rest[1].(*call); !ok || !next.checks() || len(k.batch)+len(next.batch) > m.maxChecks {
+		return rest[0], rest[1:], 1 // nothing to gather: the call goes as it is
+	}
+	if m.g == nil {
+		m.g = &gather{}
+	}
+	g := m.g
+	g.calls = append(g.calls[:0], k)
+	checks := len(k.batch)
+	for n = 1; n < len(rest); n++ {
+		next, ok := rest[n].(*call)
+		if !ok || !next.checks() || checks+len(next.batch) > m.maxChecks {
+			break
+		}
+		g.calls = append(g.calls, next)
+		checks += len(next.batch)
+	}
+	return g, rest[n:], n
 }
 
 func (m *mailbox) popSystem() any {

@@ -43,7 +43,7 @@ func (r *recorder) EscalateFailure(_ any, msg any) {
 }
 
 func newRecorded(batch int) (*mailbox, *recorder) {
-	m := newMailbox(batch)
+	m := newMailbox(batch, 0)
 	r := &recorder{m: m}
 	m.RegisterHandlers(r, nil)
 	return m, r

@@ -14,7 +14,9 @@ var (
 	// stopped after too many restarts.
 	ErrClosed = errors.New("actorlimit: limiter is closed")
 	// ErrPanicked is returned to the caller whose message made the limiter
-	// panic; the limiter is restarted with its table intact.
+	// panic, and to every caller whose checks were gathered into the same
+	// Store.Decide (their checks may or may not have been applied); the
+	// limiter is restarted with its table intact.
 	ErrPanicked = errors.New("actorlimit: limiter panicked")
 )
 
@@ -147,3 +149,22 @@ type sweep struct {
 	reply   *call // nil for the janitor's sweeps
 	start   int64 // the clock when it began, Unix ns
 }
+
+// checks reports whether k asks for checks to be decided: the calls that a
+// mailbox run gathers into one [Store.Decide].
+func (k *call) checks() bool { return k.kind == callCheck || k.kind == callBatch }
+
+// gather is the consecutive check calls of one mailbox run, handed to the
+// limiter as one message so that the store decides all their checks in one
+// Decide, at one instant. The mailbox fills it and owns it: it is reused
+// for the next run once the limiter returns, and dropped after a panic,
+// when the supervisor may still hold it as the failing message.
+type gather struct {
+	calls  []*call
+	checks []algo.Check    // the live calls' checks, one after the other
+	decs   []algo.Decision // their decisions
+}
+
+// DefaultMaxBatch is the default bound on the checks that one Decide gets
+// from calls gathered across a mailbox run.
+const DefaultMaxBatch = 256

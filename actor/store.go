@@ -60,6 +60,18 @@ type Store interface {
 
 var _ Store = (*table.Table)(nil)
 
+// Screener is a [Store] that refuses some valid checks (a networked store
+// whose scripts cannot decide them exactly) and can tell which before a
+// batch is sent. The limiter gathers the calls of many callers into one
+// Decide, which fails as a whole; it screens each call's checks first, so a
+// call the store would refuse gets the error alone and the others of its
+// batch are decided. Screen must be cheap, touch no state and not block.
+type Screener interface {
+	// Screen returns the error Decide would return for a batch holding c,
+	// or nil if Decide accepts it.
+	Screen(c *algo.Check) error
+}
+
 // Snapshotter is a [Store] whose state can be written out and read back, so
 // that it survives a restart of the process. It is part of the Store
 // contract for stores that keep their state in the process (the table); a

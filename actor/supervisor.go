@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
@@ -58,6 +59,11 @@ type Config struct {
 	// Throughput is how many messages a caller that runs the mailbox
 	// processes before it hands the rest to a goroutine; default 300.
 	Throughput int
+	// MaxBatch bounds the checks that one Store.Decide gets when the
+	// limiter gathers the check calls queued one behind the other (default
+	// [DefaultMaxBatch]); a single call with more checks is still decided
+	// whole. 1 turns gathering off: one Decide per call.
+	MaxBatch int
 	// Logger receives restarts and stops; default: discard.
 	Logger *slog.Logger
 	// Protocol decodes messages from other actors; nil: none.
@@ -84,6 +90,9 @@ func (c *Config) defaults() {
 	if c.Throughput <= 0 {
 		c.Throughput = 300
 	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -100,8 +109,10 @@ type heir struct {
 	expired   uint64
 	sweeps    uint64
 	sweepTime time.Duration
-	snap      Snapshotter // the store, when it has a Journal
-	dirty     dirtySet    // keys changed since the Journal's last flush
+	snap      Snapshotter             // the store, when it has a Journal
+	dirty     dirtySet                // keys changed since the Journal's last flush
+	mailbox   atomic.Pointer[mailbox] // the limiter's, set at each spawn; read by tests
+	screener  Screener                // store, if it is one; nil for the embedded table
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -114,11 +125,13 @@ func newHeir(cfg Config) *heir {
 	if store == nil {
 		store = table.New(cfg.MaxEntries)
 	}
+	screener, _ := store.(Screener)
 	return &heir{
-		cfg:   cfg,
-		store: store,
-		ready: make(chan struct{}),
-		done:  make(chan struct{}),
+		cfg:      cfg,
+		store:    store,
+		screener: screener,
+		ready:    make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 }
 
@@ -140,6 +153,21 @@ func (h *heir) decide(checks []algo.Check, out []algo.Decision, now int64) error
 	}
 	if h.snap != nil {
 		h.markDirty(checks)
+	}
+	return nil
+}
+
+// screen returns the error the store would fail a batch holding one of
+// checks with, translated as decide translates it; nil for a store that is
+// no Screener.
+func (h *heir) screen(checks []algo.Check) error {
+	if h.screener == nil {
+		return nil
+	}
+	for i := range checks {
+		if err := h.screener.Screen(&checks[i]); err != nil {
+			return fmt.Errorf("actorlimit: store: %w", err)
+		}
 	}
 	return nil
 }
@@ -182,7 +210,11 @@ func (s *supervisor) spawnChildren(c protoactor.Context) {
 	cfg := s.h.cfg
 	props := protoactor.PropsFromProducer(
 		func() protoactor.Actor { return &limiter{h: s.h} },
-		protoactor.WithMailbox(func() protoactor.Mailbox { return newMailbox(cfg.Throughput) }),
+		protoactor.WithMailbox(func() protoactor.Mailbox {
+			m := newMailbox(cfg.Throughput, cfg.MaxBatch)
+			s.h.mailbox.Store(m)
+			return m
+		}),
 	)
 	pid, err := c.SpawnNamed(props, limiterName)
 	if err != nil {

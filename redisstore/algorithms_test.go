@@ -80,7 +80,7 @@ func TestAlgorithms(t *testing.T) {
 	}
 	for a, steps := range cases {
 		t.Run(a.String(), func(t *testing.T) {
-			s, err := redisstore.New(srv.Client(), redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError))
+			s, err := redisstore.New(srv.Client(), redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)
 			require.NoError(t, err)
 			runSteps(t, s, a, steps)
 		})

@@ -74,7 +74,7 @@ func TestDifferential(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			client := srv.Client()
 			require.NoError(t, client.FlushAll(context.Background()).Err())
-			st, err := redisstore.New(client, redisstore.WithCallerTime(), redisstore.WithMaxBatch(5),
+			st, err := redisstore.New(client, redisstore.WithCallerTime(), redisstore.WithMaxBatch(5), patient,
 				redisstore.WithOutage(redisstore.FailError))
 			require.NoError(t, err)
 			tab := table.New(0)

@@ -8,7 +8,9 @@
 // option. It talks to Redis through redis.UniversalClient, so a single
 // server, Sentinel or Redis Cluster all work. The limiter actor calls
 // Decide once per mailbox batch; like every store, a Store is not safe for
-// concurrent use, but [Store.Stats] is.
+// concurrent use, but [Store.Stats] is. Checks that callers send at once
+// are gathered by the limiter into one Decide (actorlimit.WithMaxBatch,
+// default 256): N concurrent checks, one round trip.
 //
 // # Keys
 //
@@ -87,6 +89,20 @@
 //   - [FailOpen] allows, [FailClosed] denies with RetryAfter the probe
 //     interval, [FailError] returns an error wrapping [ErrUnavailable] and
 //     the cause.
+//
+// The timeout holds only if the client lets it: go-redis ignores a
+// context's deadline on socket reads unless Options.ContextTimeoutEnabled is
+// set (then ReadTimeout, 3s by default, bounds them), and redials a refused
+// connection DialerRetries times (5 by default) with a 100ms pause between,
+// so each probe of a dead Redis would take the whole timeout, during which
+// the limiter waits. Give the client
+//
+//	ContextTimeoutEnabled: true, // reads stop at WithTimeout
+//	DialerRetries:         1,    // a dead Redis costs one refused dial
+//	MaxRetries:            -1,   // a failed batch goes to the outage mode at once
+//
+// The end-to-end tests kill Redis under load with these options: no call
+// outlasts 2s, at a 200ms timeout.
 //
 // Some checks of a failed batch may have reached Redis. A context that the
 // caller cancelled gives ErrUnavailable wrapping ctx's error in every mode

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/redisstore"
 )
@@ -31,4 +32,35 @@ func Example() {
 		return
 	}
 	fmt.Println(out[0].Allowed)
+}
+
+// Example_manyServers is what each app server behind a load balancer runs:
+// a limiter whose state lives in the one Redis they share, so a client gets
+// 10 hits a second in total, whichever servers it reaches. It needs a
+// running Redis, so it has no Output to check.
+func Example_manyServers() {
+	client := redis.NewClient(&redis.Options{
+		Addr:                  "127.0.0.1:6379",
+		ContextTimeoutEnabled: true, // reads stop at the store's timeout
+		DialerRetries:         1,    // a dead Redis costs one refused dial
+		MaxRetries:            -1,   // a failed batch goes to the outage mode at once
+	})
+	defer client.Close()
+	store, err := redisstore.New(client, redisstore.WithPrefix("myapp:"))
+	if err != nil {
+		panic(err)
+	}
+	lim, err := actorlimit.Start(actorlimit.WithStore(store))
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+
+	p := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 10, Period: time.Second}
+	res, err := lim.Hit(context.Background(), "alice", p)
+	if err != nil {
+		fmt.Println(err) // only with WithOutage(redisstore.FailError)
+		return
+	}
+	fmt.Println(res.Allowed, res.Remaining)
 }

@@ -192,6 +192,12 @@ func (s *Store) outage(now int64, checks []algo.Check, out []algo.Decision, caus
 	return nil
 }
 
+// Screen returns the error wrapping [ErrUnsupported] that Decide would
+// return for a batch holding c, or nil: the limiter screens each caller's
+// checks with it, so that one caller's unsupported check fails that caller
+// alone and not the others whose checks it gathered into the same batch.
+func (s *Store) Screen(c *algo.Check) error { return supported(c) }
+
 // supported reports a check the scripts cannot decide exactly.
 func supported(c *algo.Check) error {
 	switch c.Algorithm {

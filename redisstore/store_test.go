@@ -19,6 +19,11 @@ import (
 
 const t0 = int64(1_790_000_000_000_000_000)
 
+// patient is the round-trip timeout of the stores of tests that are not
+// about outages: on a loaded machine (-race, parallel packages) a round
+// trip can pass the default 250ms, and such a test must not fail on it.
+var patient = redisstore.WithTimeout(10 * time.Second)
+
 func hit(a algo.Algorithm, id string, limit, n int64, period time.Duration) algo.Check {
 	return algo.Check{Algorithm: a, ID: id, Period: period, Limit: limit, Burst: limit, N: n}
 }
@@ -36,7 +41,7 @@ func decide(t *testing.T, s *redisstore.Store, now int64, cs ...algo.Check) []al
 // refused with ErrUnsupported before anything is sent.
 func TestEdges(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := redisstore.New(srv.Client(), redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError))
+	s, err := redisstore.New(srv.Client(), redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)
 	require.NoError(t, err)
 	big := hit(algo.FixedWindow, "sat", 10, math.MaxInt64, time.Second)
 	d := decide(t, s, t0, big, big, hit(algo.FixedWindow, "sat", 10, 1, time.Second))
@@ -80,7 +85,7 @@ func TestSharedExact(t *testing.T) {
 			locks := make([]sync.Mutex, 3)
 			for i := range stores {
 				// The caller's time, one instant for all: no window can end mid-test.
-				s, err := redisstore.New(srv.Client(), redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError))
+				s, err := redisstore.New(srv.Client(), redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)
 				require.NoError(t, err)
 				stores[i] = s
 			}
@@ -126,9 +131,9 @@ func TestSharedExact(t *testing.T) {
 // first one's hits.
 func TestRedisTime(t *testing.T) {
 	srv := redistest.Start(t)
-	a, err := redisstore.New(srv.Client())
+	a, err := redisstore.New(srv.Client(), patient)
 	require.NoError(t, err)
-	b, err := redisstore.New(srv.Client())
+	b, err := redisstore.New(srv.Client(), patient)
 	require.NoError(t, err)
 	for _, al := range algo.All() {
 		c := hit(al, "time", 3, 1, time.Hour)
@@ -222,7 +227,7 @@ func TestCancelled(t *testing.T) {
 func TestNoScript(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
-	s, err := redisstore.New(client, redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError))
+	s, err := redisstore.New(client, redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)
 	require.NoError(t, err)
 	c := hit(algo.SlidingWindow, "ns", 2, 1, time.Second)
 	decide(t, s, t0, c)

@@ -26,6 +26,15 @@
 //
 //	go run ./examples/mochi-like -demo -rules examples/mochi-like/rules.yaml
 //
+// With -redis, the counts live in that Redis (package redisstore), so that
+// several servers behind one load balancer share them: a peer gets -limit
+// requests per window across all of them, counted at Redis's clock. If Redis
+// stops answering, each server falls back to counts of its own until Redis
+// is back. Two servers on one Redis:
+//
+//	go run ./examples/mochi-like -addr 127.0.0.1:8081 -redis 127.0.0.1:6379 &
+//	go run ./examples/mochi-like -addr 127.0.0.1:8082 -redis 127.0.0.1:6379 &
+//
 // The flags:
 //
 //	-addr   address to listen on (default 127.0.0.1:8080; ignored with -demo)
@@ -34,6 +43,7 @@
 //	-limit  requests allowed per peer IP per window (default 500, 5 with -demo)
 //	-demo   run the demo instead of serving
 //	-rules  rules file to apply in front of the per-peer limit (default none)
+//	-redis  address (host:port) of a Redis to keep the counts in (default none)
 //	-admin  address to serve Prometheus metrics (/metrics) and the limits
 //	        page (/limits, JSON at /limits?format=json) on (default none)
 //
@@ -59,9 +69,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/analytics"
 	"github.com/actorlimit/actorlimit/httpadapter"
+	"github.com/actorlimit/actorlimit/redisstore"
 )
 
 const (
@@ -85,6 +98,7 @@ type config struct {
 	limit   int64
 	demo    bool
 	rules   string
+	redis   string
 	admin   string
 }
 
@@ -120,6 +134,14 @@ func run(ctx context.Context, args []string, stdout io.Writer, opts ...actorlimi
 		return fmt.Errorf("-dir: %w", err)
 	}
 	defer root.Close()
+	if cfg.redis != "" {
+		store, client, err := openRedis(ctx, cfg.redis)
+		if err != nil {
+			return err
+		}
+		defer client.Close() // after the limiter's Close, deferred below
+		opts = append(opts, actorlimit.WithStore(store))
+	}
 	ln, err := listen(cfg)
 	if err != nil {
 		return err
@@ -200,6 +222,7 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	flags.BoolVar(&cfg.demo, "demo", false, "send limit+3 requests to a server of its own, print the answers and exit")
 	flags.StringVar(&cfg.admin, "admin", "", "`address` to serve /metrics and /limits on (default: none)")
 	flags.StringVar(&cfg.rules, "rules", "", "rules `file` (YAML or JSON, package httpadapter) to apply in front of the per-peer limit")
+	flags.StringVar(&cfg.redis, "redis", "", "`address` (host:port) of a Redis to keep the counts in, shared with other servers")
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			flags.SetOutput(stdout)
@@ -235,4 +258,30 @@ func (cfg config) validate() error {
 		return errors.New("-dir is empty")
 	}
 	return nil
+}
+
+// redisCheckTimeout bounds the PING that -redis sends at start.
+const redisCheckTimeout = 2 * time.Second
+
+// openRedis returns a store in the Redis at addr and its client, once Redis
+// answers a PING: a wrong address is an error at start, not a silent
+// fallback later.
+func openRedis(ctx context.Context, addr string) (*redisstore.Store, *redis.Client, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, nil, fmt.Errorf("-redis %q: want host:port: %w", addr, err)
+	}
+	// The options redisstore advises, so that an outage costs little wait.
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: -1})
+	pctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
+	defer cancel()
+	if err := client.Ping(pctx).Err(); err != nil {
+		client.Close()
+		return nil, nil, fmt.Errorf("-redis %s: no answer: %w", addr, err)
+	}
+	store, err := redisstore.New(client)
+	if err != nil {
+		client.Close()
+		return nil, nil, fmt.Errorf("-redis: %w", err)
+	}
+	return store, client, nil
 }

@@ -131,6 +131,9 @@ func peerLimit(cfg config) string {
 	if cfg.rules != "" {
 		s = "after the rules, " + s
 	}
+	if cfg.redis != "" {
+		s += ", counted in Redis at " + cfg.redis
+	}
 	return s
 }
 

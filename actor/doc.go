@@ -37,8 +37,11 @@
 // Mailbox: a caller that finds it idle runs it on its own goroutine, with no
 // goroutine started or woken for a lone caller, for at most
 // Config.Throughput messages; if more are waiting by then, a goroutine takes
-// over and the caller returns. Callers that find it busy only enqueue and
-// wait. The mailbox still serializes every message, system messages first.
+// over and the caller returns. When nothing is queued, such a caller's
+// message is not queued at all: it goes straight to the actor, with none of
+// the queue's lock, counter and slices, whose cache lines would otherwise
+// move between the cores of two callers taking turns. Callers that find it
+// busy only enqueue and wait. The mailbox still serializes every message, system messages first.
 //
 // # The mailbox as a pipeline
 //

@@ -17,7 +17,9 @@ import (
 //     synchronized dispatcher does, but for at most one batch of messages:
 //     if more arrived meanwhile, a goroutine is started to drain them and
 //     the caller returns. A lone caller thus never waits for a goroutine to
-//     wake, and under load no caller is kept busy serving the others.
+//     wake, and under load no caller is kept busy serving the others. When
+//     nothing is queued either, its message skips the queue (see
+//     [mailbox.PostUserMessage]).
 //   - Consecutive check calls of one run are handed to the limiter as one
 //     [gather] message, up to maxChecks checks, so that the store decides
 //     them in one Decide: under load a networked store makes one round trip
@@ -58,13 +60,46 @@ func newMailbox(batch, maxChecks int) *mailbox {
 	return m
 }
 
-// PostUserMessage implements protoactor.Mailbox.
+// PostUserMessage implements protoactor.Mailbox. A caller that finds the
+// mailbox idle, with nothing queued and not suspended, hands msg to the
+// invoker at once without queuing it: no lock, no counter, no swap of the
+// queue, each of which is a cache line that the other cores' callers take
+// away between two checks. Messages posted meanwhile are run after it, as
+// they would be behind it in the queue.
 func (m *mailbox) PostUserMessage(msg any) {
+	if m.status.CompareAndSwap(idle, running) {
+		if m.users.Load() == 0 && m.systems.Load() == 0 && !m.suspended.Load() {
+			m.direct(msg)
+			if m.release() {
+				m.process(max(1, m.batch-1))
+			}
+			return
+		}
+		m.enqueue(msg)
+		m.process(m.batch)
+		return
+	}
+	m.enqueue(msg)
+	m.schedule()
+}
+
+// enqueue appends msg to the user messages and counts it.
+func (m *mailbox) enqueue(msg any) {
 	m.mu.Lock()
 	m.pending = append(m.pending, msg)
 	m.mu.Unlock()
 	m.users.Add(1)
-	m.schedule()
+}
+
+// direct runs msg, which was never queued, on the running goroutine. A panic
+// is escalated to the supervisor with msg, as in run.
+func (m *mailbox) direct(msg any) {
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, msg)
+		}
+	}()
+	m.invoker.InvokeUserMessage(msg)
 }
 
 // PostSystemMessage implements protoactor.Mailbox.
@@ -103,15 +138,21 @@ func (m *mailbox) process(budget int) {
 			go m.drain() // still running: the drainer owns the mailbox now
 			return
 		}
-		m.status.Store(idle)
-		if m.systems.Load() == 0 && (m.suspended.Load() || m.users.Load() == 0) {
-			return
-		}
-		// something arrived after the last look: run again if nobody else does
-		if !m.status.CompareAndSwap(idle, running) {
+		if !m.release() {
 			return
 		}
 	}
+}
+
+// release sets the mailbox idle and reports whether the caller took it back
+// (it is running again) because something arrived after the last look and
+// nobody else runs it.
+func (m *mailbox) release() bool {
+	m.status.Store(idle)
+	if m.systems.Load() == 0 && (m.suspended.Load() || m.users.Load() == 0) {
+		return false
+	}
+	return m.status.CompareAndSwap(idle, running)
 }
 
 // run processes system messages first, then user messages in batches. It

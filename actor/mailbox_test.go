@@ -18,9 +18,13 @@ type recorder struct {
 	system   []any
 	failures []any
 	panicOn  any
+	onInvoke func(msg any) // called first, on the running goroutine
 }
 
 func (r *recorder) InvokeUserMessage(msg any) {
+	if r.onInvoke != nil {
+		r.onInvoke(msg)
+	}
 	if msg == r.panicOn {
 		panic("boom")
 	}
@@ -88,6 +92,58 @@ func TestMailboxLoneCallerRunsInline(t *testing.T) {
 	m.PostUserMessage("a")
 	// no goroutine was needed: the message ran before Post returned
 	assert.Equal(t, []any{"a"}, r.user)
+}
+
+func TestMailboxIdleCallerSkipsTheQueue(t *testing.T) {
+	m, r := newRecorded(300)
+	var queued []int32
+	r.onInvoke = func(any) { queued = append(queued, m.users.Load()) }
+	for _, s := range []string{"a", "b", "c"} {
+		m.PostUserMessage(s)
+	}
+	assert.Equal(t, []any{"a", "b", "c"}, r.user)
+	assert.Equal(t, []int32{0, 0, 0}, queued, "a message to an idle mailbox was counted as queued")
+	assert.Nil(t, m.pending, "a message to an idle mailbox went through the queue")
+	assert.Equal(t, idle, m.status.Load())
+}
+
+func TestMailboxMessagesPostedDuringADirectRunGoNext(t *testing.T) {
+	for _, batch := range []int{1, 2, 300} {
+		m, r := newRecorded(batch)
+		done := make(chan struct{})
+		r.onInvoke = func(msg any) {
+			switch msg {
+			case "a": // as the limiter sends itself a sweep's next chunk
+				m.PostUserMessage("b")
+				m.PostUserMessage("c")
+			case "c":
+				close(done)
+			}
+		}
+		m.PostUserMessage("a")
+		<-done // with batch 1 a drainer goroutine runs the rest
+		r.mu.Lock()
+		assert.Equal(t, []any{"a", "b", "c"}, r.user, "batch %d", batch)
+		r.mu.Unlock()
+	}
+}
+
+func TestMailboxDirectPanicSuspendsUntilResumed(t *testing.T) {
+	m, r := newRecorded(300)
+	r.panicOn = "bad"
+	m.PostUserMessage("bad") // idle: run directly, and fails
+	assert.Equal(t, []any{"bad"}, r.failures)
+	assert.Empty(t, r.user)
+	assert.True(t, m.suspended.Load())
+
+	m.PostUserMessage("a") // suspended: queued, not run
+	assert.Empty(t, r.user)
+	assert.Equal(t, 1, m.UserMessageCount())
+
+	m.PostSystemMessage(&protoactor.ResumeMailbox{})
+	assert.Equal(t, []any{"a"}, r.user)
+	assert.Zero(t, m.UserMessageCount())
+	assert.Equal(t, idle, m.status.Load())
 }
 
 func TestMailboxPanicKeepsQueuedMessagesUntilResumed(t *testing.T) {

@@ -24,7 +24,8 @@ type localEntry struct {
 	own    int64 // hits this member counted in the window, in all
 	acked  int64 // the largest own total the owner has answered for
 	owner  int64 // the owner's count at that answer, all members together
-	dirty  bool  // own > acked, or a sync of it failed: on the shard's dirty list
+	idle   int   // syncs with nothing new to send since the last hit here
+	active bool  // on the shard's active list: synced at every round
 }
 
 // estimate is the window's count as this member knows it: the owner's
@@ -35,7 +36,7 @@ func (e *localEntry) estimate() int64 { return satAdd(e.owner, e.own-e.acked) }
 type localShard struct {
 	mu      sync.Mutex
 	entries map[localKey]*localEntry
-	dirty   []localKey
+	active  []localKey
 }
 
 // local holds this member's LocalFirst copies. It is safe for concurrent
@@ -71,7 +72,7 @@ func (s *localShard) entry(k localKey, w int64, create bool) *localEntry {
 		e = &localEntry{}
 		s.entries[k] = e
 	}
-	*e = localEntry{window: w, dirty: e.dirty}
+	*e = localEntry{window: w, active: e.active}
 	return e
 }
 
@@ -94,10 +95,11 @@ func (l *local) decide(c *algo.Check, now int64) algo.Decision {
 	}
 	e := s.entry(k, w, true)
 	e.own = satAdd(e.own, c.N)
+	e.idle = 0
 	count = e.estimate()
-	if !e.dirty {
-		e.dirty = true
-		s.dirty = append(s.dirty, k)
+	if !e.active {
+		e.active = true
+		s.active = append(s.active, k)
 	}
 	s.mu.Unlock()
 	return hitDecision(count, c.Limit, c.N, w, period, now)
@@ -146,7 +148,7 @@ func (l *local) reset(c *algo.Check) {
 	s := l.shard(c.ID)
 	s.mu.Lock()
 	if e := s.entries[localKey{id: c.ID, period: int64(c.Period)}]; e != nil {
-		*e = localEntry{dirty: e.dirty}
+		*e = localEntry{active: e.active}
 	}
 	s.mu.Unlock()
 }
@@ -158,25 +160,39 @@ type pending struct {
 	hits   int64
 }
 
-// takeDirty empties every shard's dirty list and appends what each key has
-// to send to out, grouped by nothing yet; keys whose window ended before
-// now are dropped (the owner has started a new window).
-func (l *local) takeDirty(now int64, out []pending) []pending {
+// lingerSyncs is how many syncs a key is still synced once the owner has
+// its hits, with nothing new to send, to learn the other members' hits.
+const lingerSyncs = 2
+
+// takeActive appends to out what each active key has to send: its total
+// for the current window. A key stays active while it has hits the owner
+// has not acknowledged (so a failed sync is sent again: no hit is lost) and
+// for lingerSyncs syncs after that; keys whose window ended before
+// now leave (the owner has started a new window).
+func (l *local) takeActive(now int64, out []pending) []pending {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
-		for _, k := range s.dirty {
+		keep := s.active[:0]
+		for _, k := range s.active {
 			e := s.entries[k]
 			if e == nil {
 				continue
 			}
-			e.dirty = false
-			if e.window < table.FloorDiv(now, k.period) || e.own == 0 {
+			if e.window < table.FloorDiv(now, k.period) || (e.own <= e.acked && e.idle >= lingerSyncs) {
+				e.active = false
 				continue
 			}
-			out = append(out, pending{key: k, window: e.window, hits: e.own})
+			if e.own <= e.acked {
+				e.idle++
+			}
+			keep = append(keep, k)
+			if e.own > 0 {
+				out = append(out, pending{key: k, window: e.window, hits: e.own})
+			}
 		}
-		s.dirty = s.dirty[:0]
+		clear(s.active[len(keep):])
+		s.active = keep
 		s.mu.Unlock()
 	}
 	return out
@@ -188,23 +204,10 @@ func (l *local) applied(p pending, window, count int64) {
 	s := l.shard(p.key.id)
 	s.mu.Lock()
 	if e := s.entries[p.key]; e != nil && e.window == p.window && window == p.window {
-		e.owner = max(e.owner, count)
 		e.acked = max(e.acked, p.hits)
-		// The owner's count includes our acked total, and own-acked is what
-		// we counted since; never let the estimate fall below our own.
-		e.owner = max(e.owner, e.acked)
-	}
-	s.mu.Unlock()
-}
-
-// failed puts p back on its shard's dirty list, so the next sync sends it
-// again: its total includes every hit, so none is lost.
-func (l *local) failed(p pending) {
-	s := l.shard(p.key.id)
-	s.mu.Lock()
-	if e := s.entries[p.key]; e != nil && e.window == p.window && !e.dirty {
-		e.dirty = true
-		s.dirty = append(s.dirty, p.key)
+		// The owner's count includes our acked total; own-acked is what we
+		// counted since we sent it.
+		e.owner = max(e.owner, count, e.acked)
 	}
 	s.mu.Unlock()
 }
@@ -217,7 +220,7 @@ func (l *local) sweep(now int64) int {
 		s := &l.shards[i]
 		s.mu.Lock()
 		for k, e := range s.entries {
-			if !e.dirty && e.window < table.FloorDiv(now, k.period) {
+			if !e.active && e.window < table.FloorDiv(now, k.period) {
 				delete(s.entries, k)
 				n++
 			}

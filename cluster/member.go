@@ -25,7 +25,8 @@ type Member struct {
 	Limiter *actorlimit.Limiter
 
 	cfg     Config
-	cluster *protocluster.Cluster
+	node    string                // the member's name to the owners: its address
+	cluster *protocluster.Cluster // nil for a member made by a test without one
 	local   *local
 	ids     []string // partition number -> identity
 
@@ -50,12 +51,6 @@ func Start(cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Member{cfg: cfg, local: newLocal(), closed: make(chan struct{}), syncDone: make(chan struct{})}
-	m.ids = make([]string, cfg.Partitions)
-	for i := range m.ids {
-		m.ids[i] = strconv.Itoa(i)
-	}
-	m.send = m.request
 	logger := cfg.Logger
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
@@ -64,14 +59,28 @@ func Start(cfg Config) (*Member, error) {
 		remote.Configure(cfg.Host, cfg.Port),
 		protocluster.WithKinds(protocluster.NewKind(kind, props)),
 		protocluster.WithRequestTimeout(cfg.RequestTimeout))
-	m.cluster = protocluster.New(system, pc)
-	if err := startMember(m.cluster); err != nil {
+	c := protocluster.New(system, pc)
+	if err := startMember(c); err != nil {
 		system.Shutdown()
 		return nil, err
 	}
-	m.Limiter, _ = actorlimit.Over(m)
+	m := newMember(cfg, c.ActorSystem.Address(), nil)
+	m.cluster = c
+	m.send = m.request
 	go m.syncLoop()
 	return m, nil
+}
+
+// newMember makes a member that sends its requests with send, and no
+// sync loop yet; node names it to the owners.
+func newMember(cfg Config, node string, send func(partition int, msg any) (any, error)) *Member {
+	m := &Member{cfg: cfg, node: node, local: newLocal(), closed: make(chan struct{}), syncDone: make(chan struct{}), send: send}
+	m.ids = make([]string, cfg.Partitions)
+	for i := range m.ids {
+		m.ids[i] = strconv.Itoa(i)
+	}
+	m.Limiter, _ = actorlimit.Over(m)
+	return m
 }
 
 // startMember starts c, turning the engine's panics into an error.
@@ -86,7 +95,7 @@ func startMember(c *protocluster.Cluster) (err error) {
 }
 
 // Address is the member's host:port.
-func (m *Member) Address() string { return m.cluster.ActorSystem.Address() }
+func (m *Member) Address() string { return m.node }
 
 // Members returns the addresses of the members this member sees, itself
 // included.
@@ -277,7 +286,9 @@ func (m *Member) Close() error {
 		m.mu.Lock()
 		m.down = true
 		m.mu.Unlock()
-		m.cluster.Shutdown(true)
+		if m.cluster != nil {
+			m.cluster.Shutdown(true)
+		}
 	})
 	return nil
 }
@@ -291,6 +302,8 @@ func (m *Member) Kill() {
 		m.mu.Unlock()
 		close(m.closed)
 		<-m.syncDone
-		m.cluster.Shutdown(false)
+		if m.cluster != nil {
+			m.cluster.Shutdown(false)
+		}
 	})
 }

@@ -47,14 +47,24 @@ func newOwner(clock interface{ Now() time.Time }, maxEntries int) *owner {
 
 // Receive decides checks and applies syncs.
 func (o *owner) Receive(c protoactor.Context) {
-	switch m := c.Message().(type) {
-	case *clusterpb.DecideRequest:
-		c.Respond(o.decide(m))
-		o.tidy()
-	case *clusterpb.SyncRequest:
-		c.Respond(o.sync(m))
-		o.tidy()
+	if reply := o.handle(c.Message()); reply != nil {
+		c.Respond(reply)
 	}
+}
+
+// handle answers one request, or returns nil for a message that is none.
+func (o *owner) handle(msg any) any {
+	var reply any
+	switch m := msg.(type) {
+	case *clusterpb.DecideRequest:
+		reply = o.decide(m)
+	case *clusterpb.SyncRequest:
+		reply = o.sync(m)
+	default:
+		return nil
+	}
+	o.tidy()
+	return reply
 }
 
 func (o *owner) decide(m *clusterpb.DecideRequest) *clusterpb.DecideReply {

@@ -44,7 +44,7 @@ func (m *Member) killed() bool {
 // tests call it to sync at a moment of their choosing. Checks never wait
 // for it.
 func (m *Member) SyncNow() {
-	batch := m.local.takeDirty(m.cfg.Clock.Now().UnixNano(), nil)
+	batch := m.local.takeActive(m.cfg.Clock.Now().UnixNano(), nil)
 	if len(batch) == 0 {
 		return
 	}
@@ -53,13 +53,12 @@ func (m *Member) SyncNow() {
 		n := m.partition(p.key.id)
 		byPartition[n] = append(byPartition[n], p)
 	}
-	node := m.Address()
 	var wg sync.WaitGroup
 	for n, ps := range byPartition {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m.syncPartition(node, n, ps)
+			m.syncPartition(m.node, n, ps)
 		}()
 	}
 	wg.Wait()
@@ -75,10 +74,9 @@ func (m *Member) syncPartition(node string, n int, ps []pending) {
 	resp, err := m.send(n, req)
 	reply, ok := resp.(*clusterpb.SyncReply)
 	if err != nil || !ok || len(reply.GetCounts()) != len(ps) {
+		// The keys stay active with their hits unacknowledged: the next
+		// sync sends their totals again.
 		m.cfg.Logger.Debug("actorlimit cluster: sync failed, will retry", "partition", n, "error", err)
-		for _, p := range ps {
-			m.local.failed(p)
-		}
 		return
 	}
 	for i, c := range reply.GetCounts() {

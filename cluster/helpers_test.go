@@ -56,4 +56,3 @@ func (c *fakeClock) tick() {
 		t.c <- now
 	}
 }
-

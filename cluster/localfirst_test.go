@@ -140,7 +140,7 @@ func TestLocalFirstWindowsReset(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res.Allowed)
 	assert.Equal(t, 15*time.Second, res.ResetAfter)
-	d.hit(t, 0, "k", minute, 5) // counted in the old window, never synced
+	d.hit(t, 0, "k", minute, 5)     // counted in the old window, never synced
 	clock.Advance(15 * time.Second) // the next window
 	d.syncAll()
 	for i := range d.members {

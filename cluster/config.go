@@ -37,6 +37,9 @@ const (
 	DefaultRequestTimeout = time.Second
 	// DefaultMaxEntries bounds each partition owner's table.
 	DefaultMaxEntries = 1 << 16
+	// DefaultDeadAfter is how long a silent member is given before it is
+	// taken for dead.
+	DefaultDeadAfter = 5 * time.Second
 	// DefaultName is the cluster's name.
 	DefaultName = "actorlimit"
 )
@@ -71,6 +74,10 @@ type Config struct {
 	// Owner mode when the caller's context has no earlier deadline);
 	// default [DefaultRequestTimeout].
 	RequestTimeout time.Duration
+	// DeadAfter is how long a member may go without a heartbeat before the
+	// others take it for dead and drop it from their member lists; its
+	// partitions then move. Default [DefaultDeadAfter].
+	DeadAfter time.Duration
 	// MaxEntries bounds each partition owner's table; default
 	// [DefaultMaxEntries].
 	MaxEntries int
@@ -93,6 +100,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: cluster.Config: SyncEvery %v is negative", actorlimit.ErrInvalidArgument, c.SyncEvery)
 	case c.RequestTimeout < 0:
 		return c, fmt.Errorf("%w: cluster.Config: RequestTimeout %v is negative", actorlimit.ErrInvalidArgument, c.RequestTimeout)
+	case c.DeadAfter < 0:
+		return c, fmt.Errorf("%w: cluster.Config: DeadAfter %v is negative", actorlimit.ErrInvalidArgument, c.DeadAfter)
 	case c.MaxEntries < 0:
 		return c, fmt.Errorf("%w: cluster.Config: MaxEntries %d is negative", actorlimit.ErrInvalidArgument, c.MaxEntries)
 	case c.Port < 0 || c.Port > 65535:
@@ -115,6 +124,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.DeadAfter == 0 {
+		c.DeadAfter = DefaultDeadAfter
 	}
 	if c.MaxEntries == 0 {
 		c.MaxEntries = DefaultMaxEntries

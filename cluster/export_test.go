@@ -63,3 +63,6 @@ type noProvider struct{}
 func (noProvider) StartMember(*protocluster.Cluster) error { return nil }
 func (noProvider) StartClient(*protocluster.Cluster) error { return nil }
 func (noProvider) Shutdown(bool) error                     { return nil }
+
+// SystemID is the member's actor system id: its name in the registry.
+func (m *Member) SystemID() string { return m.cluster.ActorSystem.ID }

@@ -58,7 +58,8 @@ func Start(cfg Config) (*Member, error) {
 	pc := protocluster.Configure(cfg.Name, cfg.Provider, cfg.Lookup,
 		remote.Configure(cfg.Host, cfg.Port),
 		protocluster.WithKinds(protocluster.NewKind(kind, props)),
-		protocluster.WithRequestTimeout(cfg.RequestTimeout))
+		protocluster.WithRequestTimeout(cfg.RequestTimeout),
+		protocluster.WithHeartbeatExpiration(cfg.DeadAfter))
 	c := protocluster.New(system, pc)
 	if err := startMember(c); err != nil {
 		system.Shutdown()
@@ -97,12 +98,16 @@ func startMember(c *protocluster.Cluster) (err error) {
 // Address is the member's host:port.
 func (m *Member) Address() string { return m.node }
 
-// Members returns the addresses of the members this member sees, itself
-// included.
+// Members returns the addresses of the members this member takes for live,
+// itself included: those the registry lists, less those the engine has
+// blocked (silent for longer than DeadAfter, or gone).
 func (m *Member) Members() []string {
 	var out []string
+	blocked := m.cluster.Remote.BlockList()
 	for _, mb := range m.cluster.MemberList.Members().Members() {
-		out = append(out, mb.Address())
+		if !blocked.IsBlocked(mb.Id) {
+			out = append(out, mb.Address())
+		}
 	}
 	return out
 }

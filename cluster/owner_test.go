@@ -112,6 +112,13 @@ func TestOwnerModeAlgorithms(t *testing.T) {
 // engine's in-memory test provider and waits until each sees all n.
 func startMembers(t *testing.T, n int, clock *fakeClock, mode cluster.Mode) []*cluster.Member {
 	t.Helper()
+	members, _ := startMembersWith(t, n, cluster.Config{Clock: clock, Mode: mode})
+	return members
+}
+
+// startMembersWith is startMembers with more of the config given.
+func startMembersWith(t *testing.T, n int, base cluster.Config) ([]*cluster.Member, *test.InMemAgent) {
+	t.Helper()
 	agent := test.NewInMemAgent()
 	members := make([]*cluster.Member, n)
 	var wg sync.WaitGroup
@@ -120,12 +127,10 @@ func startMembers(t *testing.T, n int, clock *fakeClock, mode cluster.Mode) []*c
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			members[i], errs[i] = cluster.Start(cluster.Config{
-				Name:     "test-" + t.Name(),
-				Provider: test.NewTestProvider(agent),
-				Mode:     mode,
-				Clock:    clock,
-			})
+			cfg := base
+			cfg.Name = "test-" + t.Name()
+			cfg.Provider = test.NewTestProvider(agent)
+			members[i], errs[i] = cluster.Start(cfg)
 		}()
 	}
 	wg.Wait()
@@ -141,7 +146,7 @@ func startMembers(t *testing.T, n int, clock *fakeClock, mode cluster.Mode) []*c
 		wg.Wait()
 	})
 	waitMembers(t, members, n)
-	return members
+	return members, agent
 }
 
 // waitMembers waits until every member sees want members.

@@ -66,3 +66,12 @@ func (noProvider) Shutdown(bool) error                     { return nil }
 
 // SystemID is the member's actor system id: its name in the registry.
 func (m *Member) SystemID() string { return m.cluster.ActorSystem.ID }
+
+// OwnerOf returns the address of the member that owns id's partition now.
+func (m *Member) OwnerOf(id string) string {
+	pid := m.cluster.Get(m.ids[m.partition(id)], kind)
+	if pid == nil {
+		return ""
+	}
+	return pid.Address
+}

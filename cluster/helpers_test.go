@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	protocluster "github.com/asynkron/protoactor-go/cluster"
+
 	"github.com/actorlimit/actorlimit"
 )
 
@@ -56,3 +58,11 @@ func (c *fakeClock) tick() {
 		t.c <- now
 	}
 }
+
+// noProvider is a provider that is never started: Start rejects the
+// configs it is given in before.
+type noProvider struct{}
+
+func (noProvider) StartMember(*protocluster.Cluster) error { return nil }
+func (noProvider) StartClient(*protocluster.Cluster) error { return nil }
+func (noProvider) Shutdown(bool) error                     { return nil }

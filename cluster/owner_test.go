@@ -117,7 +117,7 @@ func startMembers(t *testing.T, n int, clock *fakeClock, mode cluster.Mode) []*c
 }
 
 // startMembersWith is startMembers with more of the config given.
-func startMembersWith(t *testing.T, n int, base cluster.Config) ([]*cluster.Member, *test.InMemAgent) {
+func startMembersWith(t testing.TB, n int, base cluster.Config) ([]*cluster.Member, *test.InMemAgent) {
 	t.Helper()
 	agent := test.NewInMemAgent()
 	members := make([]*cluster.Member, n)
@@ -150,7 +150,7 @@ func startMembersWith(t *testing.T, n int, base cluster.Config) ([]*cluster.Memb
 }
 
 // waitMembers waits until every member sees want members.
-func waitMembers(t *testing.T, members []*cluster.Member, want int) {
+func waitMembers(t testing.TB, members []*cluster.Member, want int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

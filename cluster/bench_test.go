@@ -25,18 +25,22 @@ func benchIDs(n int) []string {
 }
 
 // BenchmarkCheck compares a LocalFirst member's check with the
-// single-process limiter's CheckRate, in one run.
+// single-process limiter's CheckRate, in one run. Allocations are counted
+// process-wide: with sync=50ms they include the sync's.
 func BenchmarkCheck(b *testing.B) {
 	ids := benchIDs(10000)
 	require.NotEmpty(b, ids)
 	single, err := actorlimit.Start(actorlimit.WithJanitor(0, 0))
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = single.Close() })
-	members, _ := startMembersWith(b, 1, cluster.Config{})
+	// The check alone: a clock whose ticker never ticks, so no sync runs.
+	quiet, _ := startMembersWith(b, 1, cluster.Config{Clock: wallNoTicks{}})
+	// With the sync every 50 ms on the wall clock, competing for the CPUs.
+	syncing, _ := startMembersWith(b, 1, cluster.Config{})
 	for _, impl := range []struct {
 		name string
 		lim  *actorlimit.Limiter
-	}{{"single", single}, {"localfirst", members[0].Limiter}} {
+	}{{"single", single}, {"localfirst/sync=none", quiet[0].Limiter}, {"localfirst/sync=50ms", syncing[0].Limiter}} {
 		b.Run("impl="+impl.name+"/callers=1", func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
@@ -106,4 +110,13 @@ func BenchmarkOwnerRoundTrip(b *testing.B) {
 			}
 		})
 	}
+}
+
+// wallNoTicks is the wall clock with tickers that never tick.
+type wallNoTicks struct{}
+
+func (wallNoTicks) Now() time.Time { return time.Now() }
+
+func (wallNoTicks) NewTicker(time.Duration) actorlimit.Ticker {
+	return &fakeTicker{c: make(chan time.Time)}
 }

@@ -25,7 +25,11 @@
 // moved is rebuilt by the next syncs) and answers with the sum over the
 // members. The member's copy becomes that sum plus what it counted since it
 // sent. A sync that fails is sent again at the next round: no hit is lost.
-// The price is inertia: until the next sync, each member admits against its
+// While a key's owner cannot be reached (its last sync failed), the member
+// keeps answering from its copy, but admits at most its share of the limit,
+// limit divided by the live members, beyond what the owner last confirmed;
+// it counts every hit, and the full limit applies again once a sync
+// succeeds. The price is inertia: until the next sync, each member admits against its
 // own view, so a burst may be over-admitted by about what the other members
 // admit in one sync interval. Checks of other algorithms, and resets, are
 // decided by the owner as in Owner mode.

@@ -75,3 +75,7 @@ func (m *Member) OwnerOf(id string) string {
 	}
 	return pid.Address
 }
+
+// SetLive sets the number of live members a detached member divides its
+// limit by while an owner cannot be reached.
+func (m *Member) SetLive(n int) { m.live.Store(int64(n)) }

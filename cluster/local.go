@@ -25,6 +25,7 @@ type localEntry struct {
 	acked  int64 // the largest own total the owner has answered for
 	owner  int64 // the owner's count at that answer, all members together
 	idle   int   // syncs with nothing new to send since the last hit here
+	cut    bool  // the last sync of the key failed: the fallback share applies
 	active bool  // on the shard's active list: synced at every round
 }
 
@@ -78,8 +79,11 @@ func (s *localShard) entry(k localKey, w int64, create bool) *localEntry {
 
 // decide counts a FixedWindow hit (or peeks) at now, as the table's
 // FixedWindow does, against this member's estimate of the window's count.
-// Denied hits are counted, as the algorithm says.
-func (l *local) decide(c *algo.Check, now int64) algo.Decision {
+// Denied hits are counted, as the algorithm says. While the key's owner
+// cannot be reached (its last sync failed), the hits counted here since the
+// owner last answered may not exceed this member's share of the limit,
+// limit/members: the fallback.
+func (l *local) decide(c *algo.Check, now, members int64) algo.Decision {
 	period := int64(c.Period)
 	k := localKey{id: c.ID, period: period}
 	w := table.FloorDiv(now, period)
@@ -101,8 +105,20 @@ func (l *local) decide(c *algo.Check, now int64) algo.Decision {
 		e.active = true
 		s.active = append(s.active, k)
 	}
+	cut, unacked := e.cut, e.own-e.acked
 	s.mu.Unlock()
-	return hitDecision(count, c.Limit, c.N, w, period, now)
+	d := hitDecision(count, c.Limit, c.N, w, period, now)
+	if cut {
+		share := c.Limit / max(members, 1)
+		if unacked > share && d.Allowed {
+			d.Allowed, d.RetryAfter = false, d.ResetAfter
+			if c.N > share {
+				d.RetryAfter = algo.Never
+			}
+		}
+		d.Remaining = min(d.Remaining, max(0, share-unacked))
+	}
+	return d
 }
 
 func hitDecision(count, limit, n, w, period, now int64) algo.Decision {
@@ -205,9 +221,21 @@ func (l *local) applied(p pending, window, count int64) {
 	s.mu.Lock()
 	if e := s.entries[p.key]; e != nil && e.window == p.window && window == p.window {
 		e.acked = max(e.acked, p.hits)
+		e.cut = false
 		// The owner's count includes our acked total; own-acked is what we
 		// counted since we sent it.
 		e.owner = max(e.owner, count, e.acked)
+	}
+	s.mu.Unlock()
+}
+
+// unreached marks p's key as cut off from its owner: the fallback share
+// applies to it until a sync succeeds.
+func (l *local) unreached(p pending) {
+	s := l.shard(p.key.id)
+	s.mu.Lock()
+	if e := s.entries[p.key]; e != nil && e.window == p.window {
+		e.cut = true
 	}
 	s.mu.Unlock()
 }

@@ -248,3 +248,30 @@ func TestLocalFirstSyncOnTicker(t *testing.T) {
 	_, err := d.members[1].Limiter.Hit(context.Background(), "k", minute)
 	assert.ErrorIs(t, err, actorlimit.ErrClosed)
 }
+
+// TestLocalFirstFallbackShare: while a key's owner cannot be reached, a
+// member admits at most its share of the limit, limit/members, on top of
+// what the owner last confirmed, and counts every hit; when the owner
+// answers again the member's hits reach it and the full limit applies.
+func TestLocalFirstFallbackShare(t *testing.T) {
+	d := newDetached(t, 3, newFakeClock())
+	for _, m := range d.members {
+		m.SetLive(3)
+	}
+	p := actorlimit.Policy{Limit: 30, Period: time.Minute} // a share of 10
+	assert.Equal(t, 2, d.hit(t, 0, "k", p, 2))
+	d.syncAll() // the owner confirms 2
+	d.down.Store(true)
+	assert.Equal(t, 1, d.hit(t, 0, "k", p, 1), "before any failed sync, the full limit")
+	d.syncAll() // fails: the owner is cut off
+	assert.EqualValues(t, 3, peekCount(t, d.members[0], "k", p).Count)
+	assert.Equal(t, 9, d.hit(t, 0, "k", p, 12), "the share: 10 unconfirmed hits, one already counted")
+	assert.EqualValues(t, 15, peekCount(t, d.members[0], "k", p).Count, "denied hits are counted")
+	d.down.Store(false)
+	d.syncAll()
+	d.hit(t, 1, "k", p, 1)
+	d.syncAll()
+	d.syncAll()
+	assert.EqualValues(t, 16, peekCount(t, d.members[1], "k", p).Count, "nothing was lost")
+	assert.Equal(t, 12, d.hit(t, 0, "k", p, 12), "recovered: past the share, up to the limit")
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
@@ -28,6 +29,7 @@ type Member struct {
 	node    string                // the member's name to the owners: its address
 	cluster *protocluster.Cluster // nil for a member made by a test without one
 	local   *local
+	live    atomic.Int64 // the live members at the last sync: the fallback's divisor
 	ids     []string // partition number -> identity
 
 	closeOnce sync.Once
@@ -76,6 +78,7 @@ func Start(cfg Config) (*Member, error) {
 // sync loop yet; node names it to the owners.
 func newMember(cfg Config, node string, send func(partition int, msg any) (any, error)) *Member {
 	m := &Member{cfg: cfg, node: node, local: newLocal(), closed: make(chan struct{}), syncDone: make(chan struct{}), send: send}
+	m.live.Store(1)
 	m.ids = make([]string, cfg.Partitions)
 	for i := range m.ids {
 		m.ids[i] = strconv.Itoa(i)
@@ -141,7 +144,7 @@ func (m *Member) Do(ctx context.Context, c algo.Check) (algo.Decision, error) {
 	}
 	defer m.mu.RUnlock()
 	if m.isLocal(&c) {
-		return m.local.decide(&c, m.cfg.Clock.Now().UnixNano()), nil
+		return m.local.decide(&c, m.cfg.Clock.Now().UnixNano(), m.live.Load()), nil
 	}
 	var d [1]algo.Decision
 	err := m.remote(ctx, m.partition(c.ID), []algo.Check{c}, d[:])
@@ -163,7 +166,7 @@ func (m *Member) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 	now := m.cfg.Clock.Now().UnixNano()
 	for i := 0; i < len(checks); {
 		if m.isLocal(&checks[i]) {
-			res[i] = m.local.decide(&checks[i], now)
+			res[i] = m.local.decide(&checks[i], now, m.live.Load())
 			i++
 			continue
 		}

@@ -44,6 +44,9 @@ func (m *Member) killed() bool {
 // tests call it to sync at a moment of their choosing. Checks never wait
 // for it.
 func (m *Member) SyncNow() {
+	if m.cluster != nil {
+		m.live.Store(int64(max(1, len(m.Members()))))
+	}
 	batch := m.local.takeActive(m.cfg.Clock.Now().UnixNano(), nil)
 	if len(batch) == 0 {
 		return
@@ -77,6 +80,9 @@ func (m *Member) syncPartition(node string, n int, ps []pending) {
 		// The keys stay active with their hits unacknowledged: the next
 		// sync sends their totals again.
 		m.cfg.Logger.Debug("actorlimit cluster: sync failed, will retry", "partition", n, "error", err)
+		for _, p := range ps {
+			m.local.unreached(p)
+		}
 		return
 	}
 	for i, c := range reply.GetCounts() {

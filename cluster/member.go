@@ -30,7 +30,7 @@ type Member struct {
 	cluster *protocluster.Cluster // nil for a member made by a test without one
 	local   *local
 	live    atomic.Int64 // the live members at the last sync: the fallback's divisor
-	ids     []string // partition number -> identity
+	ids     []string     // partition number -> identity
 
 	closeOnce sync.Once
 	closed    chan struct{}

@@ -205,4 +205,3 @@ func TestMembersAsProcesses(t *testing.T) {
 	}
 	require.Zero(t, over, "windows over %d after the failure was detected", bound)
 }
-

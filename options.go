@@ -46,7 +46,9 @@ type Option func(*settings) error
 // settings is what the options set.
 type settings struct {
 	actor.Config
-	shards int
+	shards     int
+	persistDir string
+	persistCfg PersistConfig
 }
 
 // WithClock makes the limiter read the time from c; the default is the wall
@@ -181,6 +183,11 @@ func configure(opts []Option) (actor.Config, int, error) {
 	}
 	if cfg.Store != nil && cfg.shards > 1 {
 		return actor.Config{}, 0, fmt.Errorf("%w: WithStore with WithShards(%d): a store serves one limiter actor", ErrInvalidArgument, cfg.shards)
+	}
+	if cfg.persistDir != "" {
+		if err := cfg.journal(); err != nil {
+			return actor.Config{}, 0, err
+		}
 	}
 	return cfg.Config, cfg.shards, nil
 }

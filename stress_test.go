@@ -100,13 +100,25 @@ func TestStress(t *testing.T) {
 			impatientCaller(lim, p, g, &closing, fail)
 		}()
 	}
-	// A flood of unique ids, 64 a batch.
+	// A flood of unique ids, 64 a batch. It pauses while the patients'
+	// counts are read at the end of phase 1: by then the patients have
+	// stopped hitting, their entries are idle, and a flood that went on would
+	// rightly evict them; it resumes for Close.
+	floodPaused := make(chan struct{})
 	others.Add(1)
 	go func() {
 		defer others.Done()
 		flood := make([]actorlimit.HitRequest, 64)
 		results := make([]actorlimit.Result, 64)
+		paused := false
 		for n := 0; ; n++ {
+			if stop.Load() && !paused {
+				close(floodPaused)
+				paused = true
+				for !closing.Load() {
+					time.Sleep(time.Millisecond) // wait for phase 2, not for time to pass
+				}
+			}
 			for i := range flood {
 				flood[i] = actorlimit.HitRequest{ID: fmt.Sprintf("flood-%d-%d", n, i), Policy: p}
 			}
@@ -136,6 +148,7 @@ func TestStress(t *testing.T) {
 		time.Sleep(stressDuration(t))
 		stop.Store(true)
 		patients.Wait()
+		<-floodPaused
 		close(phase1)
 	}()
 	stressWatchdog(t, "phase 1", stressDuration(t)+time.Minute, phase1)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,6 +263,36 @@ func TestSweepDeletesInChunksAndHonoursTimeout(t *testing.T) {
 	st, err := lim.Stats(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 1, st.Entries)
+	assert.Equal(t, uint64(2), st.Sweeps, "both sweeps counted, the empty one too")
+	assert.Zero(t, st.SweepTime, "the clock did not move during either")
+}
+
+// steppingClock moves on by step at each reading.
+type steppingClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+}
+
+func (c *steppingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(c.step)
+	return c.now
+}
+
+func TestStatsTimeSweeps(t *testing.T) {
+	lim, err := actorlimit.Start(actorlimit.WithClock(&steppingClock{now: epoch, step: time.Millisecond}), actorlimit.WithJanitor(0, 0))
+	require.NoError(t, err)
+	defer lim.Close()
+	for range 3 {
+		_, err := lim.Sweep(context.Background())
+		require.NoError(t, err)
+	}
+	st, err := lim.Stats(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), st.Sweeps)
+	assert.Equal(t, 3*time.Millisecond, st.SweepTime, "each sweep reads the clock as it begins and as it ends: one step apart")
 }
 
 func TestMaxEntriesBoundsMemory(t *testing.T) {

@@ -43,6 +43,12 @@ func Start(parent protoactor.SpawnerContext, cfg Config) (*Client, error) {
 		return nil, errors.New("actorlimit: janitor interval and timeout must not be negative")
 	}
 	h := newHeir(cfg)
+	var target atomic.Pointer[protoactor.PID]
+	if cfg.Journal != nil {
+		if err := h.startJournal(parent.ActorSystem().Root, &target); err != nil {
+			return nil, err
+		}
+	}
 	sup := parent.SpawnPrefix(supervisorProps(h), "actorlimit")
 	system := parent.ActorSystem()
 	c := &Client{
@@ -55,6 +61,7 @@ func Start(parent protoactor.SpawnerContext, cfg Config) (*Client, error) {
 		c.jan = protoactor.NewPID(sup.Address, sup.Id+"/"+janitorName)
 	}
 	c.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
+	target.Store(c.pid)
 	select {
 	case <-h.ready:
 		select {
@@ -233,6 +240,7 @@ func (c *Client) Close() error {
 		}
 		_ = c.root.StopFuture(c.sup).Wait()
 		c.h.stopped()
+		c.h.closeJournal()
 	})
 	return nil
 }

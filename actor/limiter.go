@@ -32,8 +32,12 @@ func (l *limiter) Receive(c protoactor.Context) {
 	case *janitor.Sweep:
 		if !l.sweeping {
 			l.sweeping = true
-			l.continueSweep(c, &sweep{before: l.cutoff(m.Timeout)})
+			l.continueSweep(c, &sweep{before: l.cutoff(m.Timeout), start: l.now()})
 		}
+	case flushRequest:
+		l.h.flushJournal()
+	case snapshotRequest:
+		l.h.snapshotJournal(l.now())
 	case *protoactor.Restarting:
 		l.h.restarting()
 	case *protoactor.Stopped:
@@ -55,7 +59,7 @@ func (l *limiter) serve(c protoactor.Context, k *call) {
 		k.stats = l.h.stats()
 		k.answer(nil)
 	case callSweep:
-		l.continueSweep(c, &sweep{before: l.cutoff(l.h.cfg.SweepTimeout), reply: k})
+		l.continueSweep(c, &sweep{before: l.cutoff(l.h.cfg.SweepTimeout), reply: k, start: l.now()})
 	}
 }
 
@@ -81,6 +85,8 @@ func (l *limiter) continueSweep(c protoactor.Context, s *sweep) {
 		runtime.Gosched()
 		return
 	}
+	l.h.sweeps++
+	l.h.sweepTime += time.Duration(max(0, l.now()-s.start))
 	if s.reply == nil {
 		l.sweeping = false
 		return

@@ -3,6 +3,7 @@ package actor
 import (
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/actorlimit/actorlimit/algo"
 )
@@ -32,6 +33,14 @@ type Stats struct {
 	Expired uint64
 	// Restarts counts restarts of the limiter actor.
 	Restarts int
+	// Sweeps counts the sweeps finished (the janitor's and Sweep's).
+	Sweeps uint64
+	// SweepTime is the time they took in all, by the limiter's clock, from
+	// the first chunk to the last.
+	SweepTime time.Duration
+	// PersistErrors counts failed writes of the Journal, PersistDropped
+	// the records it could not write (the next snapshot covers them).
+	PersistErrors, PersistDropped uint64
 }
 
 // Protocol translates the messages of an outside API, sent to the limiter by
@@ -136,4 +145,5 @@ type sweep struct {
 	before  int64 // delete entries whose window ended at or before this Unix ns
 	removed int
 	reply   *call // nil for the janitor's sweeps
+	start   int64 // the clock when it began, Unix ns
 }

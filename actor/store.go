@@ -73,7 +73,8 @@ type Snapshotter interface {
 	Snapshot(now int64, fn func(r algo.Record) bool)
 	// Record returns the current record of c's key: what a log of changes
 	// writes after a batch that touched it. A key without state gives a
-	// record with nil State.
+	// record with nil State. r.State may be a buffer that the store's next
+	// call overwrites: the caller copies what it keeps.
 	Record(c *algo.Check) algo.Record
 	// Load puts r's state in the store, replacing the key's own. A record
 	// whose State is nil deletes the key's state; one whose Death is at or

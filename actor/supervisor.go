@@ -62,6 +62,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Protocol decodes messages from other actors; nil: none.
 	Protocol Protocol
+	// Journal keeps the state across restarts of the process; nil: none.
+	// The Store must then be a [Snapshotter].
+	Journal Journal
 }
 
 type wallClock struct{}
@@ -91,10 +94,14 @@ func (c *Config) defaults() {
 // are closed once: when the supervisor has spawned its children, and when
 // the limiter stops for good.
 type heir struct {
-	cfg      Config
-	store    Store
-	restarts int
-	expired  uint64
+	cfg       Config
+	store     Store
+	restarts  int
+	expired   uint64
+	sweeps    uint64
+	sweepTime time.Duration
+	snap      Snapshotter // the store, when it has a Journal
+	dirty     dirtySet    // keys changed since the Journal's last flush
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -131,16 +138,25 @@ func (h *heir) decide(checks []algo.Check, out []algo.Decision, now int64) error
 	if err := h.store.Decide(context.Background(), now, checks, out); err != nil {
 		return fmt.Errorf("actorlimit: store: %w", err)
 	}
+	if h.snap != nil {
+		h.markDirty(checks)
+	}
 	return nil
 }
 
 func (h *heir) stats() Stats {
-	return Stats{
+	s := Stats{
 		Entries:   h.store.Len(),
 		Evictions: h.store.Evictions(),
 		Expired:   h.expired,
 		Restarts:  h.restarts,
+		Sweeps:    h.sweeps,
+		SweepTime: h.sweepTime,
 	}
+	if h.snap != nil {
+		s.PersistErrors, s.PersistDropped = h.cfg.Journal.Failures()
+	}
+	return s
 }
 
 // supervisor is the parent of the limiter and the janitor. It keeps the

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,9 @@ type Config struct {
 	// limit_req nodelay. By default the middleware waits that long, or
 	// until the request's context ends, before calling the next handler.
 	NoDelay bool
+	// Observers see every rule's decision for every request (see
+	// [Observer]): a metrics collector, the analytics. None by default.
+	Observers []Observer
 }
 
 // Middleware limits the requests that pass through it by rules. Its
@@ -110,6 +114,7 @@ type Middleware struct {
 	noRules bool // AllowNoRules
 	log     *slog.Logger
 	sleep   func(context.Context, time.Duration) error // a seam for tests
+	obs     []Observer
 
 	rules atomic.Pointer[ruleSet]
 
@@ -142,6 +147,7 @@ func New(lim Limiter, cfg Config) (*Middleware, error) {
 		noRules: cfg.AllowNoRules,
 		log:     cfg.Logger,
 		sleep:   sleep,
+		obs:     cfg.Observers,
 		stats:   map[string]*ruleStats{},
 	}
 	if m.bits4 == 0 {
@@ -160,6 +166,12 @@ func New(lim Limiter, cfg Config) (*Middleware, error) {
 	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("%w: Timeout %v is negative", ErrInvalidConfig, cfg.Timeout)
 	}
+	for i, o := range cfg.Observers {
+		if o == nil {
+			return nil, fmt.Errorf("%w: Observers[%d] is nil", ErrInvalidConfig, i)
+		}
+	}
+	m.obs = slices.Clone(cfg.Observers)
 	if err := m.ips.configure(cfg.TrustedProxies, cfg.ClientIPHeader); err != nil {
 		return nil, err
 	}

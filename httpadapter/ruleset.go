@@ -84,7 +84,14 @@ func (m *Middleware) setRules(rules []Rule, checkPolicies bool) error {
 		}
 	}
 	m.stats = stats
-	m.rules.Store(&ruleSet{rules: compiled})
+	prev := m.rules.Swap(&ruleSet{rules: compiled})
+	if prev != nil && m.log != nil {
+		names := make([]string, len(compiled))
+		for i, ru := range compiled {
+			names[i] = ru.name
+		}
+		m.log.Info("httpadapter: rule set swapped", "rules", names, "previous", len(prev.rules))
+	}
 	return nil
 }
 

@@ -130,10 +130,11 @@ func (m *Middleware) logRefused(ru *rule, err error) {
 func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, next http.Handler, s *scratch) {
 	m.limiterErrors.Add(1)
 	enforcing := false
-	for _, ru := range s.rules {
+	for i, ru := range s.rules {
 		ru.stats.matched.Add(1)
 		ru.stats.errors.Add(1)
 		enforcing = enforcing || ru.action.Kind != Monitor
+		m.observe(ru, s.hits[i].ID, Failed, actorlimit.Result{})
 	}
 	if m.closed && enforcing {
 		http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
@@ -154,7 +155,7 @@ type verdict struct {
 
 // tally counts every rule's decision and picks the strictest. A rule whose
 // hit the limiter refused counts as an error and decides nothing.
-func tally(s *scratch) verdict {
+func (m *Middleware) tally(s *scratch) verdict {
 	var v verdict
 	for i, ru := range s.rules {
 		res := &s.res[i]
@@ -164,7 +165,15 @@ func tally(s *scratch) verdict {
 		if !s.decided(i) {
 			st.errors.Add(1)
 			v.undecided = v.undecided || kind != Monitor
+			m.observe(ru, s.hits[i].ID, Failed, actorlimit.Result{})
 			continue
+		}
+		if len(m.obs) > 0 {
+			o := Within
+			if !res.Allowed {
+				o = Over
+			}
+			m.observe(ru, s.hits[i].ID, o, *res)
 		}
 		v.headers = v.headers || kind == Block
 		if kind == Monitor {
@@ -197,7 +206,7 @@ func tally(s *scratch) verdict {
 // the request on. A shadowed request gets the same headers an allowed one
 // would: the block rules' RateLimit fields, and no Retry-After.
 func (m *Middleware) decide(w http.ResponseWriter, r *http.Request, next http.Handler, s *scratch) {
-	v := tally(s)
+	v := m.tally(s)
 	if v.headers {
 		m.setHeaders(w.Header(), s)
 	}
@@ -225,6 +234,21 @@ func (m *Middleware) decide(w http.ResponseWriter, r *http.Request, next http.Ha
 		r = r.WithContext(context.WithValue(r.Context(), monitorKey{}, v.mon))
 	}
 	next.ServeHTTP(w, r)
+}
+
+// observe tells every observer what ru decided for the request whose
+// counter id is id.
+func (m *Middleware) observe(ru *rule, id string, o Outcome, res actorlimit.Result) {
+	if len(m.obs) == 0 {
+		return
+	}
+	ob := Observation{Rule: ru.name, Action: ru.action.Kind, Outcome: o, Result: res}
+	if len(id) >= len(ru.prefix) {
+		ob.Group = id[len(ru.prefix):]
+	}
+	for _, x := range m.obs {
+		x.Observe(ob)
+	}
 }
 
 // stricter reports whether a wait of a is longer than one of b; Never is

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -38,6 +39,7 @@ type config struct {
 	maxBatch   int
 	probe      time.Duration
 	fallback   int
+	log        *slog.Logger
 }
 
 func defaults() config {
@@ -56,6 +58,19 @@ func defaults() config {
 func WithPrefix(p string) Option {
 	return func(c *config) error {
 		c.prefix = p
+		return nil
+	}
+}
+
+// WithLogger makes the store log its outages: once when Redis stops
+// answering (WARN) and once when it answers a probe again (INFO), never per
+// check. Without it the store is silent.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger: logger is nil", ErrInvalid)
+		}
+		c.log = l
 		return nil
 	}
 }

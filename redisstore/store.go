@@ -136,6 +136,10 @@ func (s *Store) Decide(ctx context.Context, now int64, checks []algo.Check, out 
 			s.stats.errors.Add(1)
 			if !s.down {
 				s.stats.outages.Add(1)
+				if s.cfg.log != nil {
+					s.cfg.log.Warn("redisstore: redis unavailable; deciding by the outage mode until it answers again (logged once per outage)",
+						"mode", s.cfg.outage.String(), "err", err)
+				}
 			}
 			s.down, s.lastFail = true, now
 			return s.outage(now, checks[lo:], out[lo:], err)
@@ -158,6 +162,9 @@ func (s *Store) probe(ctx context.Context, now int64) bool {
 		return false
 	}
 	s.down = false
+	if s.cfg.log != nil {
+		s.cfg.log.Info("redisstore: redis answers again", "probes", s.stats.probes.Load())
+	}
 	s.fallback = table.New(s.cfg.fallback) // Redis holds the truth again; the next outage starts afresh
 	return true
 }

@@ -105,6 +105,15 @@
 // Expire take entries off the ring in O(1). A table with no bound keeps no
 // ring.
 //
+// # Saving and loading
+//
+// [Table.Snapshot], [Table.Record] and [Table.Load] write an entry out as an
+// algo.Record and read it back (the limiter actor's Snapshotter contract),
+// so that the state survives a restart of the process. The record's State
+// is the entry's fields in varints, and for the sliding window and log the
+// live (gap, count) pairs, behind a version byte; Load checks all of it
+// against its algorithm's rules before it changes anything.
+//
 // # Concurrency
 //
 // A Table is a plain data structure: it starts no goroutines, never reads the

@@ -101,6 +101,7 @@ type Table struct {
 	hand   *node // the eviction ring's next candidate; nil if the ring is empty
 
 	evictions uint64
+	scratch   []byte // the State of the last Record
 }
 
 // New returns an empty table that holds at most limit entries; limit <= 0

@@ -34,6 +34,16 @@
 //	-limit  requests allowed per peer IP per window (default 500, 5 with -demo)
 //	-demo   run the demo instead of serving
 //	-rules  rules file to apply in front of the per-peer limit (default none)
+//	-admin  address to serve Prometheus metrics (/metrics) and the limits
+//	        page (/limits, JSON at /limits?format=json) on (default none)
+//
+// See what the limits do while the server runs:
+//
+//	go run ./examples/mochi-like -rules examples/mochi-like/rules.yaml -admin 127.0.0.1:9090
+//
+// then open http://127.0.0.1:9090/limits: per rule (and the per-peer limit)
+// the heatmaps of groups by requests and by remaining limit over time, and
+// the heaviest groups.
 package main
 
 import (
@@ -50,6 +60,7 @@ import (
 	"time"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/analytics"
 	"github.com/actorlimit/actorlimit/httpadapter"
 )
 
@@ -74,6 +85,7 @@ type config struct {
 	limit   int64
 	demo    bool
 	rules   string
+	admin   string
 }
 
 func main() {
@@ -121,10 +133,31 @@ func run(ctx context.Context, args []string, stdout io.Writer, opts ...actorlimi
 	// request in flight meets a closed limiter.
 	defer lim.Close()
 	handler := newHandler(lim, root.FS(), cfg.scaleMs, cfg.limit)
+	var mwCfg httpadapter.Config
+	var mwLim httpadapter.Limiter = lim
+	lh := handler.(*limitHandler)
+	if cfg.admin != "" {
+		adm, err := newAdmin(lim, analytics.Config{})
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("-admin: %w", err)
+		}
+		aln, err := net.Listen("tcp", cfg.admin)
+		if err != nil {
+			ln.Close()
+			_ = adm.close()
+			return fmt.Errorf("-admin: %w", err)
+		}
+		adm.start(aln, stdout)
+		defer func() { _ = adm.close() }()
+		lh.obs, mwCfg.Observers = adm.observers, adm.observers
+		mwLim = adm.col.Wrap(lim) // times each call of the rules
+	}
 	if cfg.rules == "" {
 		return serve(ctx, newServer(handler), ln, cfg, stdout)
 	}
-	mw, err := httpadapter.New(lim, httpadapter.Config{Rules: rules})
+	mwCfg.Rules = rules
+	mw, err := httpadapter.New(mwLim, mwCfg)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("-rules: %w", err)
@@ -165,6 +198,7 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	flags.Int64Var(&cfg.scaleMs, "scale", defaultScaleMs, "window length in `milliseconds`")
 	flags.Int64Var(&cfg.limit, "limit", defaultLimit, "`requests` allowed per peer IP per window (5 with -demo)")
 	flags.BoolVar(&cfg.demo, "demo", false, "send limit+3 requests to a server of its own, print the answers and exit")
+	flags.StringVar(&cfg.admin, "admin", "", "`address` to serve /metrics and /limits on (default: none)")
 	flags.StringVar(&cfg.rules, "rules", "", "rules `file` (YAML or JSON, package httpadapter) to apply in front of the per-peer limit")
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -193,6 +227,8 @@ func (cfg config) validate() error {
 		return fmt.Errorf("-limit %d: must not be negative", cfg.limit)
 	case cfg.demo && cfg.limit > maxDemoLimit:
 		return fmt.Errorf("-limit %d: the demo sends limit+3 requests; use at most %d", cfg.limit, maxDemoLimit)
+	case cfg.demo && cfg.admin != "":
+		return errors.New("-admin: not with -demo, which exits as soon as it has sent its requests")
 	case !cfg.demo && cfg.addr == "":
 		return errors.New("-addr is empty")
 	case cfg.dir == "":

@@ -307,6 +307,8 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"-dir", ""}, "-dir is empty"},
 		{[]string{"-dir", filepath.Join(t.TempDir(), "missing")}, "-dir"},
 		{[]string{"-dir", file}, "-dir"},
+		{[]string{"-addr", "127.0.0.1:0", "-admin", "nonsense"}, "-admin: listen tcp: address nonsense"},
+		{[]string{"-demo", "-admin", "127.0.0.1:0"}, "-admin: not with -demo"},
 		{[]string{"-nosuchflag"}, "nosuchflag"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"-rules", filepath.Join(t.TempDir(), "missing.yaml")}, "-rules"},

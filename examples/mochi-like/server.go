@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/httpadapter"
 )
 
 // shutdownTimeout bounds the wait for requests in flight at shutdown.
@@ -32,6 +33,7 @@ type limitHandler struct {
 	files   http.Handler
 	scaleMs int64
 	limit   int64
+	obs     []httpadapter.Observer // with -admin: the metrics and analytics
 }
 
 // newHandler serves files, allowing each peer IP limit requests per window
@@ -51,6 +53,9 @@ func newHandler(lim *actorlimit.Limiter, files fs.FS, scaleMs, limit int64) http
 func (h *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ip := peerIP(r.RemoteAddr)
 	res, err := h.lim.CheckRate(ip, h.scaleMs, h.limit)
+	if h.obs != nil {
+		observe(h.obs, ip, res, err)
+	}
 	if err != nil {
 		slog.Error("mochi-like: check rate", "peer", ip, "err", err)
 		http.Error(w, unavailableMessage, http.StatusServiceUnavailable)

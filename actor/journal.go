@@ -1,0 +1,162 @@
+package actor
+
+import (
+	"errors"
+	"iter"
+	"sync/atomic"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlimit/actorlimit/algo"
+)
+
+// Journal keeps a copy of a [Snapshotter] store's state outside the
+// process, so that it survives a restart: persist.Journal is the one the
+// root package installs. The limiter calls Load and Start before it serves;
+// then, when the Journal asks, Append for every key changed since the last
+// flush and Commit, or Snapshot; and Close after it stopped. Those calls
+// never overlap, and none of them may wait for a disk.
+type Journal interface {
+	// Load calls apply with every saved record; an error fails Start.
+	Load(now int64, apply func(algo.Record) error) error
+	// Start writes the loaded state afresh and starts writing. The Journal
+	// calls flush to ask for the keys changed since the last flush, and
+	// snapshot to ask for the whole state, from any goroutine.
+	Start(records iter.Seq[algo.Record], snapshot, flush func())
+	// Append adds a changed key's record to the flush; r.State is copied.
+	Append(r algo.Record)
+	// Commit ends the flush: one group of records, written together.
+	Commit()
+	// Snapshot takes the whole state.
+	Snapshot(records iter.Seq[algo.Record])
+	// Failures returns how many writes failed and how many records were
+	// dropped so far; it is safe for concurrent use.
+	Failures() (errors, dropped uint64)
+	// Close writes what it was given and stops.
+	Close() error
+}
+
+// The limiter's messages from its Journal.
+type (
+	// snapshotRequest asks for the whole state.
+	snapshotRequest struct{}
+	// flushRequest asks for the keys changed since the last flush.
+	flushRequest struct{}
+)
+
+// dirtyKey names a key changed since the last flush.
+type dirtyKey struct {
+	alg    algo.Algorithm
+	period time.Duration
+	id     string
+}
+
+// policyKey is a key without its id.
+type policyKey struct {
+	alg    algo.Algorithm
+	period time.Duration
+}
+
+// dirtySet is the keys changed since the last flush. Most ids are checked
+// under one policy, so it is a map by id, whose string hash is the cheapest
+// Go has, holding that id's first policy; the other policies of an id go
+// to a second map, by whole key.
+type dirtySet struct {
+	byID  map[string]policyKey
+	other map[dirtyKey]struct{}
+}
+
+func (d *dirtySet) add(c *algo.Check) {
+	p := policyKey{c.Algorithm, c.Period}
+	if q, ok := d.byID[c.ID]; !ok {
+		d.byID[c.ID] = p
+	} else if q != p {
+		d.other[dirtyKey{c.Algorithm, c.Period, c.ID}] = struct{}{}
+	}
+}
+
+// each calls fn with every key of the set.
+func (d *dirtySet) each(fn func(*algo.Check)) {
+	var c algo.Check
+	for id, p := range d.byID {
+		c.Algorithm, c.Period, c.ID = p.alg, p.period, id
+		fn(&c)
+	}
+	for k := range d.other {
+		c.Algorithm, c.Period, c.ID = k.alg, k.period, k.id
+		fn(&c)
+	}
+}
+
+func (d *dirtySet) clear() {
+	clear(d.byID)
+	clear(d.other)
+}
+
+// startJournal loads h's journal into the store, writes it afresh and
+// starts the writer, which messages pid (once known).
+func (h *heir) startJournal(root *protoactor.RootContext, pid *atomic.Pointer[protoactor.PID]) error {
+	j := h.cfg.Journal
+	snap, ok := h.store.(Snapshotter)
+	if !ok {
+		return errors.New("actorlimit: persistence needs a store that can be saved and loaded")
+	}
+	now := h.cfg.Clock.Now().UnixNano()
+	if err := j.Load(now, func(r algo.Record) error { return snap.Load(now, r) }); err != nil {
+		return err
+	}
+	h.snap = snap
+	h.dirty = dirtySet{byID: make(map[string]policyKey), other: make(map[dirtyKey]struct{})}
+	send := func(m any) func() {
+		return func() {
+			if p := pid.Load(); p != nil {
+				root.Send(p, m)
+			}
+		}
+	}
+	j.Start(h.records(now), send(snapshotRequest{}), send(flushRequest{}))
+	return nil
+}
+
+// records returns the store's state at now as a sequence.
+func (h *heir) records(now int64) iter.Seq[algo.Record] {
+	return func(yield func(algo.Record) bool) { h.snap.Snapshot(now, yield) }
+}
+
+// markDirty notes the keys checks may have changed: a map insert each, the
+// only cost of persistence a check pays. A key changed many times between
+// two flushes is written once.
+func (h *heir) markDirty(checks []algo.Check) {
+	for i := range checks {
+		if checks[i].Op != algo.OpPeek {
+			h.dirty.add(&checks[i])
+		}
+	}
+}
+
+// flushJournal hands the journal the records of the keys changed since the
+// last flush.
+func (h *heir) flushJournal() {
+	j := h.cfg.Journal
+	h.dirty.each(func(c *algo.Check) { j.Append(h.snap.Record(c)) })
+	j.Commit()
+	h.dirty.clear()
+}
+
+// snapshotJournal hands the journal the whole state, which covers every
+// change so far.
+func (h *heir) snapshotJournal(now int64) {
+	h.cfg.Journal.Snapshot(h.records(now))
+	h.dirty.clear()
+}
+
+// closeJournal hands the journal a last snapshot and closes it; the
+// limiter must have stopped.
+func (h *heir) closeJournal() {
+	if h.snap == nil {
+		return
+	}
+	h.snapshotJournal(h.cfg.Clock.Now().UnixNano())
+	_ = h.cfg.Journal.Close()
+}

@@ -1,0 +1,4 @@
+package dashboard
+
+// Readable is readable, for tests.
+var Readable = readable

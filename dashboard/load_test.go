@@ -1,0 +1,82 @@
+package dashboard_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/analytics"
+	"github.com/actorlimit/actorlimit/httpadapter"
+)
+
+// fakeClock is moved by the test.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+const botIP = "203.0.113.66"
+
+// drive runs a mixed load through a real limiter and the middleware, with
+// the analytics observing, over slots 10 s slots of a fake clock: 40
+// normal clients making 0 to 3 requests a slot, and one bot making 60 a
+// slot. Rules: "per-ip", 100 a minute per client IP, blocking; and
+// "api-watch", 20 a minute per IP on /api/, monitoring.
+func drive(t *testing.T, slots int) (*analytics.Analytics, *fakeClock) {
+	t.Helper()
+	clk := &fakeClock{now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	lim, err := actorlimit.Start(actorlimit.WithClock(clk), actorlimit.WithJanitor(0, 0))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lim.Close() })
+	an, err := analytics.New(analytics.Config{Clock: clk})
+	require.NoError(t, err)
+	perMinute := func(n int64) actorlimit.Policy {
+		return actorlimit.Policy{Algorithm: actorlimit.SlidingWindow, Limit: n, Period: time.Minute}
+	}
+	m, err := httpadapter.New(lim, httpadapter.Config{
+		Rules: []httpadapter.Rule{
+			{Name: "per-ip", GroupBy: []string{"ip"}, Policy: perMinute(100)},
+			{Name: "api-watch", When: []httpadapter.Condition{httpadapter.PathPrefix("/api/")}, GroupBy: []string{"ip"},
+				Policy: perMinute(20), Action: httpadapter.Action{Kind: httpadapter.Monitor}},
+		},
+		Observers: []httpadapter.Observer{an},
+	})
+	require.NoError(t, err)
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	hit := func(ip, path string) {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.RemoteAddr = ip + ":5000"
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	for s := range slots {
+		for c := range 40 {
+			for range (c + s) % 4 {
+				hit(fmt.Sprintf("198.51.100.%d", c+1), "/api/items")
+			}
+		}
+		for range 60 {
+			hit(botIP, "/api/search")
+		}
+		clk.Add(10 * time.Second)
+	}
+	clk.Add(-5 * time.Second) // the middle of the last slot driven
+	return an, clk
+}

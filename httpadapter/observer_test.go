@@ -1,0 +1,109 @@
+package httpadapter_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit/httpadapter"
+)
+
+// recorder is an Observer that keeps what it saw.
+type recorder struct {
+	mu  sync.Mutex
+	obs []httpadapter.Observation
+}
+
+func (r *recorder) Observe(o httpadapter.Observation) {
+	r.mu.Lock()
+	r.obs = append(r.obs, o)
+	r.mu.Unlock()
+}
+
+// logRecorder is a slog.Handler that keeps every record's level and message.
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.recs = append(h.recs, r.Level.String()+" "+r.Message)
+	h.mu.Unlock()
+	return nil
+}
+func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logRecorder) WithGroup(string) slog.Handler      { return h }
+
+func TestObserversSeeEveryRuleDecision(t *testing.T) {
+	rules := []httpadapter.Rule{
+		{Name: "per-ip", GroupBy: []string{"ip"}, Policy: perHour(2)},
+		{Name: "watch", Policy: perHour(1), Action: httpadapter.Action{Kind: httpadapter.Monitor}},
+	}
+	fake := newFake()
+	a, b := &recorder{}, &recorder{}
+	m := newMW(t, fake, httpadapter.Config{Rules: rules, Observers: []httpadapter.Observer{a, b}})
+	h := m.Handler(&okHandler{})
+	for range 3 {
+		serve(h, req("/"))
+	}
+	fake.setErr(errors.New("down"))
+	serve(h, req("/"))
+
+	type seen struct {
+		rule    string
+		action  httpadapter.ActionKind
+		outcome httpadapter.Outcome
+		count   int64
+		grouped bool
+	}
+	var got []seen
+	for _, o := range a.obs {
+		got = append(got, seen{o.Rule, o.Action, o.Outcome, o.Result.Count, o.Group != ""})
+	}
+	assert.Equal(t, []seen{
+		{"per-ip", httpadapter.Block, httpadapter.Within, 1, true},
+		{"watch", httpadapter.Monitor, httpadapter.Within, 1, false},
+		{"per-ip", httpadapter.Block, httpadapter.Within, 2, true},
+		{"watch", httpadapter.Monitor, httpadapter.Over, 2, false},
+		{"per-ip", httpadapter.Block, httpadapter.Over, 3, true},
+		{"watch", httpadapter.Monitor, httpadapter.Over, 3, false},
+		{"per-ip", httpadapter.Block, httpadapter.Failed, 0, true},
+		{"watch", httpadapter.Monitor, httpadapter.Failed, 0, false},
+	}, got)
+	assert.Equal(t, a.obs, b.obs, "every observer sees the same")
+	assert.Contains(t, a.obs[0].Group, "192.0.2.1", "the group is the rule's characteristics, without its prefix")
+	assert.NotContains(t, a.obs[0].Group, "per-ip")
+}
+
+func TestNilObserverRefused(t *testing.T) {
+	_, err := httpadapter.New(newFake(), httpadapter.Config{
+		Rules:     []httpadapter.Rule{{Name: "r", Policy: perHour(1)}},
+		Observers: []httpadapter.Observer{&recorder{}, nil},
+	})
+	require.ErrorIs(t, err, httpadapter.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "Observers[1] is nil")
+}
+
+func TestRuleSetSwapLoggedOnce(t *testing.T) {
+	logs := &logRecorder{}
+	rules := []httpadapter.Rule{{Name: "r", Policy: perHour(1)}}
+	m := newMW(t, newFake(), httpadapter.Config{Rules: rules, Logger: slog.New(logs)})
+	h := m.Handler(&okHandler{})
+	for range 3 {
+		serve(h, req("/"))
+	}
+	assert.Empty(t, logs.recs, "the first set is not a swap, and requests log nothing")
+	require.NoError(t, m.SetRules(rules))
+	require.Error(t, m.SetRules(nil), "a refused set changes nothing")
+	for range 3 {
+		serve(h, req("/"))
+	}
+	assert.Equal(t, []string{"INFO httpadapter: rule set swapped"}, logs.recs)
+}

@@ -1,0 +1,51 @@
+// Package metrics exports what a limiter and its HTTP middleware do as
+// Prometheus metrics.
+//
+// A [Collector] is a prometheus.Collector that the user registers. It is fed
+// three ways:
+//
+//   - as an [httpadapter.Observer] (put it in httpadapter.Config.Observers):
+//     per rule and action, the requests the rule matched, allowed, denied,
+//     monitored (would have denied), shadowed, let through near its limit,
+//     and failed to decide;
+//   - through [Collector.Wrap], which times every call the middleware makes
+//     to the limiter (a histogram) and counts the calls that failed;
+//   - through [Collector.SetLimiter], whose Stats it reads at scrape time:
+//     entries held, evictions, expired entries, restarts;
+//   - through [Collector.SetStore], for a networked store such as
+//     redisstore's: its errors, outages and fallbacks.
+//
+// Labels are bounded: a rule's name and its action, never a group, an id
+// or an address. A rule's counters are kept after it leaves the rule set
+// (counters never go back), so the series are those of every rule name and
+// action used since the collector was made.
+//
+// # Metrics
+//
+// With the default namespace "actorlimit":
+//
+//	actorlimit_rule_matched_total{rule,action}     requests the rule matched
+//	actorlimit_rule_allowed_total{rule,action}     within the limit
+//	actorlimit_rule_denied_total{rule,action}      over the limit of a block rule
+//	actorlimit_rule_monitored_total{rule,action}   over the limit of a monitor rule
+//	actorlimit_rule_shadowed_total{rule,action}    over the limit of a shadow rule
+//	actorlimit_rule_near_limit_total{rule,action}  allowed, with at least NearLimitRatio of the limit used
+//	actorlimit_rule_errors_total{rule,action}      the limiter did not decide the rule's hit
+//	actorlimit_check_duration_seconds              histogram of the limiter calls (Wrap)
+//	actorlimit_check_errors_total                  limiter calls that failed (Wrap)
+//	actorlimit_limiter_entries                     keys the limiter holds (SetLimiter)
+//	actorlimit_limiter_evictions_total             entries evicted by the memory bound
+//	actorlimit_limiter_expired_total               entries deleted by sweeps
+//	actorlimit_limiter_restarts_total              restarts of the limiter actor
+//	actorlimit_limiter_sweeps_total                sweeps of expired entries finished
+//	actorlimit_limiter_sweep_seconds_total         the time they took in all
+//	actorlimit_limiter_stats_errors_total          scrapes whose Stats call failed
+//	actorlimit_store_errors_total                  failed round trips to a networked store (SetStore)
+//	actorlimit_store_outages_total                 times the store went from answering to not
+//	actorlimit_store_fallbacks_total               checks decided by the local fallback table
+//	actorlimit_store_failed_open_total             checks allowed because the store did not answer
+//	actorlimit_store_failed_closed_total           checks denied because the store did not answer
+//
+// Only the one of denied, monitored and shadowed that a rule's action can
+// produce is exported for it.
+package metrics

@@ -1,0 +1,319 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/httpadapter"
+	"github.com/actorlimit/actorlimit/redisstore"
+)
+
+// ErrInvalidConfig is wrapped by every error of [New]; test it with
+// errors.Is.
+var ErrInvalidConfig = errors.New("metrics: invalid configuration")
+
+// Defaults used when Config leaves a field zero.
+const (
+	DefaultNamespace      = "actorlimit"
+	DefaultNearLimitRatio = 0.8
+	DefaultStatsTimeout   = time.Second
+)
+
+// DefaultBuckets are the check latency histogram's upper bounds, in
+// seconds: 1 µs to about 1 s, doubling.
+var DefaultBuckets = prometheus.ExponentialBuckets(1e-6, 2, 21)
+
+// Clock tells the time; the collector reads it twice per limiter call made
+// through [Collector.Wrap].
+type Clock interface {
+	Now() time.Time
+}
+
+// StatsSource is what [Collector.SetLimiter] reads at scrape time;
+// *actorlimit.Limiter is one.
+type StatsSource interface {
+	Stats(ctx context.Context) (actorlimit.Stats, error)
+}
+
+// StoreStatsSource is what [Collector.SetStore] reads at scrape time;
+// *redisstore.Store is one.
+type StoreStatsSource interface {
+	Stats() redisstore.Stats
+}
+
+// Config configures a [Collector]. The zero Config is valid.
+type Config struct {
+	// Namespace prefixes every metric name (default "actorlimit").
+	Namespace string
+	// NearLimitRatio: an allowed request counts as near the limit when the
+	// group has used at least this share of its limit, (Limit-Remaining) /
+	// Limit >= NearLimitRatio. In (0, 1]; default 0.8.
+	NearLimitRatio float64
+	// Buckets are the check latency histogram's upper bounds in seconds,
+	// increasing (default DefaultBuckets).
+	Buckets []float64
+	// Clock times the limiter calls (default the system clock).
+	Clock Clock
+	// StatsTimeout bounds the limiter's Stats call at each scrape (default
+	// 1 s).
+	StatsTimeout time.Duration
+}
+
+// systemClock is the default Clock.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Collector is a prometheus.Collector of a middleware's rules and a
+// limiter. Its methods are safe for concurrent use.
+type Collector struct {
+	near    float64
+	clock   Clock
+	timeout time.Duration
+
+	rules sync.Map // ruleKey -> *ruleCounters
+
+	latency     prometheus.Histogram
+	checkErrors atomic.Uint64
+	statsErrors atomic.Uint64
+	lim         atomic.Pointer[StatsSource]
+	store       atomic.Pointer[StoreStatsSource]
+
+	matched, allowed, denied, monitored, shadowed, nearLimit, ruleErrors    *prometheus.Desc
+	checkErrorsDesc, entries, evictions, expired, restarts, statsErrorsDesc *prometheus.Desc
+	sweeps, sweepSeconds                                                    *prometheus.Desc
+	storeErrors, storeOutages, storeFallbacks, storeOpen, storeClosed       *prometheus.Desc
+}
+
+type ruleKey struct {
+	rule   string
+	action httpadapter.ActionKind
+}
+
+type ruleCounters struct {
+	matched, allowed, over, near, errors atomic.Uint64
+}
+
+// New returns a collector configured by cfg, or an error naming the field
+// that is wrong.
+func New(cfg Config) (*Collector, error) {
+	ns := cfg.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	near := cfg.NearLimitRatio
+	if near == 0 {
+		near = DefaultNearLimitRatio
+	}
+	buckets := cfg.Buckets
+	if buckets == nil {
+		buckets = DefaultBuckets
+	}
+	switch {
+	case math.IsNaN(near) || near <= 0 || near > 1:
+		return nil, fmt.Errorf("%w: NearLimitRatio %v is not in (0, 1]", ErrInvalidConfig, cfg.NearLimitRatio)
+	case cfg.StatsTimeout < 0:
+		return nil, fmt.Errorf("%w: StatsTimeout %v is negative", ErrInvalidConfig, cfg.StatsTimeout)
+	case !validNamespace(ns):
+		return nil, fmt.Errorf("%w: Namespace %q cannot start a metric name", ErrInvalidConfig, ns)
+	}
+	for i := 1; i < len(buckets); i++ {
+		if !(buckets[i] > buckets[i-1]) {
+			return nil, fmt.Errorf("%w: Buckets[%d] %v is not above Buckets[%d] %v", ErrInvalidConfig, i, buckets[i], i-1, buckets[i-1])
+		}
+	}
+	c := &Collector{near: near, clock: cfg.Clock, timeout: cfg.StatsTimeout}
+	if c.clock == nil {
+		c.clock = systemClock{}
+	}
+	if c.timeout == 0 {
+		c.timeout = DefaultStatsTimeout
+	}
+	c.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: ns, Name: "check_duration_seconds",
+		Help:    "Duration of the middleware's calls to the limiter.",
+		Buckets: buckets,
+	})
+	ruleDesc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(ns+"_rule_"+name, help, []string{"rule", "action"}, nil)
+	}
+	c.matched = ruleDesc("matched_total", "Requests the rule matched.")
+	c.allowed = ruleDesc("allowed_total", "Requests within the rule's limit.")
+	c.denied = ruleDesc("denied_total", "Requests over the limit of a block rule: denied.")
+	c.monitored = ruleDesc("monitored_total", "Requests over the limit of a monitor rule: the rule would have denied them.")
+	c.shadowed = ruleDesc("shadowed_total", "Requests over the limit of a shadow rule: answered with a fake success.")
+	c.nearLimit = ruleDesc("near_limit_total", "Allowed requests whose group had used at least the near-limit ratio of its limit.")
+	c.ruleErrors = ruleDesc("errors_total", "Requests whose hit of the rule the limiter did not decide.")
+	c.checkErrorsDesc = prometheus.NewDesc(ns+"_check_errors_total", "Calls to the limiter that failed.", nil, nil)
+	c.entries = prometheus.NewDesc(ns+"_limiter_entries", "Keys the limiter holds.", nil, nil)
+	c.evictions = prometheus.NewDesc(ns+"_limiter_evictions_total", "Entries evicted by the limiter's memory bound.", nil, nil)
+	c.expired = prometheus.NewDesc(ns+"_limiter_expired_total", "Entries deleted by the limiter's sweeps.", nil, nil)
+	c.restarts = prometheus.NewDesc(ns+"_limiter_restarts_total", "Restarts of the limiter actor.", nil, nil)
+	c.sweeps = prometheus.NewDesc(ns+"_limiter_sweeps_total", "Sweeps of expired entries finished.", nil, nil)
+	c.sweepSeconds = prometheus.NewDesc(ns+"_limiter_sweep_seconds_total", "Time the sweeps took in all, by the limiter's clock.", nil, nil)
+	c.statsErrorsDesc = prometheus.NewDesc(ns+"_limiter_stats_errors_total", "Scrapes at which reading the limiter's statistics failed.", nil, nil)
+	c.storeErrors = prometheus.NewDesc(ns+"_store_errors_total", "Round trips to the networked store that failed.", nil, nil)
+	c.storeOutages = prometheus.NewDesc(ns+"_store_outages_total", "Times the networked store went from answering to not.", nil, nil)
+	c.storeFallbacks = prometheus.NewDesc(ns+"_store_fallbacks_total", "Checks decided by the local fallback table during outages.", nil, nil)
+	c.storeOpen = prometheus.NewDesc(ns+"_store_failed_open_total", "Checks allowed because the networked store did not answer.", nil, nil)
+	c.storeClosed = prometheus.NewDesc(ns+"_store_failed_closed_total", "Checks denied because the networked store did not answer.", nil, nil)
+	return c, nil
+}
+
+var _ httpadapter.Observer = (*Collector)(nil)
+var _ prometheus.Collector = (*Collector)(nil)
+
+// Observe counts one rule's decision; it is the [httpadapter.Observer]
+// method, and allocates only the first time it sees a rule.
+func (c *Collector) Observe(o httpadapter.Observation) {
+	k := ruleKey{o.Rule, o.Action}
+	v, ok := c.rules.Load(k)
+	if !ok {
+		v, _ = c.rules.LoadOrStore(k, new(ruleCounters))
+	}
+	rc := v.(*ruleCounters)
+	rc.matched.Add(1)
+	switch o.Outcome {
+	case httpadapter.Within:
+		rc.allowed.Add(1)
+		if r := o.Result; r.Limit > 0 && float64(r.Limit-r.Remaining) >= c.near*float64(r.Limit) {
+			rc.near.Add(1)
+		}
+	case httpadapter.Over:
+		rc.over.Add(1)
+	default:
+		rc.errors.Add(1)
+	}
+}
+
+// SetLimiter makes the collector read l's statistics at each scrape; nil
+// stops it.
+func (c *Collector) SetLimiter(l StatsSource) {
+	if l == nil {
+		c.lim.Store(nil)
+		return
+	}
+	c.lim.Store(&l)
+}
+
+// SetStore makes the collector read s's counters at each scrape (errors,
+// outages, fallbacks, failed open and closed); nil stops it.
+func (c *Collector) SetStore(s StoreStatsSource) {
+	if s == nil {
+		c.store.Store(nil)
+		return
+	}
+	c.store.Store(&s)
+}
+
+// Wrap returns a limiter that calls lim and records each call's duration
+// and failure. Give the result to httpadapter.New.
+func (c *Collector) Wrap(lim httpadapter.Limiter) httpadapter.Limiter {
+	return &timed{lim: lim, c: c}
+}
+
+// timed is the limiter Wrap returns.
+type timed struct {
+	lim httpadapter.Limiter
+	c   *Collector
+}
+
+// HitMany calls the wrapped limiter and records the call.
+func (t *timed) HitMany(ctx context.Context, hits []actorlimit.HitRequest, results []actorlimit.Result) error {
+	start := t.c.clock.Now()
+	err := t.lim.HitMany(ctx, hits, results)
+	t.c.latency.Observe(t.c.clock.Now().Sub(start).Seconds())
+	if err != nil {
+		t.c.checkErrors.Add(1)
+	}
+	return err
+}
+
+// Started reports whether the wrapped limiter was started, when it can
+// tell (httpadapter.New refuses one that was not).
+func (t *timed) Started() bool {
+	s, ok := t.lim.(interface{ Started() bool })
+	return !ok || s.Started()
+}
+
+// Describe sends the descriptions of every metric the collector exports.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.matched, c.allowed, c.denied, c.monitored, c.shadowed, c.nearLimit,
+		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.restarts, c.statsErrorsDesc, c.sweeps, c.sweepSeconds,
+		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed} {
+		ch <- d
+	}
+	c.latency.Describe(ch)
+}
+
+// Collect sends the current values; it reads the limiter's statistics
+// (bounded by Config.StatsTimeout).
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	c.rules.Range(func(k, v any) bool {
+		key, rc := k.(ruleKey), v.(*ruleCounters)
+		l := []string{key.rule, key.action.String()}
+		counter(c.matched, rc.matched.Load(), l...)
+		counter(c.allowed, rc.allowed.Load(), l...)
+		switch key.action {
+		case httpadapter.Block:
+			counter(c.denied, rc.over.Load(), l...)
+		case httpadapter.Monitor:
+			counter(c.monitored, rc.over.Load(), l...)
+		case httpadapter.Shadow:
+			counter(c.shadowed, rc.over.Load(), l...)
+		}
+		counter(c.nearLimit, rc.near.Load(), l...)
+		counter(c.ruleErrors, rc.errors.Load(), l...)
+		return true
+	})
+	c.latency.Collect(ch)
+	counter(c.checkErrorsDesc, c.checkErrors.Load())
+	if p := c.lim.Load(); p != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		st, err := (*p).Stats(ctx)
+		cancel()
+		if err != nil {
+			c.statsErrors.Add(1)
+		} else {
+			ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(st.Entries))
+			counter(c.evictions, st.Evictions)
+			counter(c.expired, st.Expired)
+			counter(c.restarts, uint64(max(st.Restarts, 0)))
+			counter(c.sweeps, st.Sweeps)
+			ch <- prometheus.MustNewConstMetric(c.sweepSeconds, prometheus.CounterValue, st.SweepTime.Seconds())
+		}
+		counter(c.statsErrorsDesc, c.statsErrors.Load())
+	}
+	if p := c.store.Load(); p != nil {
+		st := (*p).Stats()
+		counter(c.storeErrors, st.Errors)
+		counter(c.storeOutages, st.Outages)
+		counter(c.storeFallbacks, st.Fallbacks)
+		counter(c.storeOpen, st.FailedOpen)
+		counter(c.storeClosed, st.FailedClosed)
+	}
+}
+
+// validNamespace reports whether ns can start a metric name: an ASCII
+// letter or '_', then letters, digits and '_'.
+func validNamespace(ns string) bool {
+	for i := 0; i < len(ns); i++ {
+		b := ns[i]
+		letter := b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '_'
+		if !letter && (i == 0 || b < '0' || b > '9') {
+			return false
+		}
+	}
+	return ns != ""
+}

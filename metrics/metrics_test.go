@@ -1,0 +1,254 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/httpadapter"
+	"github.com/actorlimit/actorlimit/metrics"
+	"github.com/actorlimit/actorlimit/redisstore"
+)
+
+// stepClock moves forward by step at every reading.
+type stepClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(c.step)
+	return c.now
+}
+
+// fakeLimiter allows a group up to limit hits, then denies; err fails every
+// call.
+type fakeLimiter struct {
+	mu     sync.Mutex
+	counts map[string]int64
+	err    error
+}
+
+func (f *fakeLimiter) HitMany(_ context.Context, hits []actorlimit.HitRequest, res []actorlimit.Result) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	for i, h := range hits {
+		f.counts[h.ID]++
+		c := f.counts[h.ID]
+		res[i] = actorlimit.Result{Allowed: c <= h.Policy.Limit, Limit: h.Policy.Limit, Count: c, Remaining: max(0, h.Policy.Limit-c)}
+	}
+	return nil
+}
+
+type fakeStats struct {
+	st  actorlimit.Stats
+	err error
+}
+
+func (f *fakeStats) Stats(context.Context) (actorlimit.Stats, error) { return f.st, f.err }
+
+func perHour(n int64) actorlimit.Policy {
+	return actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: n, Period: time.Hour}
+}
+
+func TestCollectorExactText(t *testing.T) {
+	c, err := metrics.New(metrics.Config{
+		Clock:   &stepClock{now: time.Unix(0, 0), step: 3 * time.Microsecond},
+		Buckets: []float64{1e-6, 1e-5},
+	})
+	require.NoError(t, err)
+	lim := &fakeLimiter{counts: map[string]int64{}}
+	m, err := httpadapter.New(c.Wrap(lim), httpadapter.Config{
+		Rules: []httpadapter.Rule{
+			{Name: "per-ip", GroupBy: []string{"ip"}, Policy: perHour(5)},
+			{Name: "watch", Policy: perHour(2), Action: httpadapter.Action{Kind: httpadapter.Monitor}},
+			{Name: "trap", When: []httpadapter.Condition{httpadapter.PathPrefix("/trap")}, Policy: perHour(1), Action: httpadapter.Action{Kind: httpadapter.Shadow}},
+		},
+		Observers: []httpadapter.Observer{c},
+	})
+	require.NoError(t, err)
+	stats := &fakeStats{st: actorlimit.Stats{Entries: 3, Evictions: 7, Expired: 11, Restarts: 1, Sweeps: 4, SweepTime: 1500 * time.Millisecond}}
+	c.SetLimiter(stats)
+	h := m.Handler(http200())
+	for i := range 6 {
+		path := "/"
+		if i >= 4 {
+			path = "/trap"
+		}
+		h.ServeHTTP(discard{}, request(path))
+	}
+	lim.mu.Lock()
+	lim.err = errors.New("down")
+	lim.mu.Unlock()
+	h.ServeHTTP(discard{}, request("/"))
+
+	// per-ip: 7 matched; hits 1..5 allowed, of them 4 and 5 near (>= 80%
+	// of 5 used), the 6th denied, the 7th failed. watch: 1, 2 allowed (2 is
+	// near), 3..6 monitored, 7 failed. trap: 1 allowed (near: all used),
+	// 1 shadowed.
+	const want = `
+# HELP actorlimit_check_duration_seconds Duration of the middleware's calls to the limiter.
+# TYPE actorlimit_check_duration_seconds histogram
+actorlimit_check_duration_seconds_bucket{le="1e-06"} 0
+actorlimit_check_duration_seconds_bucket{le="1e-05"} 7
+actorlimit_check_duration_seconds_bucket{le="+Inf"} 7
+actorlimit_check_duration_seconds_sum 2.1000000000000002e-05
+actorlimit_check_duration_seconds_count 7
+# HELP actorlimit_check_errors_total Calls to the limiter that failed.
+# TYPE actorlimit_check_errors_total counter
+actorlimit_check_errors_total 1
+# HELP actorlimit_limiter_entries Keys the limiter holds.
+# TYPE actorlimit_limiter_entries gauge
+actorlimit_limiter_entries 3
+# HELP actorlimit_limiter_evictions_total Entries evicted by the limiter's memory bound.
+# TYPE actorlimit_limiter_evictions_total counter
+actorlimit_limiter_evictions_total 7
+# HELP actorlimit_limiter_expired_total Entries deleted by the limiter's sweeps.
+# TYPE actorlimit_limiter_expired_total counter
+actorlimit_limiter_expired_total 11
+# HELP actorlimit_limiter_restarts_total Restarts of the limiter actor.
+# TYPE actorlimit_limiter_restarts_total counter
+actorlimit_limiter_restarts_total 1
+# HELP actorlimit_limiter_stats_errors_total Scrapes at which reading the limiter's statistics failed.
+# TYPE actorlimit_limiter_stats_errors_total counter
+actorlimit_limiter_stats_errors_total 0
+# HELP actorlimit_limiter_sweep_seconds_total Time the sweeps took in all, by the limiter's clock.
+# TYPE actorlimit_limiter_sweep_seconds_total counter
+actorlimit_limiter_sweep_seconds_total 1.5
+# HELP actorlimit_limiter_sweeps_total Sweeps of expired entries finished.
+# TYPE actorlimit_limiter_sweeps_total counter
+actorlimit_limiter_sweeps_total 4
+# HELP actorlimit_rule_allowed_total Requests within the rule's limit.
+# TYPE actorlimit_rule_allowed_total counter
+actorlimit_rule_allowed_total{action="block",rule="per-ip"} 5
+actorlimit_rule_allowed_total{action="monitor",rule="watch"} 2
+actorlimit_rule_allowed_total{action="shadow",rule="trap"} 1
+# HELP actorlimit_rule_denied_total Requests over the limit of a block rule: denied.
+# TYPE actorlimit_rule_denied_total counter
+actorlimit_rule_denied_total{action="block",rule="per-ip"} 1
+# HELP actorlimit_rule_errors_total Requests whose hit of the rule the limiter did not decide.
+# TYPE actorlimit_rule_errors_total counter
+actorlimit_rule_errors_total{action="block",rule="per-ip"} 1
+actorlimit_rule_errors_total{action="monitor",rule="watch"} 1
+actorlimit_rule_errors_total{action="shadow",rule="trap"} 0
+# HELP actorlimit_rule_matched_total Requests the rule matched.
+# TYPE actorlimit_rule_matched_total counter
+actorlimit_rule_matched_total{action="block",rule="per-ip"} 7
+actorlimit_rule_matched_total{action="monitor",rule="watch"} 7
+actorlimit_rule_matched_total{action="shadow",rule="trap"} 2
+# HELP actorlimit_rule_monitored_total Requests over the limit of a monitor rule: the rule would have denied them.
+# TYPE actorlimit_rule_monitored_total counter
+actorlimit_rule_monitored_total{action="monitor",rule="watch"} 4
+# HELP actorlimit_rule_near_limit_total Allowed requests whose group had used at least the near-limit ratio of its limit.
+# TYPE actorlimit_rule_near_limit_total counter
+actorlimit_rule_near_limit_total{action="block",rule="per-ip"} 2
+actorlimit_rule_near_limit_total{action="monitor",rule="watch"} 1
+actorlimit_rule_near_limit_total{action="shadow",rule="trap"} 1
+# HELP actorlimit_rule_shadowed_total Requests over the limit of a shadow rule: answered with a fake success.
+# TYPE actorlimit_rule_shadowed_total counter
+actorlimit_rule_shadowed_total{action="shadow",rule="trap"} 1
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want)))
+
+	stats.err = errors.New("closed")
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP actorlimit_limiter_stats_errors_total Scrapes at which reading the limiter's statistics failed.
+# TYPE actorlimit_limiter_stats_errors_total counter
+actorlimit_limiter_stats_errors_total 1
+`), "actorlimit_limiter_stats_errors_total", "actorlimit_limiter_entries"), "a failed read drops the limiter's values and is counted")
+}
+
+type fakeStore struct{ st redisstore.Stats }
+
+func (f fakeStore) Stats() redisstore.Stats { return f.st }
+
+func TestCollectorStoreCounters(t *testing.T) {
+	c, err := metrics.New(metrics.Config{})
+	require.NoError(t, err)
+	c.SetStore(fakeStore{redisstore.Stats{Errors: 2, Outages: 1, Fallbacks: 5, FailedOpen: 3, FailedClosed: 4, Batches: 9}})
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP actorlimit_store_errors_total Round trips to the networked store that failed.
+# TYPE actorlimit_store_errors_total counter
+actorlimit_store_errors_total 2
+# HELP actorlimit_store_failed_closed_total Checks denied because the networked store did not answer.
+# TYPE actorlimit_store_failed_closed_total counter
+actorlimit_store_failed_closed_total 4
+# HELP actorlimit_store_failed_open_total Checks allowed because the networked store did not answer.
+# TYPE actorlimit_store_failed_open_total counter
+actorlimit_store_failed_open_total 3
+# HELP actorlimit_store_fallbacks_total Checks decided by the local fallback table during outages.
+# TYPE actorlimit_store_fallbacks_total counter
+actorlimit_store_fallbacks_total 5
+# HELP actorlimit_store_outages_total Times the networked store went from answering to not.
+# TYPE actorlimit_store_outages_total counter
+actorlimit_store_outages_total 1
+`), "actorlimit_store_errors_total", "actorlimit_store_failed_closed_total", "actorlimit_store_failed_open_total",
+		"actorlimit_store_fallbacks_total", "actorlimit_store_outages_total"))
+	c.SetStore(nil)
+	n, err := testutil.GatherAndCount(registry(t, c), "actorlimit_store_errors_total")
+	require.NoError(t, err)
+	assert.Zero(t, n, "no store, no store metrics")
+}
+
+func registry(t *testing.T, c prometheus.Collector) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	return reg
+}
+
+func TestCollectorRegistersAndLints(t *testing.T) {
+	c, err := metrics.New(metrics.Config{Namespace: "app_rl"})
+	require.NoError(t, err)
+	c.Observe(httpadapter.Observation{Rule: "r", Outcome: httpadapter.Within, Result: actorlimit.Result{Allowed: true, Limit: 10, Remaining: 9}})
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	problems, err := testutil.CollectAndLint(c)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+	n, err := testutil.GatherAndCount(reg, "app_rl_rule_matched_total", "app_rl_rule_near_limit_total")
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  metrics.Config
+		want string
+	}{
+		{"ratio above 1", metrics.Config{NearLimitRatio: 1.5}, "NearLimitRatio 1.5"},
+		{"negative ratio", metrics.Config{NearLimitRatio: -0.1}, "NearLimitRatio -0.1"},
+		{"negative timeout", metrics.Config{StatsTimeout: -time.Second}, "StatsTimeout -1s"},
+		{"namespace", metrics.Config{Namespace: "9lives"}, `Namespace "9lives"`},
+		{"buckets", metrics.Config{Buckets: []float64{1, 1}}, "Buckets[1] 1 is not above"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := metrics.New(tc.cfg)
+			require.ErrorIs(t, err, metrics.ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestWrapKeepsStarted(t *testing.T) {
+	c, err := metrics.New(metrics.Config{})
+	require.NoError(t, err)
+	_, err = httpadapter.New(c.Wrap(new(actorlimit.Limiter)), httpadapter.Config{Rules: []httpadapter.Rule{{Name: "r", Policy: perHour(1)}}})
+	require.ErrorIs(t, err, httpadapter.ErrInvalidConfig, "a limiter never started is refused through the wrapper too")
+}

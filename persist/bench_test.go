@@ -1,0 +1,74 @@
+package persist_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/persist"
+	"github.com/actorlimit/actorlimit/table"
+)
+
+// fillTable returns a table of n fixed-window entries alive at t0.
+func fillTable(b *testing.B, n int) *table.Table {
+	b.Helper()
+	tb := table.New(0)
+	for i := range n {
+		c := algo.Check{Algorithm: algo.FixedWindow, Period: time.Hour, Limit: 100, ID: fmt.Sprintf("user-%07d", i), N: 1 + int64(i%5)}
+		tb.Apply(&c, t0)
+	}
+	if tb.Len() != n {
+		b.Fatalf("%d entries, want %d", tb.Len(), n)
+	}
+	return tb
+}
+
+// BenchmarkLoad measures what a restart costs: reading and checking a
+// snapshot of a million entries from this machine's disk and loading it
+// into an empty table.
+func BenchmarkLoad(b *testing.B) {
+	const n = 1_000_000
+	dir := b.TempDir()
+	j, err := persist.New(dir, persist.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := fillTable(b, n)
+	j.Start(func(yield func(algo.Record) bool) { src.Snapshot(t0, yield) }, func() {}, func() {})
+	if err := j.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			j, err := persist.New(dir, persist.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			tb := table.New(0)
+			ld, err := j.Load(t0, func(r algo.Record) error { return tb.Load(t0, r) })
+			if err != nil || ld.Records != n || tb.Len() != n {
+				b.Fatalf("loaded %d records, %d entries: %v", ld.Records, tb.Len(), err)
+			}
+		}
+	})
+}
+
+// BenchmarkSnapshot measures how long the limiter actor is busy taking a
+// snapshot of a million entries (encoding them; the writing is the
+// writer's).
+func BenchmarkSnapshot(b *testing.B) {
+	const n = 1_000_000
+	src := fillTable(b, n)
+	b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+		j, err := persist.New(b.TempDir(), persist.Config{FS: newMemFS()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			j.Snapshot(func(yield func(algo.Record) bool) { src.Snapshot(t0, yield) })
+		}
+	})
+}

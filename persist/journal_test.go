@@ -1,0 +1,414 @@
+package persist_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"iter"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/persist"
+	"github.com/actorlimit/actorlimit/table"
+)
+
+// Intervals of the writer in these tests; each has its own manual ticker.
+const (
+	flushEvery = 1 * time.Second
+	syncEvery  = 2 * time.Second
+	snapEvery  = 3 * time.Second
+)
+
+// t0 is the tests' time, Unix ns: windows of a second are whole at it.
+const t0 = int64(1_700_000_000) * int64(time.Second)
+
+// tickers is a set of tickers moved by hand, one per interval.
+type tickers struct {
+	mu sync.Mutex
+	m  map[time.Duration]chan time.Time
+}
+
+type manualTicker struct{ c chan time.Time }
+
+func (m manualTicker) C() <-chan time.Time { return m.c }
+func (m manualTicker) Stop()               {}
+
+func (ts *tickers) new(d time.Duration) persist.Ticker {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	c := make(chan time.Time) // unbuffered: a send is taken by the writer
+	ts.m[d] = c
+	return manualTicker{c}
+}
+
+// tick fires d's ticker and returns once the writer has done what the tick
+// asks: its second tick is taken only when the first one's work is over.
+func (ts *tickers) tick(d time.Duration) {
+	ts.mu.Lock()
+	c := ts.m[d]
+	ts.mu.Unlock()
+	c <- time.Time{}
+	c <- time.Time{}
+}
+
+// rig is a Journal on a table, as the limiter drives them.
+type rig struct {
+	t    *testing.T
+	dir  string
+	tb   *table.Table
+	j    *persist.Journal
+	tick *tickers
+	asks int // snapshots asked for
+	mu   sync.Mutex
+}
+
+func newRig(t *testing.T, dir string, cfg persist.Config) (*rig, persist.Loaded, error) {
+	t.Helper()
+	r := &rig{t: t, dir: dir, tb: table.New(0), tick: &tickers{m: map[time.Duration]chan time.Time{}}}
+	cfg.FlushEvery, cfg.SyncEvery, cfg.SnapshotEvery = flushEvery, syncEvery, snapEvery
+	cfg.NewTicker = r.tick.new
+	j, err := persist.New(dir, cfg)
+	require.NoError(t, err)
+	r.j = j
+	ld, err := j.Load(t0, func(rec algo.Record) error { return r.tb.Load(t0, rec) })
+	if err != nil {
+		return r, ld, err
+	}
+	j.Start(r.records(), func() { r.mu.Lock(); r.asks++; r.mu.Unlock() }, func() {})
+	t.Cleanup(func() { _ = j.Close() })
+	return r, ld, nil
+}
+
+func (r *rig) asked() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.asks
+}
+
+func (r *rig) records() iter.Seq[algo.Record] {
+	return func(yield func(algo.Record) bool) { r.tb.Snapshot(t0, yield) }
+}
+
+// hit applies one batch of fixed-window hits and commits it.
+func (r *rig) hit(ids ...string) {
+	for _, id := range ids {
+		c := algo.Check{Algorithm: algo.FixedWindow, Period: time.Hour, Limit: 100, ID: id, N: 1}
+		r.tb.Apply(&c, t0)
+		r.j.Append(r.tb.Record(&c))
+	}
+	r.j.Commit()
+}
+
+// counts returns every key's count in tb.
+func counts(tb *table.Table) map[string]int64 {
+	m := map[string]int64{}
+	tb.Ascend(func(e table.Entry) bool { m[e.ID] = e.Count; return true })
+	return m
+}
+
+// reload loads dir into a fresh table, as a restarted process does.
+func reload(t *testing.T, dir string, cfg persist.Config) (map[string]int64, persist.Loaded, error) {
+	t.Helper()
+	j, err := persist.New(dir, cfg)
+	require.NoError(t, err)
+	tb := table.New(0)
+	ld, err := j.Load(t0, func(rec algo.Record) error { return tb.Load(t0, rec) })
+	return counts(tb), ld, err
+}
+
+func TestJournalLogThenSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	r, ld, err := newRig(t, dir, persist.Config{})
+	require.NoError(t, err)
+	assert.Equal(t, persist.Loaded{}, ld)
+
+	r.hit("a", "b")
+	r.hit("a")
+	r.tick.tick(flushEvery)
+	got, ld, err := reload(t, dir, persist.Config{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"a": 2, "b": 1}, got)
+	assert.Equal(t, 0, ld.TornBytes)
+
+	r.tick.tick(snapEvery)
+	assert.GreaterOrEqual(t, r.asked(), 1, "the snapshot ticker asks the limiter")
+	r.j.Snapshot(r.records())
+	r.hit("c")
+	r.tick.tick(flushEvery)
+	got, ld, err = reload(t, dir, persist.Config{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"a": 2, "b": 1, "c": 1}, got)
+	assert.Equal(t, uint64(2), ld.Generation, "the first snapshot at Start, the second asked")
+	assert.Equal(t, 1, ld.Frames, "the log after the snapshot holds only c")
+	_, err = os.Stat(filepath.Join(dir, "log-0000000000000001"))
+	assert.True(t, errors.Is(err, os.ErrNotExist), "the compacted log is removed")
+	st := r.j.Stats()
+	assert.Equal(t, uint64(2), st.Snapshots)
+	assert.Equal(t, uint64(0), st.Errors+st.Dropped)
+}
+
+func TestJournalSkipsDeadState(t *testing.T) {
+	dir := t.TempDir()
+	r, _, err := newRig(t, dir, persist.Config{})
+	require.NoError(t, err)
+	r.hit("a")
+	require.NoError(t, r.j.Close())
+	j, err := persist.New(dir, persist.Config{})
+	require.NoError(t, err)
+	later := t0 + int64(time.Hour) // the hour-long window of a ended
+	ld, err := j.Load(later, func(rec algo.Record) error {
+		t.Errorf("applied %+v", rec)
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 1, ld.Skipped)
+}
+
+func TestJournalQueueFull(t *testing.T) {
+	dir := t.TempDir()
+	r, _, err := newRig(t, dir, persist.Config{MaxPending: 64})
+	require.NoError(t, err)
+	r.hit("a")
+	r.hit("b", "c", "d", "e", "f") // more than 64 bytes: dropped
+	st := r.j.Stats()
+	assert.Equal(t, uint64(5), st.Dropped)
+	assert.Equal(t, uint64(0), st.Errors)
+	r.tick.tick(syncEvery)
+	assert.Equal(t, 1, r.asked(), "a snapshot is asked for to cover what was dropped")
+	r.j.Snapshot(r.records())
+	r.tick.tick(flushEvery)
+	got, _, err := reload(t, dir, persist.Config{})
+	require.NoError(t, err)
+	assert.Len(t, got, 6)
+}
+
+func TestJournalCloseWritesEverything(t *testing.T) {
+	dir := t.TempDir()
+	r, _, err := newRig(t, dir, persist.Config{})
+	require.NoError(t, err)
+	r.hit("a", "b")
+	r.j.Snapshot(r.records())
+	r.hit("a")
+	require.NoError(t, r.j.Close())
+	got, ld, err := reload(t, dir, persist.Config{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"a": 2, "b": 1}, got)
+	assert.Equal(t, 1, ld.Frames)
+}
+
+func TestJournalResetDeletes(t *testing.T) {
+	dir := t.TempDir()
+	r, _, err := newRig(t, dir, persist.Config{})
+	require.NoError(t, err)
+	r.hit("a", "b")
+	r.j.Snapshot(r.records())
+	c := algo.Check{Op: algo.OpReset, Algorithm: algo.FixedWindow, Period: time.Hour, ID: "a"}
+	r.tb.Apply(&c, t0)
+	r.j.Append(r.tb.Record(&c))
+	r.j.Commit()
+	require.NoError(t, r.j.Close())
+	got, _, err := reload(t, dir, persist.Config{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"b": 1}, got)
+}
+
+// writeState leaves in dir a snapshot of a and b and a log of two frames.
+func writeState(t *testing.T, dir string) {
+	t.Helper()
+	r, _, err := newRig(t, dir, persist.Config{})
+	require.NoError(t, err)
+	r.hit("a", "b")
+	r.j.Snapshot(r.records())
+	r.tick.tick(flushEvery)
+	r.hit("a")
+	r.tick.tick(flushEvery)
+	r.hit("c")
+	r.tick.tick(flushEvery)
+	require.NoError(t, r.j.Close())
+	// Close wrote nothing more: no snapshot was handed to it.
+}
+
+func logPath(t *testing.T, dir string) string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "log-*"))
+	require.NoError(t, err)
+	require.Len(t, m, 1)
+	return m[0]
+}
+
+// TestTornLogTail cuts the log at every length: a cut inside the last
+// frame loses that frame only, and is reported; the state is never half
+// a frame.
+func TestTornLogTail(t *testing.T) {
+	dir := t.TempDir()
+	writeState(t, dir)
+	path := logPath(t, dir)
+	full, err := os.ReadFile(path)
+	require.NoError(t, err)
+	whole, _, err := reload(t, dir, persist.Config{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"a": 2, "b": 1, "c": 1}, whole)
+	for cut := len(full) - 1; cut >= 0; cut-- {
+		require.NoError(t, os.WriteFile(path, full[:cut], 0o600))
+		got, ld, err := reload(t, dir, persist.Config{})
+		require.NoError(t, err, "cut at %d", cut)
+		// the log: a 22-byte header, frame 1 (a's second hit), frame 2 (c)
+		header := 22
+		if cut < header {
+			header = 0 // a header cut short: torn too
+		}
+		intact := []int{header, 22 + 8 + int(binary.LittleEndian.Uint32(full[22:]))}[ld.Frames]
+		switch ld.Frames {
+		case 1:
+			assert.Equal(t, map[string]int64{"a": 2, "b": 1}, got, "cut at %d", cut)
+		case 0:
+			assert.Equal(t, map[string]int64{"a": 1, "b": 1}, got, "cut at %d", cut)
+		default:
+			t.Fatalf("cut at %d: %d frames", cut, ld.Frames)
+		}
+		assert.Equal(t, cut-intact, ld.TornBytes, "cut at %d: torn bytes", cut)
+	}
+}
+
+// TestDamagedFiles checks that every kind of damage is an error by default,
+// and with StartEmptyOnCorrupt an empty start with the files set aside; in
+// neither case is anything applied.
+func TestDamagedFiles(t *testing.T) {
+	flip := func(b []byte, i int) []byte { b = bytes.Clone(b); b[i] ^= 0x40; return b }
+	cases := []struct {
+		name   string
+		file   string // "snapshot" or "log"
+		mangle func(b []byte) []byte
+	}{
+		{"foreign snapshot", "snapshot", func([]byte) []byte { return []byte("GIF89a, not a snapshot at all....") }},
+		{"truncated snapshot", "snapshot", func(b []byte) []byte { return b[:len(b)-3] }},
+		{"snapshot bit flip", "snapshot", func(b []byte) []byte { return flip(b, len(b)/2) }},
+		{"snapshot version", "snapshot", func(b []byte) []byte { return flip(b, 8) }},
+		{"foreign log", "log", func([]byte) []byte { return []byte("#!/bin/sh\necho this is not a log\n") }},
+		{"log header", "log", func(b []byte) []byte { return flip(b, 12) }},
+		{"log first frame", "log", func(b []byte) []byte { return flip(b, 30+8+1) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeState(t, dir)
+			path := filepath.Join(dir, "snapshot")
+			if c.file == "log" {
+				path = logPath(t, dir)
+			}
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(path, c.mangle(b), 0o600))
+
+			got, _, err := reload(t, dir, persist.Config{})
+			require.ErrorIs(t, err, persist.ErrCorrupt)
+			assert.Empty(t, got, "nothing applied")
+
+			got, ld, err := reload(t, dir, persist.Config{StartEmptyOnCorrupt: true})
+			require.NoError(t, err)
+			assert.True(t, ld.Discarded)
+			assert.Empty(t, got)
+			_, err = os.Stat(path + ".corrupt")
+			assert.NoError(t, err, "the damaged file is set aside")
+		})
+	}
+}
+
+// FuzzLoad loads arbitrary bytes as the snapshot and as the log: Load must
+// not panic, and must apply everything or nothing.
+func FuzzLoad(f *testing.F) {
+	snap, log := seedFiles(f)
+	f.Add(snap, log)
+	f.Add(snap[:len(snap)-1], log)
+	f.Add(snap, log[:len(log)-5])
+	f.Add([]byte{}, []byte{})
+	f.Fuzz(func(t *testing.T, snap, log []byte) {
+		mfs := newMemFS()
+		mfs.set("d/snapshot", snap)
+		// the log of whatever generation the snapshot claims, or 1
+		mfs.set("d/log-0000000000000000", log)
+		mfs.set("d/log-0000000000000001", log)
+		j, err := persist.New("d", persist.Config{FS: mfs})
+		require.NoError(t, err)
+		tb := table.New(0)
+		ld, err := j.Load(t0, func(rec algo.Record) error { return tb.Load(t0, rec) })
+		if err != nil {
+			assert.Equal(t, 0, tb.Len(), "half-applied after %v", err)
+			return
+		}
+		assert.LessOrEqual(t, tb.Len(), ld.Records)
+	})
+}
+
+// seedFiles returns a real snapshot and log.
+func seedFiles(f *testing.F) (snap, log []byte) {
+	dir := f.TempDir()
+	j, err := persist.New(dir, persist.Config{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	tb := table.New(0)
+	for _, a := range algo.All() {
+		c := algo.Check{Algorithm: a, Period: time.Hour, Limit: 10, Burst: 10, ID: "k" + a.String(), N: 2}
+		tb.Apply(&c, t0)
+	}
+	j.Start(func(yield func(algo.Record) bool) { tb.Snapshot(t0, yield) }, func() {}, func() {})
+	for _, a := range algo.All() {
+		c := algo.Check{Algorithm: a, Period: time.Hour, Limit: 10, Burst: 10, ID: "k" + a.String(), N: 1}
+		tb.Apply(&c, t0+int64(time.Second))
+		j.Append(tb.Record(&c))
+	}
+	j.Commit()
+	if err := j.Close(); err != nil {
+		f.Fatal(err)
+	}
+	snap, err = os.ReadFile(filepath.Join(dir, "snapshot"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	log, err = os.ReadFile(filepath.Join(dir, "log-0000000000000001"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	return snap, log
+}
+
+// TestJournalFailedSnapshot makes a snapshot's writing fail: the last
+// snapshot and log stay whole and loadable, the failure is counted, the
+// records of the failing moment are dropped and counted, and the next
+// snapshot, once the disk works, covers them.
+func TestJournalFailedSnapshot(t *testing.T) {
+	mfs := newMemFS()
+	cfg := persist.Config{FS: mfs}
+	r, _, err := newRig(t, "d", cfg)
+	require.NoError(t, err)
+	r.hit("a", "b")
+	r.tick.tick(flushEvery)
+
+	mfs.fail.Store(true)
+	r.j.Snapshot(r.records())
+	r.hit("c") // for the log after the snapshot, which cannot be made
+	r.tick.tick(flushEvery)
+	st := r.j.Stats()
+	assert.Positive(t, st.Errors)
+	assert.Equal(t, uint64(1), st.Dropped, "c")
+	got, _, err := reload(t, "d", cfg)
+	require.NoError(t, err, "the last snapshot and its log are intact")
+	assert.Equal(t, map[string]int64{"a": 1, "b": 1}, got)
+
+	mfs.fail.Store(false)
+	r.tick.tick(syncEvery)
+	require.Equal(t, 1, r.asked(), "a snapshot is asked for again")
+	r.j.Snapshot(r.records())
+	r.tick.tick(flushEvery)
+	got, _, err = reload(t, "d", cfg)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"a": 1, "b": 1, "c": 1}, got)
+}

@@ -1,0 +1,84 @@
+package actorlimit
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/actorlimit/actorlimit/actor"
+	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/persist"
+)
+
+// PersistConfig tunes [WithPersistence]; its zero value takes the
+// defaults: the log written every 100 ms (the most a kill -9 loses),
+// fsynced every second (with the 100 ms, the most a machine's crash
+// loses), a snapshot every minute, and an error from Start when a file is
+// damaged. The package persist documents each field.
+type PersistConfig = persist.Config
+
+// WithPersistence keeps the limiter's state in dir (created if missing), so
+// that it survives a restart of the process: Start loads the snapshot and
+// the log of changes found there, skipping state whose window has ended, and
+// the limiter then writes a snapshot every c.SnapshotEvery and at Close,
+// and the records of the keys each mailbox batch changed to the log every
+// c.FlushEvery, from a goroutine of its own: no check waits for the disk.
+//
+// What is lost: a process killed with SIGKILL loses the changes of at most
+// the last FlushEvery; a machine that crashes, of at most SyncEvery +
+// FlushEvery. A damaged, truncated or foreign file makes Start fail, unless
+// c.StartEmptyOnCorrupt (then the files are set aside and the limiter
+// starts empty); a log whose last write a crash cut short is loaded up to
+// that write. Failed writes are logged and counted in Stats; the limiter
+// keeps serving.
+//
+// It needs the embedded table (or a [WithStore] store that implements
+// [actor.Snapshotter]) and one shard: the hash of ids onto shards changes
+// from one process to the next.
+func WithPersistence(dir string, c PersistConfig) Option {
+	return func(cfg *settings) error {
+		if dir == "" {
+			return fmt.Errorf("%w: WithPersistence: directory is empty", ErrInvalidArgument)
+		}
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
+		}
+		cfg.persistDir, cfg.persistCfg = dir, c
+		return nil
+	}
+}
+
+// journal makes the Journal of WithPersistence, once every option is in.
+func (cfg *settings) journal() error {
+	if cfg.shards > 1 {
+		return fmt.Errorf("%w: WithPersistence with WithShards(%d): only one shard can be persisted", ErrInvalidArgument, cfg.shards)
+	}
+	if cfg.Store != nil {
+		if _, ok := cfg.Store.(actor.Snapshotter); !ok {
+			return fmt.Errorf("%w: WithPersistence: the store given to WithStore cannot be saved and loaded", ErrInvalidArgument)
+		}
+	}
+	pc := cfg.persistCfg
+	if tc, ok := cfg.Clock.(TickerClock); ok && pc.NewTicker == nil {
+		pc.NewTicker = func(d time.Duration) persist.Ticker { return tc.NewTicker(d) }
+	}
+	if pc.Logger == nil {
+		pc.Logger = cfg.Logger
+	}
+	j, err := persist.New(cfg.persistDir, pc)
+	if err != nil {
+		return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
+	}
+	cfg.Journal = journal{j}
+	return nil
+}
+
+// journal adapts a persist.Journal to the limiter's Journal.
+type journal struct{ *persist.Journal }
+
+var _ actor.Journal = journal{}
+
+// Load implements actor.Journal.
+func (j journal) Load(now int64, apply func(algo.Record) error) error {
+	_, err := j.Journal.Load(now, apply)
+	return err
+}

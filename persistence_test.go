@@ -1,0 +1,248 @@
+package actorlimit_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/persist"
+)
+
+// persistPolicies is one policy per algorithm.
+var persistPolicies = []actorlimit.Policy{
+	{Algorithm: actorlimit.FixedWindow, Limit: 5, Period: time.Minute},
+	{Algorithm: actorlimit.SlidingWindow, Limit: 5, Period: time.Minute},
+	{Algorithm: actorlimit.GCRA, Limit: 5, Period: time.Minute, Burst: 3},
+	{Algorithm: actorlimit.TokenBucket, Limit: 5, Period: time.Minute, Burst: 4},
+	{Algorithm: actorlimit.LeakyBucket, Limit: 5, Period: time.Minute, Burst: 2},
+	{Algorithm: actorlimit.SlidingLog, Limit: 5, Period: time.Minute},
+}
+
+// startPersisted starts a limiter on clk that keeps its state in dir.
+func startPersisted(t *testing.T, clk *fakeClock, dir string, pc actorlimit.PersistConfig, opts ...actorlimit.Option) (*actorlimit.Limiter, error) {
+	t.Helper()
+	opts = append([]actorlimit.Option{
+		actorlimit.WithClock(clk), actorlimit.WithJanitor(0, 0), actorlimit.WithPersistence(dir, pc),
+	}, opts...)
+	lim, err := actorlimit.Start(opts...)
+	if err == nil {
+		t.Cleanup(func() { _ = lim.Close() })
+	}
+	return lim, err
+}
+
+// TestPersistenceSurvivesRestart runs every algorithm, closes the limiter,
+// starts another on the same directory and checks it answers as the first
+// would have.
+func TestPersistenceSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range persistPolicies {
+		t.Run(p.Algorithm.String(), func(t *testing.T) {
+			clk, dir := newFakeClock(), t.TempDir()
+			lim, err := startPersisted(t, clk, dir, actorlimit.PersistConfig{})
+			require.NoError(t, err)
+			for i := range 4 {
+				clk.Set(time.Duration(i) * 700 * ms)
+				_, err := lim.Hit(ctx, "a", p)
+				require.NoError(t, err)
+			}
+			_, err = lim.HitN(ctx, "b", p, 2)
+			require.NoError(t, err)
+			before := map[string]actorlimit.Result{}
+			for _, id := range []string{"a", "b", "c"} {
+				before[id], err = lim.Peek(ctx, id, p)
+				require.NoError(t, err)
+			}
+			require.NoError(t, lim.Close())
+
+			lim, err = startPersisted(t, clk, dir, actorlimit.PersistConfig{})
+			require.NoError(t, err)
+			for id, want := range before {
+				got, err := lim.Peek(ctx, id, p)
+				require.NoError(t, err)
+				assert.Equal(t, want, got, "%s after a restart", id)
+			}
+			st, err := lim.Stats(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, 2, st.Entries)
+		})
+	}
+}
+
+// TestPersistenceSkipsEnded checks that state whose window ended while the
+// process was down is not loaded.
+func TestPersistenceSkipsEnded(t *testing.T) {
+	ctx := context.Background()
+	clk, dir := newFakeClock(), t.TempDir()
+	lim, err := startPersisted(t, clk, dir, actorlimit.PersistConfig{})
+	require.NoError(t, err)
+	for _, p := range persistPolicies {
+		_, err := lim.Hit(ctx, "a", p)
+		require.NoError(t, err)
+	}
+	require.NoError(t, lim.Close())
+	clk.Advance(2 * time.Minute)
+	lim, err = startPersisted(t, clk, dir, actorlimit.PersistConfig{})
+	require.NoError(t, err)
+	st, err := lim.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, st.Entries)
+}
+
+// TestPersistenceDamagedSnapshot checks that Start fails on a damaged file
+// by default, and starts empty with the file set aside by option.
+func TestPersistenceDamagedSnapshot(t *testing.T) {
+	ctx := context.Background()
+	clk, dir := newFakeClock(), t.TempDir()
+	lim, err := startPersisted(t, clk, dir, actorlimit.PersistConfig{})
+	require.NoError(t, err)
+	_, err = lim.Hit(ctx, "a", persistPolicies[0])
+	require.NoError(t, err)
+	require.NoError(t, lim.Close())
+	path := filepath.Join(dir, "snapshot")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	b[len(b)/2] ^= 1
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+
+	_, err = startPersisted(t, clk, dir, actorlimit.PersistConfig{})
+	require.ErrorIs(t, err, persist.ErrCorrupt)
+
+	var logs bytes.Buffer
+	lim, err = startPersisted(t, clk, dir, actorlimit.PersistConfig{StartEmptyOnCorrupt: true},
+		actorlimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	require.NoError(t, err)
+	st, err := lim.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, st.Entries)
+	assert.Contains(t, logs.String(), "damaged state set aside")
+	_, err = os.Stat(path + ".corrupt")
+	assert.NoError(t, err)
+}
+
+func TestPersistenceBadOptions(t *testing.T) {
+	dir := t.TempDir()
+	for name, opts := range map[string][]actorlimit.Option{
+		"empty dir":      {actorlimit.WithPersistence("", actorlimit.PersistConfig{})},
+		"negative flush": {actorlimit.WithPersistence(dir, actorlimit.PersistConfig{FlushEvery: -1})},
+		"shards":         {actorlimit.WithPersistence(dir, actorlimit.PersistConfig{}), actorlimit.WithShards(2)},
+	} {
+		_, err := actorlimit.Start(opts...)
+		assert.ErrorIs(t, err, actorlimit.ErrInvalidArgument, name)
+	}
+}
+
+// failingFS is the operating system's file system, whose writes fail while
+// fail is set.
+type failingFS struct {
+	fail atomic.Bool
+}
+
+var errInjected = errors.New("injected: no space left on device")
+
+func (f *failingFS) ReadFile(name string) ([]byte, error) { return persist.OS.ReadFile(name) }
+func (f *failingFS) Remove(name string) error             { return persist.OS.Remove(name) }
+func (f *failingFS) SyncDir(dir string) error             { return persist.OS.SyncDir(dir) }
+
+func (f *failingFS) Create(name string) (persist.File, error) {
+	if f.fail.Load() {
+		return nil, errInjected
+	}
+	file, err := persist.OS.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return &failingFile{File: file, fs: f}, nil
+}
+
+func (f *failingFS) Rename(oldName, newName string) error {
+	if f.fail.Load() {
+		return errInjected
+	}
+	return persist.OS.Rename(oldName, newName)
+}
+
+type failingFile struct {
+	persist.File
+	fs *failingFS
+}
+
+// Write writes half of p and fails, as a full disk may.
+func (f *failingFile) Write(p []byte) (int, error) {
+	if f.fs.fail.Load() {
+		n, _ := f.File.Write(p[:len(p)/2])
+		return n, errInjected
+	}
+	return f.File.Write(p)
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestPersistenceFailingDisk makes every write fail for a while: the
+// limiter keeps serving, the failures are counted and logged, and once the
+// disk works again a snapshot writes the whole state, so a restart finds
+// every count.
+func TestPersistenceFailingDisk(t *testing.T) {
+	ctx := context.Background()
+	clk, dir, fsys := newFakeClock(), t.TempDir(), &failingFS{}
+	var logs syncBuffer
+	pc := actorlimit.PersistConfig{FS: fsys}
+	lim, err := startPersisted(t, clk, dir, pc, actorlimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	require.NoError(t, err)
+	p := actorlimit.Policy{Limit: 1000, Period: time.Hour}
+
+	fsys.fail.Store(true)
+	for range 50 {
+		res, err := lim.Hit(ctx, "a", p)
+		require.NoError(t, err, "the limiter keeps serving")
+		require.True(t, res.Allowed)
+	}
+	require.Eventually(t, func() bool {
+		clk.Advance(persist.DefaultFlushEvery) // the writer flushes on the limiter's clock
+		st, err := lim.Stats(ctx)
+		return err == nil && st.PersistErrors > 0 && st.PersistDropped > 0
+	}, 10*time.Second, time.Millisecond)
+	assert.Contains(t, logs.String(), "log write failed")
+
+	fsys.fail.Store(false)
+	// the sync ticker asks for a snapshot, which covers what was dropped
+	require.Eventually(t, func() bool {
+		clk.Advance(persist.DefaultSyncEvery)
+		b, err := os.ReadFile(filepath.Join(dir, "snapshot"))
+		return err == nil && bytes.Contains(b, []byte{1, 'a'})
+	}, 10*time.Second, time.Millisecond)
+	require.NoError(t, lim.Close())
+
+	lim, err = startPersisted(t, clk, dir, actorlimit.PersistConfig{})
+	require.NoError(t, err)
+	res, err := lim.Peek(ctx, "a", p)
+	require.NoError(t, err)
+	assert.Equal(t, int64(50), res.Count)
+}

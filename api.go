@@ -142,6 +142,9 @@ type Stats struct {
 	Sweeps uint64
 	// SweepTime is the time they took in all, by the limiter's clock.
 	SweepTime time.Duration
+	// Queued is how many messages were waiting in the limiters' mailboxes
+	// when the statistics were taken: calls queued behind a busy limiter.
+	Queued int
 	// PersistErrors counts failed writes of [WithPersistence]'s files;
 	// PersistDropped the changes it could not write (the next snapshot
 	// written covers them).
@@ -284,6 +287,7 @@ func (l *Limiter) Stats(ctx context.Context) (Stats, error) {
 		sum.Restarts += s.Restarts
 		sum.Sweeps += s.Sweeps
 		sum.SweepTime += s.SweepTime
+		sum.Queued += s.Queued
 		sum.PersistErrors += s.PersistErrors
 		sum.PersistDropped += s.PersistDropped
 	}

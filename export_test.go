@@ -36,11 +36,11 @@ func (s *injecting) Decide(ctx context.Context, now int64, checks []algo.Check, 
 	return nil
 }
 
-// Backend is the contract of a Limiter's shards, for tests that run the
-// Limiter on a fake.
-type Backend = backend
-
 // NewOnBackends returns a Limiter whose shards are bs, for tests.
 func NewOnBackends(bs ...Backend) *Limiter {
-	return &Limiter{shards: bs, seed: maphash.MakeSeed()}
+	shards := make([]backend, len(bs))
+	for i, b := range bs {
+		shards[i] = b
+	}
+	return &Limiter{shards: shards, seed: maphash.MakeSeed()}
 }

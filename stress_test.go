@@ -74,7 +74,8 @@ func TestStress(t *testing.T) {
 			}
 		}
 		patients, others sync.WaitGroup
-		patientHits      [8]int64
+		patientHits      [8]atomic.Int64 // what each patient was told
+		floodIDs         atomic.Int64    // fresh ids the flood has sent
 	)
 	// Patient callers: each hits its own id, and its i-th hit must see i. A
 	// hit decided together with a "boom" (calls queued one behind the other
@@ -89,14 +90,14 @@ func TestStress(t *testing.T) {
 				res, err := lim.Hit(context.Background(), id, p)
 				for errors.Is(err, actorlimit.ErrPanicked) {
 					if res, err = lim.Peek(context.Background(), id, p); err == nil {
-						patientHits[g] = res.Count - 1
+						patientHits[g].Store(res.Count - 1)
 					}
 				}
-				if err != nil || res.Count != patientHits[g]+1 {
-					fail(fmt.Errorf("%s hit %d: count %d, err %v", id, patientHits[g]+1, res.Count, err))
+				if err != nil || res.Count != patientHits[g].Load()+1 {
+					fail(fmt.Errorf("%s hit %d: count %d, err %v", id, patientHits[g].Load()+1, res.Count, err))
 					return
 				}
-				patientHits[g]++
+				patientHits[g].Add(1)
 			}
 		}()
 	}
@@ -108,10 +109,14 @@ func TestStress(t *testing.T) {
 			impatientCaller(lim, p, g, &closing, fail)
 		}()
 	}
-	// A flood of unique ids, 64 a batch. It pauses while the patients'
-	// counts are read at the end of phase 1: by then the patients have
-	// stopped hitting, their entries are idle, and a flood that went on would
-	// rightly evict them; it resumes for Close.
+	// A flood of unique ids, 64 a batch. The eviction keeps the state of an
+	// id hit more often than the flood takes to turn the clock's hand twice
+	// (some 2 x 4096 new ids): so that a patient descheduled for a while on a
+	// loaded machine is still "active", the flood waits, every 16 batches
+	// (1024 ids), until each patient has hit again. It pauses while the
+	// patients' counts are read at the end of phase 1, when their entries
+	// are idle and a flood that went on would rightly evict them, and resumes
+	// for Close.
 	floodPaused := make(chan struct{})
 	others.Add(1)
 	go func() {
@@ -119,7 +124,16 @@ func TestStress(t *testing.T) {
 		flood := make([]actorlimit.HitRequest, 64)
 		results := make([]actorlimit.Result, 64)
 		paused := false
+		var seen [len(patientHits)]int64
 		for n := 0; ; n++ {
+			if n%16 == 0 {
+				for g := range patientHits {
+					for patientHits[g].Load() == seen[g] && !stop.Load() && len(failed) == 0 {
+						time.Sleep(50 * time.Microsecond) // wait for the patient's next hit
+					}
+					seen[g] = patientHits[g].Load()
+				}
+			}
 			if stop.Load() && !paused {
 				close(floodPaused)
 				paused = true
@@ -131,6 +145,7 @@ func TestStress(t *testing.T) {
 				flood[i] = actorlimit.HitRequest{ID: fmt.Sprintf("flood-%d-%d", n, i), Policy: p}
 			}
 			err := lim.HitMany(context.Background(), flood, results)
+			floodIDs.Add(int64(len(flood)))
 			if errors.Is(err, actorlimit.ErrPanicked) {
 				continue // decided together with a "boom"
 			}
@@ -163,7 +178,13 @@ func TestStress(t *testing.T) {
 		close(phase1)
 	}()
 	stressWatchdog(t, "phase 1", stressDuration(t)+time.Minute, phase1)
-	for g, n := range patientHits {
+	select {
+	case err := <-failed:
+		t.Fatalf("phase 1: %v", err)
+	default:
+	}
+	for g := range patientHits {
+		n := patientHits[g].Load()
 		res, err := lim.Peek(context.Background(), fmt.Sprintf("a-patient-%d", g), p)
 		for errors.Is(err, actorlimit.ErrPanicked) { // decided together with a "boom"
 			res, err = lim.Peek(context.Background(), fmt.Sprintf("a-patient-%d", g), p)
@@ -188,7 +209,7 @@ func TestStress(t *testing.T) {
 	for err := range failed {
 		t.Error(err)
 	}
-	t.Logf("patient-0 made %d hits", patientHits[0])
+	t.Logf("patient-0 made %d hits; the flood sent %d fresh ids against a bound of 4096", patientHits[0].Load(), floodIDs.Load())
 }
 
 // impatientCaller hits two ids of its own, one at a time and in batches,

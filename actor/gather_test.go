@@ -448,3 +448,32 @@ func TestGatherScreensEachCall(t *testing.T) {
 	assert.NotContains(t, ids, "odd")
 	assert.NotContains(t, ids, "fine", "a refused call's other checks are not decided either")
 }
+
+// TestStatsCountsQueuedCalls: Stats says how many messages wait behind it in
+// the mailbox when it is served.
+func TestStatsCountsQueuedCalls(t *testing.T) {
+	s := newCountingStore()
+	c := startWithStore(t, s, DefaultMaxBatch)
+	release, held := holdLimiter(t, c, s)
+	stats := make(chan Stats, 1)
+	go func() {
+		st, err := c.Stats(context.Background())
+		assert.NoError(t, err)
+		stats <- st
+	}()
+	waitFor(t, func() bool { return queued(c) == 1 })
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.Do(context.Background(), hit(fmt.Sprintf("behind-%d", i), 1))
+			assert.NoError(t, err)
+		}()
+	}
+	waitFor(t, func() bool { return queued(c) == 4 })
+	release()
+	require.NoError(t, <-held)
+	require.Equal(t, 3, (<-stats).Queued)
+	wg.Wait()
+}

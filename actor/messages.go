@@ -40,6 +40,9 @@ type Stats struct {
 	// SweepTime is the time they took in all, by the limiter's clock, from
 	// the first chunk to the last.
 	SweepTime time.Duration
+	// Queued is how many messages were waiting in the limiter's mailbox
+	// when the statistics were taken: callers queued behind a busy limiter.
+	Queued int
 	// PersistErrors counts failed writes of the Journal, PersistDropped
 	// the records it could not write (the next snapshot covers them).
 	PersistErrors, PersistDropped uint64

@@ -111,7 +111,7 @@ type heir struct {
 	sweepTime time.Duration
 	snap      Snapshotter             // the store, when it has a Journal
 	dirty     dirtySet                // keys changed since the Journal's last flush
-	mailbox   atomic.Pointer[mailbox] // the limiter's, set at each spawn; read by tests
+	mailbox   atomic.Pointer[mailbox] // the limiter's, set at each spawn; read by stats and tests
 	screener  Screener                // store, if it is one; nil for the embedded table
 
 	ready     chan struct{}
@@ -180,6 +180,9 @@ func (h *heir) stats() Stats {
 		Restarts:  h.restarts,
 		Sweeps:    h.sweeps,
 		SweepTime: h.sweepTime,
+	}
+	if m := h.mailbox.Load(); m != nil {
+		s.Queued = m.UserMessageCount()
 	}
 	if h.snap != nil {
 		s.PersistErrors, s.PersistDropped = h.cfg.Journal.Failures()

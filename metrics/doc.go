@@ -36,6 +36,7 @@
 //	actorlimit_limiter_entries                     keys the limiter holds (SetLimiter)
 //	actorlimit_limiter_evictions_total             entries evicted by the memory bound
 //	actorlimit_limiter_expired_total               entries deleted by sweeps
+//	actorlimit_limiter_mailbox_queued              messages waiting in the limiter's mailbox
 //	actorlimit_limiter_restarts_total              restarts of the limiter actor
 //	actorlimit_limiter_sweeps_total                sweeps of expired entries finished
 //	actorlimit_limiter_sweep_seconds_total         the time they took in all

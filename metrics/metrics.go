@@ -87,10 +87,10 @@ type Collector struct {
 	lim         atomic.Pointer[StatsSource]
 	store       atomic.Pointer[StoreStatsSource]
 
-	matched, allowed, denied, monitored, shadowed, nearLimit, ruleErrors    *prometheus.Desc
-	checkErrorsDesc, entries, evictions, expired, restarts, statsErrorsDesc *prometheus.Desc
-	sweeps, sweepSeconds                                                    *prometheus.Desc
-	storeErrors, storeOutages, storeFallbacks, storeOpen, storeClosed       *prometheus.Desc
+	matched, allowed, denied, monitored, shadowed, nearLimit, ruleErrors            *prometheus.Desc
+	checkErrorsDesc, entries, evictions, expired, queued, restarts, statsErrorsDesc *prometheus.Desc
+	sweeps, sweepSeconds                                                            *prometheus.Desc
+	storeErrors, storeOutages, storeFallbacks, storeOpen, storeClosed               *prometheus.Desc
 }
 
 type ruleKey struct {
@@ -156,6 +156,7 @@ func New(cfg Config) (*Collector, error) {
 	c.entries = prometheus.NewDesc(ns+"_limiter_entries", "Keys the limiter holds.", nil, nil)
 	c.evictions = prometheus.NewDesc(ns+"_limiter_evictions_total", "Entries evicted by the limiter's memory bound.", nil, nil)
 	c.expired = prometheus.NewDesc(ns+"_limiter_expired_total", "Entries deleted by the limiter's sweeps.", nil, nil)
+	c.queued = prometheus.NewDesc(ns+"_limiter_mailbox_queued", "Messages waiting in the limiter's mailbox when scraped.", nil, nil)
 	c.restarts = prometheus.NewDesc(ns+"_limiter_restarts_total", "Restarts of the limiter actor.", nil, nil)
 	c.sweeps = prometheus.NewDesc(ns+"_limiter_sweeps_total", "Sweeps of expired entries finished.", nil, nil)
 	c.sweepSeconds = prometheus.NewDesc(ns+"_limiter_sweep_seconds_total", "Time the sweeps took in all, by the limiter's clock.", nil, nil)
@@ -247,7 +248,7 @@ func (t *timed) Started() bool {
 // Describe sends the descriptions of every metric the collector exports.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.matched, c.allowed, c.denied, c.monitored, c.shadowed, c.nearLimit,
-		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.restarts, c.statsErrorsDesc, c.sweeps, c.sweepSeconds,
+		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.queued, c.restarts, c.statsErrorsDesc, c.sweeps, c.sweepSeconds,
 		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed} {
 		ch <- d
 	}
@@ -289,6 +290,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(st.Entries))
 			counter(c.evictions, st.Evictions)
 			counter(c.expired, st.Expired)
+			ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued))
 			counter(c.restarts, uint64(max(st.Restarts, 0)))
 			counter(c.sweeps, st.Sweeps)
 			ch <- prometheus.MustNewConstMetric(c.sweepSeconds, prometheus.CounterValue, st.SweepTime.Seconds())

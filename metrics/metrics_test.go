@@ -82,7 +82,7 @@ func TestCollectorExactText(t *testing.T) {
 		Observers: []httpadapter.Observer{c},
 	})
 	require.NoError(t, err)
-	stats := &fakeStats{st: actorlimit.Stats{Entries: 3, Evictions: 7, Expired: 11, Restarts: 1, Sweeps: 4, SweepTime: 1500 * time.Millisecond}}
+	stats := &fakeStats{st: actorlimit.Stats{Entries: 3, Evictions: 7, Expired: 11, Restarts: 1, Sweeps: 4, SweepTime: 1500 * time.Millisecond, Queued: 2}}
 	c.SetLimiter(stats)
 	h := m.Handler(http200())
 	for i := range 6 {
@@ -121,6 +121,9 @@ actorlimit_limiter_evictions_total 7
 # HELP actorlimit_limiter_expired_total Entries deleted by the limiter's sweeps.
 # TYPE actorlimit_limiter_expired_total counter
 actorlimit_limiter_expired_total 11
+# HELP actorlimit_limiter_mailbox_queued Messages waiting in the limiter's mailbox when scraped.
+# TYPE actorlimit_limiter_mailbox_queued gauge
+actorlimit_limiter_mailbox_queued 2
 # HELP actorlimit_limiter_restarts_total Restarts of the limiter actor.
 # TYPE actorlimit_limiter_restarts_total counter
 actorlimit_limiter_restarts_total 1

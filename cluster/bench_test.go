@@ -1,0 +1,122 @@
+//go:build !race
+
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/cluster"
+)
+
+// benchIDs are the ids the check benchmarks cycle through.
+func benchIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("10.0.%d.%d", i/256, i%256)
+	}
+	return ids
+}
+
+// BenchmarkCheck compares a LocalFirst member's check with the
+// single-process limiter's CheckRate, in one run. Allocations are counted
+// process-wide: with sync=50ms they include the sync's.
+func BenchmarkCheck(b *testing.B) {
+	ids := benchIDs(10000)
+	require.NotEmpty(b, ids)
+	single, err := actorlimit.Start(actorlimit.WithJanitor(0, 0))
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = single.Close() })
+	// The check alone: a clock whose ticker never ticks, so no sync runs.
+	quiet, _ := startMembersWith(b, 1, cluster.Config{Clock: wallNoTicks{}})
+	// With the sync every 50 ms on the wall clock, competing for the CPUs.
+	syncing, _ := startMembersWith(b, 1, cluster.Config{})
+	for _, impl := range []struct {
+		name string
+		lim  *actorlimit.Limiter
+	}{{"single", single}, {"localfirst/sync=none", quiet[0].Limiter}, {"localfirst/sync=50ms", syncing[0].Limiter}} {
+		b.Run("impl="+impl.name+"/callers=1", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := impl.lim.CheckRate(ids[i%len(ids)], 60000, 1<<40); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+		b.Run("impl="+impl.name+"/callers=parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					if _, err := impl.lim.CheckRate(ids[i%len(ids)], 60000, 1<<40); err != nil {
+						b.Error(err)
+						return
+					}
+					i++
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkOwnerRoundTrip measures an Owner-mode check whose partition this
+// member owns (owner=local) and one another member owns (owner=remote), with
+// p50 and p99 latencies.
+func BenchmarkOwnerRoundTrip(b *testing.B) {
+	members, _ := startMembersWith(b, 2, cluster.Config{Mode: cluster.Owner})
+	m := members[0]
+	var local, remote []string
+	for _, id := range benchIDs(2000) {
+		switch m.OwnerOf(id) {
+		case m.Address():
+			local = append(local, id)
+		case members[1].Address():
+			remote = append(remote, id)
+		}
+	}
+	require.NotEmpty(b, local)
+	require.NotEmpty(b, remote)
+	p := actorlimit.Policy{Limit: 1 << 40, Period: time.Minute}
+	for _, c := range []struct {
+		name string
+		ids  []string
+	}{{"local", local}, {"remote", remote}} {
+		b.Run("owner="+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			lat := make([]time.Duration, 0, 1<<16)
+			i := 0
+			for b.Loop() {
+				start := time.Now()
+				if _, err := m.Limiter.Hit(context.Background(), c.ids[i%len(c.ids)], p); err != nil {
+					b.Fatal(err)
+				}
+				if len(lat) < cap(lat) {
+					lat = append(lat, time.Since(start))
+				}
+				i++
+			}
+			slices.Sort(lat)
+			if len(lat) > 0 {
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			}
+		})
+	}
+}
+
+// wallNoTicks is the wall clock with tickers that never tick.
+type wallNoTicks struct{}
+
+func (wallNoTicks) Now() time.Time { return time.Now() }
+
+func (wallNoTicks) NewTicker(time.Duration) actorlimit.Ticker {
+	return &fakeTicker{c: make(chan time.Time)}
+}

@@ -1,0 +1,153 @@
+package cluster
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+
+	"github.com/actorlimit/actorlimit"
+)
+
+// Mode says how a member decides a check.
+type Mode uint8
+
+// The modes.
+const (
+	// LocalFirst answers from the member's own copy at once and syncs with
+	// the key's owner in the background: a burst may be over-admitted for
+	// about one sync interval. It applies to FixedWindow hits and peeks;
+	// every other check is decided by the owner, as in Owner mode.
+	LocalFirst Mode = iota
+	// Owner sends every check to the owner of its key's partition and waits
+	// for the answer: exact, at the cost of a round trip when another member
+	// owns the partition.
+	Owner
+)
+
+// Defaults used when a Config field is zero.
+const (
+	// DefaultPartitions is how many partitions the ids are hashed onto.
+	DefaultPartitions = 1024
+	// DefaultSyncEvery is the interval of the background sync.
+	DefaultSyncEvery = 50 * time.Millisecond
+	// DefaultRequestTimeout bounds one request to an owner.
+	DefaultRequestTimeout = time.Second
+	// DefaultMaxEntries bounds each partition owner's table.
+	DefaultMaxEntries = 1 << 16
+	// DefaultDeadAfter is how long a silent member is given before it is
+	// taken for dead.
+	DefaultDeadAfter = 5 * time.Second
+	// DefaultName is the cluster's name.
+	DefaultName = "actorlimit"
+)
+
+// MaxPartitions is the most partitions a Config accepts.
+const MaxPartitions = 1 << 16
+
+// Config says how to start a member. Provider is required; every other
+// zero field takes its default. Every member of a cluster must have the
+// same Name, Partitions and Mode.
+type Config struct {
+	// Name is the cluster's name; default [DefaultName].
+	Name string
+	// Host and Port are the member's address; Host defaults to 127.0.0.1,
+	// Port 0 picks a free port.
+	Host string
+	Port int
+	// Provider tells the member who the other members are: the engine's
+	// test provider, etcd, Consul, Kubernetes, ZooKeeper or automanaged.
+	Provider protocluster.ClusterProvider
+	// Lookup finds the owner of a partition; default rendezvous hashing
+	// over the live members (disthash).
+	Lookup protocluster.IdentityLookup
+	// Mode is LocalFirst (the default) or Owner.
+	Mode Mode
+	// Partitions is how many partitions ids are hashed onto; default
+	// [DefaultPartitions]. A topology change moves whole partitions.
+	Partitions int
+	// SyncEvery is the LocalFirst sync interval; default [DefaultSyncEvery].
+	SyncEvery time.Duration
+	// RequestTimeout bounds one request to an owner (a sync, or a check in
+	// Owner mode when the caller's context has no earlier deadline);
+	// default [DefaultRequestTimeout].
+	RequestTimeout time.Duration
+	// DeadAfter is how long a member may go without a heartbeat before the
+	// others take it for dead and drop it from their member lists; its
+	// partitions then move. Default [DefaultDeadAfter].
+	DeadAfter time.Duration
+	// MaxEntries bounds each partition owner's table; default
+	// [DefaultMaxEntries].
+	MaxEntries int
+	// Clock is read for every decision and ticks the sync; default the wall
+	// clock.
+	Clock actorlimit.TickerClock
+	// Logger gets the actor system's and the engine's logs; default silent.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.Provider == nil:
+		return c, fmt.Errorf("%w: cluster.Config: Provider is nil", actorlimit.ErrInvalidArgument)
+	case c.Mode > Owner:
+		return c, fmt.Errorf("%w: cluster.Config: Mode %d is unknown", actorlimit.ErrInvalidArgument, c.Mode)
+	case c.Partitions < 0 || c.Partitions > MaxPartitions:
+		return c, fmt.Errorf("%w: cluster.Config: Partitions %d is not between 1 and %d", actorlimit.ErrInvalidArgument, c.Partitions, MaxPartitions)
+	case c.SyncEvery < 0:
+		return c, fmt.Errorf("%w: cluster.Config: SyncEvery %v is negative", actorlimit.ErrInvalidArgument, c.SyncEvery)
+	case c.RequestTimeout < 0:
+		return c, fmt.Errorf("%w: cluster.Config: RequestTimeout %v is negative", actorlimit.ErrInvalidArgument, c.RequestTimeout)
+	case c.DeadAfter < 0:
+		return c, fmt.Errorf("%w: cluster.Config: DeadAfter %v is negative", actorlimit.ErrInvalidArgument, c.DeadAfter)
+	case c.MaxEntries < 0:
+		return c, fmt.Errorf("%w: cluster.Config: MaxEntries %d is negative", actorlimit.ErrInvalidArgument, c.MaxEntries)
+	case c.Port < 0 || c.Port > 65535:
+		return c, fmt.Errorf("%w: cluster.Config: Port %d is not a port", actorlimit.ErrInvalidArgument, c.Port)
+	}
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.Host == "" {
+		c.Host = "127.0.0.1"
+	}
+	if c.Lookup == nil {
+		c.Lookup = disthash.New()
+	}
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.SyncEvery == 0 {
+		c.SyncEvery = DefaultSyncEvery
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.DeadAfter == 0 {
+		c.DeadAfter = DefaultDeadAfter
+	}
+	if c.MaxEntries == 0 {
+		c.MaxEntries = DefaultMaxEntries
+	}
+	if c.Clock == nil {
+		c.Clock = wallClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// wallClock is the default clock.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+func (wallClock) NewTicker(d time.Duration) actorlimit.Ticker { return wallTicker{time.NewTicker(d)} }
+
+type wallTicker struct{ t *time.Ticker }
+
+func (w wallTicker) C() <-chan time.Time { return w.t.C }
+func (w wallTicker) Stop()               { w.t.Stop() }

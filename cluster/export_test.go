@@ -1,0 +1,81 @@
+package cluster
+
+import (
+	"sync"
+
+	protocluster "github.com/asynkron/protoactor-go/cluster"
+)
+
+// Detached makes a member without a cluster: its requests go to send, and
+// its sync loop runs on cfg.Clock's ticker until Close. cfg.Provider may be
+// nil. For tests of the sync protocol under the race detector.
+func Detached(cfg Config, node string, send func(partition int, msg any) (any, error)) (*Member, error) {
+	cfg.Provider = noProvider{}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := newMember(cfg, node, send)
+	go m.syncLoop()
+	return m, nil
+}
+
+// Partition returns the partition of id in a cluster of n partitions.
+func Partition(id string, n int) int { return int(fnv1a(id) % uint64(n)) }
+
+// Owners are the partitions' owners of a detached cluster, in memory: a
+// request to partition p is handled by the p-th owner, one at a time, as
+// its grain would.
+type Owners struct {
+	mu     sync.Mutex
+	clock  Config
+	owners map[int]*owner
+}
+
+// NewOwners makes the owners; their clock is cfg.Clock.
+func NewOwners(cfg Config) *Owners {
+	return &Owners{clock: cfg, owners: make(map[int]*owner)}
+}
+
+// Handle answers msg as partition p's owner.
+func (o *Owners) Handle(p int, msg any) any {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	w := o.owners[p]
+	if w == nil {
+		w = newOwner(o.clock.Clock, 1<<10)
+		o.owners[p] = w
+	}
+	return w.handle(msg)
+}
+
+// Drop forgets partition p's owner, as when its member dies: the next
+// request starts it empty.
+func (o *Owners) Drop(p int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.owners, p)
+}
+
+// noProvider stands in for a provider in a detached member.
+type noProvider struct{}
+
+func (noProvider) StartMember(*protocluster.Cluster) error { return nil }
+func (noProvider) StartClient(*protocluster.Cluster) error { return nil }
+func (noProvider) Shutdown(bool) error                     { return nil }
+
+// SystemID is the member's actor system id: its name in the registry.
+func (m *Member) SystemID() string { return m.cluster.ActorSystem.ID }
+
+// OwnerOf returns the address of the member that owns id's partition now.
+func (m *Member) OwnerOf(id string) string {
+	pid := m.cluster.Get(m.ids[m.partition(id)], kind)
+	if pid == nil {
+		return ""
+	}
+	return pid.Address
+}
+
+// SetLive sets the number of live members a detached member divides its
+// limit by while an owner cannot be reached.
+func (m *Member) SetLive(n int) { m.live.Store(int64(n)) }

@@ -1,0 +1,277 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/cluster"
+)
+
+// detachedCluster is n LocalFirst members whose requests go, through a
+// protobuf round trip, to in-memory owners; down makes every send fail.
+type detachedCluster struct {
+	members []*cluster.Member
+	owners  *cluster.Owners
+	down    atomic.Bool
+	sends   atomic.Int64
+}
+
+func newDetached(t *testing.T, n int, clock *fakeClock) *detachedCluster {
+	t.Helper()
+	cfg := cluster.Config{Clock: clock, Partitions: 16}
+	d := &detachedCluster{owners: cluster.NewOwners(cfg)}
+	send := func(p int, msg any) (any, error) {
+		d.sends.Add(1)
+		if d.down.Load() {
+			return nil, errors.New("owner unreachable")
+		}
+		reply := d.owners.Handle(p, wire(t, msg))
+		return wire(t, reply), nil
+	}
+	for i := range n {
+		m, err := cluster.Detached(cfg, fmt.Sprintf("node-%d", i), send)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = m.Close() })
+		d.members = append(d.members, m)
+	}
+	return d
+}
+
+// wire sends msg through its protobuf encoding, as the network would.
+func wire(t *testing.T, msg any) any {
+	t.Helper()
+	pm := msg.(proto.Message)
+	b, err := proto.Marshal(pm)
+	require.NoError(t, err)
+	out := pm.ProtoReflect().New().Interface()
+	require.NoError(t, proto.Unmarshal(b, out))
+	return out
+}
+
+// syncAll syncs every member, in order.
+func (d *detachedCluster) syncAll() {
+	for _, m := range d.members {
+		m.SyncNow()
+	}
+}
+
+// hit makes n hits on id at member i and returns how many were allowed.
+func (d *detachedCluster) hit(t *testing.T, i int, id string, p actorlimit.Policy, n int) int {
+	t.Helper()
+	allowed := 0
+	for range n {
+		res, err := d.members[i].Limiter.Hit(context.Background(), id, p)
+		require.NoError(t, err)
+		if res.Allowed {
+			allowed++
+		}
+	}
+	return allowed
+}
+
+func peekCount(t *testing.T, m *cluster.Member, id string, p actorlimit.Policy) actorlimit.Result {
+	t.Helper()
+	res, err := m.Limiter.Peek(context.Background(), id, p)
+	require.NoError(t, err)
+	return res
+}
+
+var minute = actorlimit.Policy{Limit: 10, Period: time.Minute}
+
+// TestLocalFirstNonOwnerLearnsOverLimit is gubernator's bug of non-owners
+// that answered "under limit" forever: a member that admitted against its
+// own copy denies once a sync brings the others' hits.
+func TestLocalFirstNonOwnerLearnsOverLimit(t *testing.T) {
+	d := newDetached(t, 2, newFakeClock())
+	assert.Equal(t, 10, d.hit(t, 0, "k", minute, 10), "member 0 admits its limit locally")
+	assert.Equal(t, 3, d.hit(t, 1, "k", minute, 3), "member 1 knows nothing yet: over-admission")
+	d.syncAll()
+	d.syncAll()
+	for i, m := range d.members {
+		res := peekCount(t, m, "k", minute)
+		assert.False(t, res.Allowed, "member %d", i)
+		assert.EqualValues(t, 13, res.Count, "member %d", i)
+	}
+	assert.Equal(t, 0, d.hit(t, 1, "k", minute, 1), "member 1 denies after the sync")
+}
+
+// TestLocalFirstOwnerComputesOverLimit is gubernator's bug of owners that
+// never computed "over limit" before answering: the owner's answer is its
+// count with every member's hits, and a member whose own hits were all
+// allowed denies on it.
+func TestLocalFirstOwnerComputesOverLimit(t *testing.T) {
+	d := newDetached(t, 2, newFakeClock())
+	d.hit(t, 0, "k", minute, 15) // 10 allowed, 5 denied and counted
+	d.members[0].SyncNow()
+	assert.Equal(t, 1, d.hit(t, 1, "k", minute, 1), "member 1's first hit, before its sync")
+	d.members[1].SyncNow()
+	res := peekCount(t, d.members[1], "k", minute)
+	assert.EqualValues(t, 16, res.Count)
+	assert.EqualValues(t, 0, res.Remaining)
+	assert.False(t, res.Allowed)
+	hit, err := d.members[1].Limiter.Hit(context.Background(), "k", minute)
+	require.NoError(t, err)
+	assert.False(t, hit.Allowed)
+	assert.Equal(t, hit.ResetAfter, hit.RetryAfter)
+}
+
+// TestLocalFirstWindowsReset is gubernator's bug of reset times that never
+// reset: when the window ends every member admits again, with ResetAfter
+// counting down to the new window's end, and a sync of the old window does
+// not leak into the new one.
+func TestLocalFirstWindowsReset(t *testing.T) {
+	clock := newFakeClock()
+	d := newDetached(t, 2, clock)
+	d.hit(t, 0, "k", minute, 12)
+	d.syncAll()
+	d.hit(t, 1, "k", minute, 1)
+	d.syncAll()
+	clock.Advance(45 * time.Second)
+	res, err := d.members[1].Limiter.Hit(context.Background(), "k", minute)
+	require.NoError(t, err)
+	assert.False(t, res.Allowed)
+	assert.Equal(t, 15*time.Second, res.ResetAfter)
+	d.hit(t, 0, "k", minute, 5)     // counted in the old window, never synced
+	clock.Advance(15 * time.Second) // the next window
+	d.syncAll()
+	for i := range d.members {
+		res, err := d.members[i].Limiter.Hit(context.Background(), "k", minute)
+		require.NoError(t, err)
+		assert.True(t, res.Allowed, "member %d", i)
+		assert.Equal(t, time.Minute, res.ResetAfter, "member %d", i)
+	}
+	d.syncAll()
+	d.syncAll()
+	assert.EqualValues(t, 2, peekCount(t, d.members[0], "k", minute).Count, "the new window holds the new hits only")
+}
+
+// TestLocalFirstFailedSyncLosesNoHits is gubernator's bug of hits lost
+// when a send failed: totals that could not be sent go again with the next
+// sync, and a total sent twice counts once.
+func TestLocalFirstFailedSyncLosesNoHits(t *testing.T) {
+	d := newDetached(t, 2, newFakeClock())
+	p := actorlimit.Policy{Limit: 100, Period: time.Minute}
+	d.down.Store(true)
+	for range 3 {
+		d.hit(t, 0, "k", p, 7)
+		d.hit(t, 1, "k", p, 5)
+		before := d.sends.Load()
+		d.syncAll()
+		require.Greater(t, d.sends.Load(), before, "the syncs were tried")
+	}
+	assert.EqualValues(t, 21, peekCount(t, d.members[0], "k", p).Count, "member 0 counts on alone")
+	d.down.Store(false)
+	d.syncAll()
+	d.syncAll()
+	d.syncAll() // nothing new: changes nothing
+	for i, m := range d.members {
+		assert.EqualValues(t, 36, peekCount(t, m, "k", p).Count, "member %d", i)
+	}
+}
+
+// TestLocalFirstOwnerRestartRebuilds: a partition whose owner died starts
+// empty on its new owner; the members' next syncs, carrying their totals
+// for the window, rebuild its count, which never drops to zero.
+func TestLocalFirstOwnerRestartRebuilds(t *testing.T) {
+	d := newDetached(t, 3, newFakeClock())
+	p := actorlimit.Policy{Limit: 100, Period: time.Minute}
+	for i := range d.members {
+		d.hit(t, i, "k", p, 10*(i+1))
+	}
+	d.syncAll()
+	d.owners.Drop(cluster.Partition("k", 16))
+	for i := range d.members {
+		d.hit(t, i, "k", p, 1)
+	}
+	d.syncAll()
+	d.syncAll()
+	for i, m := range d.members {
+		assert.EqualValues(t, 63, peekCount(t, m, "k", p).Count, "member %d", i)
+	}
+}
+
+// TestLocalFirstOverAdmissionBound: 3 members, one hot id, load spread
+// evenly, syncs every s: the total allowed in a window exceeds the limit by
+// at most what the other members admit in about one sync interval. A
+// member learns another's hits at its first sync after that member's: in
+// this order of syncs, at most two intervals later.
+func TestLocalFirstOverAdmissionBound(t *testing.T) {
+	const (
+		members = 3
+		rate    = 1000 // hits a second at each member
+		limit   = 3000 // a minute: reached after one second of load
+	)
+	for _, s := range []time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond} {
+		t.Run(fmt.Sprintf("sync=%v", s), func(t *testing.T) {
+			clock := newFakeClock()
+			d := newDetached(t, members, clock)
+			p := actorlimit.Policy{Limit: limit, Period: time.Minute}
+			perSync := int(rate * s / time.Second) // hits per member per interval
+			allowed := 0
+			for elapsed := time.Duration(0); elapsed < 3*time.Second; elapsed += s {
+				for i := range members {
+					allowed += d.hit(t, i, "hot", p, perSync)
+				}
+				clock.Advance(s)
+				d.syncAll()
+			}
+			over := allowed - limit
+			oneInterval := (members - 1) * perSync
+			t.Logf("s=%v: allowed %d of limit %d (%.3f×); over-admitted %d = %.2f × (members-1)·rate·s = %d",
+				s, allowed, limit, float64(allowed)/limit, over, float64(over)/float64(oneInterval), oneInterval)
+			assert.GreaterOrEqual(t, allowed, limit, "never under-admits")
+			assert.LessOrEqual(t, over, 2*oneInterval, "bounded by two intervals of the others' load")
+		})
+	}
+}
+
+// TestLocalFirstSyncOnTicker: the sync runs on the injected clock's ticker;
+// Close runs a last sync.
+func TestLocalFirstSyncOnTicker(t *testing.T) {
+	clock := newFakeClock()
+	d := newDetached(t, 2, clock)
+	d.hit(t, 0, "k", minute, 4)
+	clock.tick() // both members sync; member 0 sends its 4
+	d.hit(t, 1, "k", minute, 1)
+	require.NoError(t, d.members[1].Limiter.Close()) // last sync: sends 1, learns 5
+	d.members[0].SyncNow()
+	assert.EqualValues(t, 5, peekCount(t, d.members[0], "k", minute).Count)
+	_, err := d.members[1].Limiter.Hit(context.Background(), "k", minute)
+	assert.ErrorIs(t, err, actorlimit.ErrClosed)
+}
+
+// TestLocalFirstFallbackShare: while a key's owner cannot be reached, a
+// member admits at most its share of the limit, limit/members, on top of
+// what the owner last confirmed, and counts every hit; when the owner
+// answers again the member's hits reach it and the full limit applies.
+func TestLocalFirstFallbackShare(t *testing.T) {
+	d := newDetached(t, 3, newFakeClock())
+	for _, m := range d.members {
+		m.SetLive(3)
+	}
+	p := actorlimit.Policy{Limit: 30, Period: time.Minute} // a share of 10
+	assert.Equal(t, 2, d.hit(t, 0, "k", p, 2))
+	d.syncAll() // the owner confirms 2
+	d.down.Store(true)
+	assert.Equal(t, 1, d.hit(t, 0, "k", p, 1), "before any failed sync, the full limit")
+	d.syncAll() // fails: the owner is cut off
+	assert.EqualValues(t, 3, peekCount(t, d.members[0], "k", p).Count)
+	assert.Equal(t, 9, d.hit(t, 0, "k", p, 12), "the share: 10 unconfirmed hits, one already counted")
+	assert.EqualValues(t, 15, peekCount(t, d.members[0], "k", p).Count, "denied hits are counted")
+	d.down.Store(false)
+	d.syncAll()
+	d.hit(t, 1, "k", p, 1)
+	d.syncAll()
+	d.syncAll()
+	assert.EqualValues(t, 16, peekCount(t, d.members[1], "k", p).Count, "nothing was lost")
+	assert.Equal(t, 12, d.hit(t, 0, "k", p, 12), "recovered: past the share, up to the limit")
+}

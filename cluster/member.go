@@ -1,0 +1,317 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/remote"
+
+	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/actor"
+	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/cluster/clusterpb"
+)
+
+// Member is one running member of a cluster: the backend of its Limiter.
+// Its methods are safe for concurrent use.
+type Member struct {
+	// Limiter is the member's limiter: the public API, on top of the
+	// cluster. Closing it closes the member.
+	Limiter *actorlimit.Limiter
+
+	cfg     Config
+	node    string                // the member's name to the owners: its address
+	cluster *protocluster.Cluster // nil for a member made by a test without one
+	local   *local
+	live    atomic.Int64 // the live members at the last sync: the fallback's divisor
+	ids     []string     // partition number -> identity
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	syncDone  chan struct{}
+	mu        sync.RWMutex // held for reading by calls, for writing by Close
+	down      bool
+
+	// send makes one request to a partition's owner; tests replace it.
+	send func(partition int, msg any) (any, error)
+}
+
+var _ actorlimit.Backend = (*Member)(nil)
+
+// Start starts a member of the cluster cfg describes and returns it once
+// its actor system listens; its Limiter answers as soon as the member has
+// joined (a check in Owner mode waits, within its context and
+// RequestTimeout, for an owner to be found). Close it when done.
+func Start(cfg Config) (*Member, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
+		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
+	props := protoactor.PropsFromProducer(func() protoactor.Actor { return newOwner(cfg.Clock, cfg.MaxEntries) })
+	pc := protocluster.Configure(cfg.Name, cfg.Provider, cfg.Lookup,
+		remote.Configure(cfg.Host, cfg.Port),
+		protocluster.WithKinds(protocluster.NewKind(kind, props)),
+		protocluster.WithRequestTimeout(cfg.RequestTimeout),
+		protocluster.WithHeartbeatExpiration(cfg.DeadAfter))
+	c := protocluster.New(system, pc)
+	if err := startMember(c); err != nil {
+		system.Shutdown()
+		return nil, err
+	}
+	m := newMember(cfg, c.ActorSystem.Address(), nil)
+	m.cluster = c
+	m.send = m.request
+	go m.syncLoop()
+	return m, nil
+}
+
+// newMember makes a member that sends its requests with send, and no
+// sync loop yet; node names it to the owners.
+func newMember(cfg Config, node string, send func(partition int, msg any) (any, error)) *Member {
+	m := &Member{cfg: cfg, node: node, local: newLocal(), closed: make(chan struct{}), syncDone: make(chan struct{}), send: send}
+	m.live.Store(1)
+	m.ids = make([]string, cfg.Partitions)
+	for i := range m.ids {
+		m.ids[i] = strconv.Itoa(i)
+	}
+	m.Limiter, _ = actorlimit.Over(m)
+	return m
+}
+
+// startMember starts c, turning the engine's panics into an error.
+func startMember(c *protocluster.Cluster) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cluster: starting member: %v", r)
+		}
+	}()
+	c.StartMember()
+	return nil
+}
+
+// Address is the member's host:port.
+func (m *Member) Address() string { return m.node }
+
+// Members returns the addresses of the members this member takes for live,
+// itself included: those the registry lists, less those the engine has
+// blocked (silent for longer than DeadAfter, or gone).
+func (m *Member) Members() []string {
+	var out []string
+	blocked := m.cluster.Remote.BlockList()
+	for _, mb := range m.cluster.MemberList.Members().Members() {
+		if !blocked.IsBlocked(mb.Id) {
+			out = append(out, mb.Address())
+		}
+	}
+	return out
+}
+
+// fnv1a is the 64-bit FNV-1a hash of s: the same on every member, as a
+// partition's number must be (maphash's seeds differ between processes).
+func fnv1a(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// partition returns the partition of id.
+func (m *Member) partition(id string) int {
+	return int(fnv1a(id) % uint64(len(m.ids)))
+}
+
+// isLocal reports whether c is decided from this member's own copy.
+func (m *Member) isLocal(c *algo.Check) bool {
+	return m.cfg.Mode == LocalFirst && c.Algorithm == algo.FixedWindow && c.Op != algo.OpReset
+}
+
+// Do decides one check: from the member's own copy (LocalFirst fixed
+// windows), or by the owner of its partition.
+func (m *Member) Do(ctx context.Context, c algo.Check) (algo.Decision, error) {
+	if err := m.enter(ctx); err != nil {
+		return algo.Decision{}, err
+	}
+	defer m.mu.RUnlock()
+	if m.isLocal(&c) {
+		return m.local.decide(&c, m.cfg.Clock.Now().UnixNano(), m.live.Load()), nil
+	}
+	var d [1]algo.Decision
+	err := m.remote(ctx, m.partition(c.ID), []algo.Check{c}, d[:])
+	if err == nil && c.Op == algo.OpReset && c.Algorithm == algo.FixedWindow {
+		m.local.reset(&c)
+	}
+	return d[0], err
+}
+
+// DoMany decides checks in order. Local checks are decided at one instant;
+// checks sent to owners go in one request per run of checks of the same
+// partition.
+func (m *Member) DoMany(ctx context.Context, checks []algo.Check, out []algo.Decision) error {
+	if err := m.enter(ctx); err != nil {
+		return err
+	}
+	defer m.mu.RUnlock()
+	res := make([]algo.Decision, len(checks))
+	now := m.cfg.Clock.Now().UnixNano()
+	for i := 0; i < len(checks); {
+		if m.isLocal(&checks[i]) {
+			res[i] = m.local.decide(&checks[i], now, m.live.Load())
+			i++
+			continue
+		}
+		p, j := m.partition(checks[i].ID), i+1
+		for j < len(checks) && !m.isLocal(&checks[j]) && m.partition(checks[j].ID) == p {
+			j++
+		}
+		if err := m.remote(ctx, p, checks[i:j], res[i:j]); err != nil {
+			return err
+		}
+		for _, c := range checks[i:j] {
+			if c.Op == algo.OpReset && c.Algorithm == algo.FixedWindow {
+				m.local.reset(&c)
+			}
+		}
+		i = j
+	}
+	copy(out, res)
+	return nil
+}
+
+// enter takes the read lock unless the member is closed or ctx has ended.
+func (m *Member) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("actorlimit: %w", err)
+	}
+	m.mu.RLock()
+	if m.down {
+		m.mu.RUnlock()
+		return actorlimit.ErrClosed
+	}
+	return nil
+}
+
+// remote has partition p's owner decide checks, writing its decisions to out.
+func (m *Member) remote(ctx context.Context, p int, checks []algo.Check, out []algo.Decision) error {
+	req := &clusterpb.DecideRequest{Checks: make([]*clusterpb.Check, len(checks))}
+	for i := range checks {
+		req.Checks[i] = checkToWire(&checks[i])
+	}
+	resp, err := m.call(ctx, p, req)
+	if err != nil {
+		return err
+	}
+	reply, ok := resp.(*clusterpb.DecideReply)
+	switch {
+	case !ok:
+		return fmt.Errorf("cluster: partition %d answered %T", p, resp)
+	case reply.GetError() != "":
+		return fmt.Errorf("cluster: partition %d: %s", p, reply.GetError())
+	case len(reply.GetDecisions()) != len(checks):
+		return fmt.Errorf("cluster: partition %d answered %d decisions for %d checks", p, len(reply.GetDecisions()), len(checks))
+	}
+	for i, d := range reply.GetDecisions() {
+		out[i] = decisionFromWire(d)
+	}
+	return nil
+}
+
+// call sends msg to partition p's owner and waits for its answer, or for
+// ctx to end.
+func (m *Member) call(ctx context.Context, p int, msg any) (any, error) {
+	if ctx.Done() == nil {
+		return m.send(p, msg)
+	}
+	type answer struct {
+		v   any
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		v, err := m.send(p, msg)
+		ch <- answer{v, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.v, a.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("actorlimit: %w", ctx.Err())
+	}
+}
+
+// request is the default send: a request to partition p's grain, wherever
+// the engine has placed it.
+func (m *Member) request(p int, msg any) (any, error) {
+	resp, err := m.cluster.Request(m.ids[p], kind, msg,
+		protocluster.WithTimeout(m.cfg.RequestTimeout), protocluster.WithRetryCount(3))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: partition %d: %w", p, err)
+	}
+	if resp == nil {
+		return nil, fmt.Errorf("cluster: partition %d: no answer", p)
+	}
+	return resp, nil
+}
+
+// Sweep deletes the member's copies of ended windows. Owners expire their
+// own state as they go.
+func (m *Member) Sweep(ctx context.Context) (int, error) {
+	if err := m.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer m.mu.RUnlock()
+	return m.local.sweep(m.cfg.Clock.Now().UnixNano()), nil
+}
+
+// Stats reports the member's own copies as Entries.
+func (m *Member) Stats(ctx context.Context) (actor.Stats, error) {
+	if err := m.enter(ctx); err != nil {
+		return actor.Stats{}, err
+	}
+	defer m.mu.RUnlock()
+	return actor.Stats{Entries: m.local.len()}, nil
+}
+
+// PID is nil: a member has no single actor to message.
+func (m *Member) PID() *protoactor.PID { return nil }
+
+// Close stops the sync after one last round, leaves the cluster and shuts
+// the member's actor system down. It is idempotent.
+func (m *Member) Close() error {
+	m.closeOnce.Do(func() {
+		close(m.closed)
+		<-m.syncDone
+		m.mu.Lock()
+		m.down = true
+		m.mu.Unlock()
+		if m.cluster != nil {
+			m.cluster.Shutdown(true)
+		}
+	})
+	return nil
+}
+
+// Kill stops the member at once, as a crash would: no last sync, no
+// goodbye to the other members. For tests of members that die.
+func (m *Member) Kill() {
+	m.closeOnce.Do(func() {
+		m.mu.Lock()
+		m.down = true
+		m.mu.Unlock()
+		close(m.closed)
+		<-m.syncDone
+		if m.cluster != nil {
+			m.cluster.Shutdown(false)
+		}
+	})
+}

@@ -160,8 +160,7 @@ func drainArgs(c *algo.Check, n int64, args []any) ([]any, bool) {
 	}
 	return append(args, strconv.FormatInt(c.Limit, 10),
 		strconv.FormatInt(need.ns, 10), strconv.FormatUint(need.frac, 10),
-		strconv.FormatInt(full.ns, 10), strconv.FormatUint(full.frac, 10),
-		strconv.FormatInt(int64(MaxSpan), 10)), never
+		strconv.FormatInt(full.ns, 10), strconv.FormatUint(full.frac, 10)), never
 }
 
 // decision turns a script's reply into c's decision.

@@ -14,6 +14,7 @@ import (
 	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/internal/redistest"
 	"github.com/actorlimit/actorlimit/redisstore"
 )
@@ -27,6 +28,9 @@ import (
 //     pipeline;
 //   - actorlimit-maxbatch1: the same with WithMaxBatch(1), one Decide (one
 //     round trip) per call, to show what the gathering brings;
+//   - redisstore-direct: the same store's Decide called by the caller, under
+//     a mutex (a store is not safe for concurrent use), one check each: no
+//     actor, to show what the actor costs;
 //   - redis_rate: go-redis/redis_rate, one EVALSHA per hit;
 //   - ulule: ulule/limiter's Redis store.
 //
@@ -40,6 +44,26 @@ func BenchmarkRedis(b *testing.B) {
 	impls := map[string]func(client *redis.Client) (hit func(key string) error, stop func()){
 		"actorlimit":           actorlimitOnRedis(b),
 		"actorlimit-maxbatch1": actorlimitOnRedis(b, actorlimit.WithMaxBatch(1)),
+		"redisstore-direct": func(client *redis.Client) (func(string) error, func()) {
+			s, err := redisstore.New(client, redisstore.WithOutage(redisstore.FailError))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var mu sync.Mutex
+			out := make([]algo.Decision, 1)
+			return func(key string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				c := []algo.Check{{Algorithm: algo.GCRA, ID: key, Period: time.Second, Limit: 1e9, N: 1, Burst: 1e9}}
+				if err := s.Decide(context.Background(), time.Now().UnixNano(), c, out); err != nil {
+					return err
+				}
+				if !out[0].Allowed {
+					return fmt.Errorf("%s denied", key)
+				}
+				return nil
+			}, func() {}
+		},
 		"redis_rate": func(client *redis.Client) (func(string) error, func()) {
 			l := redis_rate.NewLimiter(client)
 			lim := redis_rate.PerSecond(1e9)
@@ -60,7 +84,7 @@ func BenchmarkRedis(b *testing.B) {
 			}, func() {}
 		},
 	}
-	for _, name := range []string{"actorlimit", "actorlimit-maxbatch1", "redis_rate", "ulule"} {
+	for _, name := range []string{"actorlimit", "actorlimit-maxbatch1", "redisstore-direct", "redis_rate", "ulule"} {
 		for _, callers := range []int{1, 16, 256} {
 			b.Run(fmt.Sprintf("impl=%s/callers=%d", name, callers), func(b *testing.B) {
 				client := srv.Client(func(o *redis.Options) { o.PoolSize = 2 * callers })

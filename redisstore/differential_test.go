@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -110,4 +111,59 @@ func TestDifferential(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDifferentialHugeLimits runs the buckets at Limits above 10^14, whose
+// fractions of 1/Limit ns (the q of the state) reach 10^14 and more, and
+// changes the Limit between two of them on one key: the store must still
+// decide exactly as the table does.
+func TestDifferentialHugeLimits(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	require.NoError(t, client.FlushAll(context.Background()).Err())
+	st, err := redisstore.New(client, redisstore.WithCallerTime(), patient, redisstore.WithOutage(redisstore.FailError))
+	require.NoError(t, err)
+	tab := table.New(0)
+	limits := []int64{300_000_000_000_007, 4_000_000_000_000_003}
+	ns := []int64{9000, 1, 123_457, 7_777_777, 1_000_000_001}
+	rng := rand.New(rand.NewPCG(7, 7))
+	now := int64(1_790_000_000_123_456_789)
+	for step := 0; step < 400; step++ {
+		now += rng.Int64N(int64(20 * time.Microsecond)) // less than a hit of 10^9 adds: the backlog stays
+		a := []algo.Algorithm{algo.GCRA, algo.TokenBucket, algo.LeakyBucket}[rng.IntN(3)]
+		limit := limits[rng.IntN(len(limits))]
+		c := algo.Check{Algorithm: a, ID: "huge", Period: time.Minute, Limit: limit,
+			N: ns[rng.IntN(len(ns))], Burst: algo.Burst(limit, 0)}
+		if rng.IntN(8) == 0 {
+			c.Op = algo.OpPeek
+		}
+		require.NoError(t, algo.Validate(c.Algorithm, c.Limit, c.Period, 0))
+		want := make([]algo.Decision, 1)
+		got := make([]algo.Decision, 1)
+		require.NoError(t, tab.Decide(context.Background(), now, []algo.Check{c}, want))
+		require.NoError(t, st.Decide(context.Background(), now, []algo.Check{c}, got))
+		require.Equal(t, want[0], got[0], "step %d %+v at %d", step, c, now)
+	}
+}
+
+// TestBucketStateExact reads back the state a hit leaves: its fraction of
+// 1/Limit ns, here above 10^14, must be written with every digit.
+func TestBucketStateExact(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	st, err := redisstore.New(client, redisstore.WithCallerTime(), patient, redisstore.WithOutage(redisstore.FailError))
+	require.NoError(t, err)
+	c := algo.Check{Algorithm: algo.GCRA, ID: "exact", Period: time.Minute, Limit: 300_000_000_000_007, N: 379_974}
+	c.Burst = algo.Burst(c.Limit, 0)
+	now := int64(1_790_000_000_123_456_789)
+	decide(t, st, now, c)
+	// N*Period = need*Limit + frac
+	prod := new(big.Int).Mul(big.NewInt(c.N), big.NewInt(int64(c.Period)))
+	need, frac := new(big.Int).QuoRem(prod, big.NewInt(c.Limit), new(big.Int))
+	require.Greater(t, frac.Int64(), int64(1e14), "the case must need more than 14 digits")
+	end := now + need.Int64()
+	want := fmt.Sprintf("%d %d %d %d", end/1e6, end%1e6, frac.Int64(), c.Limit)
+	got, err := client.Get(context.Background(), redisstore.Key(st, &c)).Result()
+	require.NoError(t, err)
+	require.Equal(t, want, got)
 }

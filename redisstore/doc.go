@@ -40,9 +40,9 @@
 //     fields (Limit is at most algo.MaxSlidingLogLimit), read whole each
 //     call. It is the costly one, in memory and in time per call, as in
 //     the table.
-//   - GCRA, token bucket and leaky bucket: a hash of the time the bucket is
-//     empty (ms, ns and a fraction of 1/Limit ns) and the Limit it drains at:
-//     four small fields, O(1).
+//   - GCRA, token bucket and leaky bucket: one string holding the time the
+//     bucket is empty (ms, ns and a fraction of 1/Limit ns) and the Limit it
+//     drains at, read with GET and written with SET PX: O(1).
 //
 // Peek runs the same script without writing; Reset is a DEL.
 //

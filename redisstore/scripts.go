@@ -117,63 +117,79 @@ ttl((at - cur + W + 2) * slotms)
 return {M, r, fmt(alive), at, -1, 1, fmt(alive + n)}
 `
 
-// drainScript is GCRA, token bucket and leaky bucket: a hash of the time F
-// the bucket is empty (f ms, fr ns, q/l ns) and the Limit l it drains at.
-// ARGV[5] = Limit, ARGV[6], ARGV[7] = N*T as ns and fraction of 1/Limit,
-// ARGV[8], ARGV[9] = Capacity*T likewise, ARGV[10] = MaxSpan in ns. Returns
-// M, r, backlog ns, backlog fraction, need ns, need fraction, allowed.
-const drainScript = prelude + `
--- muldiv returns floor((a*b + c)/d) and the remainder, for a below 2^53 and
--- b, c, d below 2^52, bit by bit, or nil when the quotient reaches cap.
-local function muldiv(a, b, c, d, cap)
-  local D = 16777216
-  local a0, a1, a2 = a % D, math.floor(a / D) % D, math.floor(a / D / D)
-  local b0, b1, b2 = b % D, math.floor(b / D) % D, math.floor(b / D / D)
-  local p = {a0 * b0 + c, a0 * b1 + a1 * b0, a0 * b2 + a1 * b1 + a2 * b0, a1 * b2 + a2 * b1, a2 * b2, 0}
-  for i = 1, 5 do
-    local carry = math.floor(p[i] / D)
-    p[i] = p[i] - carry * D
-    p[i + 1] = p[i + 1] + carry
-  end
-  local q, rem = 0, 0
-  for i = 6, 1, -1 do
-    local digit = p[i]
-    for bit = 23, 0, -1 do
-      local v = math.floor(digit / 2 ^ bit) % 2
-      rem = rem * 2 + v
-      q = q * 2
-      if rem >= d then rem = rem - d; q = q + 1 end
-      if q >= cap then return nil end
-    end
-  end
-  return q, rem
+// drainScript is GCRA, token bucket and leaky bucket. The state is one
+// string, "f fr q l": the time F the bucket is empty (f Unix ms, fr ns
+// within, q fraction of 1/l ns) and the Limit l it drains at, read with one
+// GET and written with one SET PX. ARGV[5] = Limit, ARGV[6], ARGV[7] = N*T
+// as ns and fraction of 1/Limit, ARGV[8], ARGV[9] = Capacity*T likewise.
+// Returns M, r, backlog ns, backlog fraction, need ns, need fraction,
+// allowed.
+//
+// It is the hot path of most users, so it is written for Redis's Lua, where
+// every builtin call costs: no prelude, the state written by one
+// string.format with %d (integers cast to a C long: exact below 2^53, where
+// ".." loses digits from 10^14 on; about half the cost of ".." or %.0f in
+// a loop inside Redis), numbers given to redis.call as
+// numbers (Redis writes them with %.17g, exact below 2^53), the Limit
+// compared as the string it was written as, and MaxSpan (2^52 ns) written
+// in.
+const drainScript = `
+local M, r, grace
+if ARGV[2] == '1' then
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  M, r, grace = tonumber(t[1]) * 1000 + math.floor(us / 1000), (us % 1000) * 1000, 1000
+else
+  M, r, grace = tonumber(ARGV[3]), tonumber(ARGV[4]), 60000
 end
-local M, r = now()
 local l = tonumber(ARGV[5])
-local cap = tonumber(ARGV[10])
-local f = redis.call('HMGET', KEYS[1], 'f', 'fr', 'q', 'l')
-local bns, bq = 0, 0
-if f[1] then
-  local fm, fr, fq, l0 = tonumber(f[1]), tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
+local cap = 4503599627370496
+local v = redis.call('GET', KEYS[1])
+local bns, bq, changed = 0, 0, false
+if v then
+  local a, b, c, d = string.match(v, '^(%S+) (%S+) (%S+) (%S+)$')
+  local fm, fr, fq = tonumber(a), tonumber(b), tonumber(c)
+  changed = d ~= ARGV[5]
   if fm > M or (fm == M and (fr > r or (fr == r and fq > 0))) then
     if fm - M > cap / 1000000 + 1 then
       bns, bq = cap, 0
     else
       bns, bq = (fm - M) * 1000000 + fr - r, fq
     end
-    if l0 ~= l then
-      local q, rem = muldiv(bns, l0, bq, l, cap + 1)
-      if q == nil or q > cap then bns, bq = cap, 0 else bns, bq = q, rem end
+    if changed then
+      -- floor((bns*l0 + bq)/l) and the remainder, for bns below 2^53 and
+      -- l0, bq, l below 2^52, bit by bit, or cap when it is more.
+      local D, l0 = 16777216, tonumber(d)
+      local a0, a1, a2 = bns % D, math.floor(bns / D) % D, math.floor(bns / D / D)
+      local b0, b1, b2 = l0 % D, math.floor(l0 / D) % D, math.floor(l0 / D / D)
+      local p = {a0 * b0 + bq, a0 * b1 + a1 * b0, a0 * b2 + a1 * b1 + a2 * b0, a1 * b2 + a2 * b1, a2 * b2, 0}
+      for i = 1, 5 do
+        local carry = math.floor(p[i] / D)
+        p[i] = p[i] - carry * D
+        p[i + 1] = p[i + 1] + carry
+      end
+      local q, rem = 0, 0
+      for i = 6, 1, -1 do
+        local digit = p[i]
+        for bit = 23, 0, -1 do
+          rem = rem * 2 + math.floor(digit / 2 ^ bit) % 2
+          q = q * 2
+          if rem >= l then rem = rem - l; q = q + 1 end
+          if q > cap then break end
+        end
+        if q > cap then break end
+      end
+      if q > cap then bns, bq = cap, 0 else bns, bq = q, rem end
     end
   end
 end
 local function store(ns, q)
   local t = r + ns
   local ms = math.floor(t / 1000000)
-  redis.call('HSET', KEYS[1], 'f', fmt(M + ms), 'fr', fmt(t - ms * 1000000), 'q', fmt(q), 'l', ARGV[5])
-  ttl(ns / 1000000 + 1)
+  redis.call('SET', KEYS[1], string.format('%d %d %d %s', M + ms, t - ms * 1000000, q, ARGV[5]),
+    'PX', math.max(1, math.ceil(ns / 1000000 + 1)) + grace)
 end
-if ARGV[1] ~= '1' and f[4] and tonumber(f[4]) ~= l and (bns > 0 or bq > 0) then store(bns, bq) end
+if ARGV[1] ~= '1' and changed and (bns > 0 or bq > 0) then store(bns, bq) end
 local nns, nq = bns + tonumber(ARGV[6]), bq + tonumber(ARGV[7])
 if nq >= l then nns, nq = nns + 1, nq - l end
 local fns, fq = tonumber(ARGV[8]), tonumber(ARGV[9])

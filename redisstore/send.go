@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"time"
 
@@ -11,31 +10,71 @@ import (
 	"github.com/actorlimit/actorlimit/algo"
 )
 
-// send decides checks in one pipeline: one round trip, and a second one only
-// for the scripts that Redis no longer had (NOSCRIPT), which changed
-// nothing and are loaded and sent again in order.
+// send decides checks in one round trip: a lone command goes as itself, more
+// as one pipeline. A second round trip comes only for the scripts that Redis
+// no longer had (NOSCRIPT), which changed nothing and are loaded and sent
+// again in order.
 func (s *Store) send(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	defer cancel()
+	ctx = withDeadline(ctx, time.Now().Add(s.cfg.timeout))
 	s.calls = s.calls[:0]
 	s.pipe = s.pipe[:0]
-	p := s.client.Pipeline()
 	for i := range checks {
-		s.calls = append(s.calls, s.plan(ctx, p, now, &checks[i]))
+		s.calls = append(s.calls, s.plan(ctx, now, &checks[i]))
 		if cmd := s.calls[i].cmd; cmd != nil {
 			s.pipe = append(s.pipe, cmd)
 		}
 	}
-	if p.Len() > 0 {
+	switch len(s.pipe) {
+	case 0:
+	case 1:
+		if err := s.client.Process(ctx, s.pipe[0]); err != nil && !isNoScript(err) {
+			return err
+		}
+	default:
+		p := s.client.Pipeline()
+		_ = p.BatchProcess(ctx, s.pipe...)
 		if cmds, err := p.Exec(ctx); err != nil && !onlyNoScript(cmds) {
 			return err
 		}
-		if err := s.reload(ctx); err != nil {
-			return err
-		}
+	}
+	if err := s.reload(ctx); err != nil {
+		return err
 	}
 	for i := range checks {
 		out[i] = s.decision(&checks[i], &s.calls[i], now)
+	}
+	return nil
+}
+
+// deadlineCtx is ctx with a deadline that it reports but arms no timer
+// for: Done and Err are the parent's, and Err is DeadlineExceeded once the
+// deadline has passed. go-redis bounds a round trip by the deadline alone:
+// it sets the connection's read and write deadlines from it
+// (Options.ContextTimeoutEnabled) and net.Dialer its dial's. It replaces
+// context.WithTimeout, whose timer, armed and stopped at every round trip,
+// woke another thread each time: at one caller 10% of the CPU profile was
+// that timer's futex wakeups, and the wakeups sat on the latency path.
+// Only a wait for a pooled connection is left to the pool's own timeout.
+type deadlineCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func withDeadline(ctx context.Context, d time.Time) context.Context {
+	if old, ok := ctx.Deadline(); ok && old.Before(d) {
+		return ctx
+	}
+	return &deadlineCtx{ctx, d}
+}
+
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *deadlineCtx) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded
 	}
 	return nil
 }
@@ -95,13 +134,13 @@ func p2cmds(m map[*redis.Cmd]*redis.Cmd) []redis.Cmder {
 	return out
 }
 
-// plan queues c's script on p, or decides it here when Redis has nothing to
-// say (a bucket whose limit is 0).
-func (s *Store) plan(ctx context.Context, p redis.Pipeliner, now int64, c *algo.Check) call {
+// plan returns c's command, built whole here (the arguments as numbers,
+// which go-redis writes without a string each), or decides c here when
+// Redis has nothing to say (a bucket whose limit is 0).
+func (s *Store) plan(ctx context.Context, now int64, c *algo.Check) call {
 	k := s.key(c)
 	if c.Op == algo.OpReset {
-		p.Del(ctx, k)
-		return call{local: true}
+		return call{local: true, cmd: redis.NewCmd(ctx, "del", k)}
 	}
 	op := "0"
 	if c.Op == algo.OpPeek {
@@ -111,35 +150,38 @@ func (s *Store) plan(ctx context.Context, p redis.Pipeliner, now int64, c *algo.
 	if c.Op == algo.OpPeek {
 		n = 1
 	}
-	args := make([]any, 0, 10)
-	args = append(args, op, "1", "0", "0")
+	// evalsha, sha, 1 key, the key, then ARGV (see scripts.go).
+	args := make([]any, 0, 13)
+	args = append(args, "evalsha", "", 1, k, op, "1", 0, 0)
 	if s.cfg.callerTime {
 		m := floorDiv(now, ms)
-		args[1], args[2], args[3] = "0", strconv.FormatInt(m, 10), strconv.FormatInt(now-m*ms, 10)
+		args[5], args[6], args[7] = "0", m, now-m*ms
 	}
-	pms := strconv.FormatInt(int64(c.Period)/ms, 10)
+	pms := int64(c.Period) / ms
 	cl := call{n: n}
 	switch c.Algorithm {
 	case algo.FixedWindow:
-		args = append(args, pms, strconv.FormatInt(n, 10))
-		cl.cmd = p.EvalSha(ctx, fixedLua.Hash(), []string{k}, args...)
+		args[1] = fixedLua.Hash()
+		args = append(args, pms, n)
 	case algo.SlidingWindow, algo.SlidingLog:
+		args[1] = countLua.Hash()
 		kind := "w"
 		if c.Algorithm == algo.SlidingLog {
 			kind = "l"
 		}
 		if n > c.Limit {
-			args[0], cl.never = "1", true // denied and counted nowhere
+			args[4], cl.never = "1", true // denied and counted nowhere
 		}
-		args = append(args, kind, pms, strconv.FormatInt(c.Limit, 10), strconv.FormatInt(min(n, c.Limit+1), 10))
-		cl.cmd = p.EvalSha(ctx, countLua.Hash(), []string{k}, args...)
+		args = append(args, kind, pms, c.Limit, min(n, c.Limit+1))
 	default:
 		if c.Limit <= 0 || capacity(c) <= 0 {
 			return call{local: true, never: true}
 		}
+		args[1] = drainLua.Hash()
 		args, cl.never = drainArgs(c, n, args)
-		cl.cmd = p.EvalSha(ctx, drainLua.Hash(), []string{k}, args...)
 	}
+	cl.cmd = redis.NewCmd(ctx, args...)
+	cl.cmd.SetFirstKeyPos(3)
 	return cl
 }
 
@@ -154,14 +196,11 @@ func drainArgs(c *algo.Check, n int64, args []any) ([]any, bool) {
 	never := !ok || n > capc
 	if never {
 		need = span{}
-		if args[0] == "0" {
-			args[0] = "2"
+		if args[4] == "0" {
+			args[4] = "2"
 		}
 	}
-	return append(args, strconv.FormatInt(c.Limit, 10),
-		strconv.FormatInt(need.ns, 10), strconv.FormatUint(need.frac, 10),
-		strconv.FormatInt(full.ns, 10), strconv.FormatUint(full.frac, 10),
-		strconv.FormatInt(int64(MaxSpan), 10)), never
+	return append(args, c.Limit, need.ns, need.frac, full.ns, full.frac), never
 }
 
 // decision turns a script's reply into c's decision.

@@ -3,7 +3,9 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"io"
 	"math"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -249,5 +251,41 @@ func TestNew(t *testing.T) {
 		redisstore.WithProbeInterval(-1), redisstore.WithFallbackSize(-1), redisstore.WithOutage(9)} {
 		_, err := redisstore.New(c, o)
 		assert.ErrorIs(t, err, redisstore.ErrInvalid)
+	}
+}
+
+// TestTimeoutHungRedis proves that WithTimeout bounds a round trip to a
+// Redis that accepts connections and never answers, for a lone check (one
+// command) and for a batch (a pipeline), with the client options the package
+// doc gives.
+func TestTimeoutHungRedis(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
+		}
+	}()
+	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	const timeout = 150 * time.Millisecond
+	for _, n := range []int{1, 3} {
+		s, err := redisstore.New(client, redisstore.WithOutage(redisstore.FailError), redisstore.WithTimeout(timeout))
+		require.NoError(t, err)
+		checks := make([]algo.Check, n)
+		for i := range checks {
+			checks[i] = hit(algo.GCRA, "hung", 5, 1, time.Second)
+		}
+		start := time.Now()
+		err = s.Decide(context.Background(), t0, checks, make([]algo.Decision, n))
+		took := time.Since(start)
+		assert.ErrorIs(t, err, redisstore.ErrUnavailable, "%d checks", n)
+		assert.GreaterOrEqual(t, took, timeout, "%d checks", n)
+		assert.Less(t, took, time.Second, "%d checks: the timeout did not hold", n)
 	}
 }

@@ -1,7 +1,6 @@
 package httpadapter_test
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlimit/actorlimit/httpadapter"
+	"github.com/actorlimit/actorlimit/internal/logtest"
 )
 
 // recorder is an Observer that keeps what it saw.
@@ -24,22 +24,6 @@ func (r *recorder) Observe(o httpadapter.Observation) {
 	r.obs = append(r.obs, o)
 	r.mu.Unlock()
 }
-
-// logRecorder is a slog.Handler that keeps every record's level and message.
-type logRecorder struct {
-	mu   sync.Mutex
-	recs []string
-}
-
-func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	h.recs = append(h.recs, r.Level.String()+" "+r.Message)
-	h.mu.Unlock()
-	return nil
-}
-func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *logRecorder) WithGroup(string) slog.Handler      { return h }
 
 func TestObserversSeeEveryRuleDecision(t *testing.T) {
 	rules := []httpadapter.Rule{
@@ -92,18 +76,18 @@ func TestNilObserverRefused(t *testing.T) {
 }
 
 func TestRuleSetSwapLoggedOnce(t *testing.T) {
-	logs := &logRecorder{}
+	logs := &logtest.Recorder{}
 	rules := []httpadapter.Rule{{Name: "r", Policy: perHour(1)}}
 	m := newMW(t, newFake(), httpadapter.Config{Rules: rules, Logger: slog.New(logs)})
 	h := m.Handler(&okHandler{})
 	for range 3 {
 		serve(h, req("/"))
 	}
-	assert.Empty(t, logs.recs, "the first set is not a swap, and requests log nothing")
+	assert.Empty(t, logs.Records(), "the first set is not a swap, and requests log nothing")
 	require.NoError(t, m.SetRules(rules))
 	require.Error(t, m.SetRules(nil), "a refused set changes nothing")
 	for range 3 {
 		serve(h, req("/"))
 	}
-	assert.Equal(t, []string{"INFO httpadapter: rule set swapped"}, logs.recs)
+	assert.Equal(t, []string{"INFO httpadapter: rule set swapped"}, logs.Records())
 }

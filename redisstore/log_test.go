@@ -1,9 +1,7 @@
 package redisstore_test
 
 import (
-	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,39 +10,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/internal/logtest"
 	"github.com/actorlimit/actorlimit/internal/redistest"
 	"github.com/actorlimit/actorlimit/redisstore"
 )
-
-// logRecorder is a slog.Handler that keeps each record's level and message.
-type logRecorder struct {
-	mu   sync.Mutex
-	recs []string
-}
-
-func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	h.recs = append(h.recs, r.Level.String()+" "+r.Message)
-	h.mu.Unlock()
-	return nil
-}
-func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *logRecorder) WithGroup(string) slog.Handler      { return h }
 
 // TestOutageLoggedOnce kills and restarts a real Redis under a store with a
 // logger: the outage is logged once however many checks it spans, and the
 // recovery once.
 func TestOutageLoggedOnce(t *testing.T) {
 	srv := redistest.Start(t)
-	logs := &logRecorder{}
+	logs := &logtest.Recorder{}
 	s, err := redisstore.New(srv.Client(func(o *redis.Options) { o.MaxRetries = -1 }),
 		redisstore.WithCallerTime(), redisstore.WithLogger(slog.New(logs)),
 		redisstore.WithTimeout(200*time.Millisecond), redisstore.WithProbeInterval(time.Second))
 	require.NoError(t, err)
 	c := hit(algo.FixedWindow, "logged", 100, 1, time.Hour)
 	decide(t, s, t0, c)
-	assert.Empty(t, logs.recs, "a store that works says nothing")
+	assert.Empty(t, logs.Records(), "a store that works says nothing")
 
 	srv.Kill()
 	for i := range 5 { // the first fails, the others wait for the probe interval
@@ -56,7 +39,7 @@ func TestOutageLoggedOnce(t *testing.T) {
 	assert.Equal(t, []string{
 		"WARN redisstore: redis unavailable; deciding by the outage mode until it answers again (logged once per outage)",
 		"INFO redisstore: redis answers again",
-	}, logs.recs)
+	}, logs.Records())
 }
 
 func TestWithLoggerNil(t *testing.T) {

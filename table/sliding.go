@@ -20,10 +20,25 @@ func (t *Table) SlidingWindow(k Key, limit, n, now int64) Decision {
 
 // slidingWindow is [Table.SlidingWindow], writing the decision to d.
 func (t *Table) slidingWindow(k Key, limit, n, now int64, d *Decision) {
+	t.slotsHit(algo.SlidingWindowHit, k, limit, n, now, d)
+}
+
+// PeekSlidingWindow reports k's state at now as [Table.SlidingWindow] sees
+// it, and whether one more hit would be allowed, without changing anything.
+func (t *Table) PeekSlidingWindow(k Key, limit, now int64) Decision {
+	return t.slotsPeek(algo.SlidingWindowPeek, k, limit, now)
+}
+
+// slotsHit applies hit, the pure function of an algorithm whose state is an
+// [algo.SlotState] (the sliding window and the sliding log), to k's entry,
+// writing the decision to d: it records the decision's eviction chances and
+// files the entry anew when hit changed its state.
+func (t *Table) slotsHit(hit func(s *algo.SlotState, period, limit, n, now int64) (Decision, bool),
+	k Key, limit, n, now int64, d *Decision) {
 	var s algo.SlotState
 	e, x := t.slotsOf(k, &s)
 	var changed bool
-	*d, changed = algo.SlidingWindowHit(&s, k.Scale, limit, n, now)
+	*d, changed = hit(&s, k.Scale, limit, n, now)
 	if e != nil {
 		record(e, d.Allowed)
 	}
@@ -32,12 +47,12 @@ func (t *Table) slidingWindow(k Key, limit, n, now int64, d *Decision) {
 	}
 }
 
-// PeekSlidingWindow reports k's state at now as [Table.SlidingWindow] sees
-// it, and whether one more hit would be allowed, without changing anything.
-func (t *Table) PeekSlidingWindow(k Key, limit, now int64) Decision {
+// slotsPeek is [Table.slotsHit]'s read-only twin: peek sees a copy of k's
+// state.
+func (t *Table) slotsPeek(peek func(s algo.SlotState, period, limit, now int64) Decision, k Key, limit, now int64) Decision {
 	var s algo.SlotState
 	t.slotsOf(k, &s)
-	return algo.SlidingWindowPeek(s, k.Scale, limit, now)
+	return peek(s, k.Scale, limit, now)
 }
 
 // Entry fields of the windowed counters ([algo.SlotState]): Count holds the

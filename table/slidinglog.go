@@ -16,22 +16,11 @@ func (t *Table) SlidingLog(k Key, limit, n, now int64) Decision {
 
 // slidingLog is [Table.SlidingLog], writing the decision to d.
 func (t *Table) slidingLog(k Key, limit, n, now int64, d *Decision) {
-	var s algo.SlotState
-	e, x := t.slotsOf(k, &s)
-	var changed bool
-	*d, changed = algo.SlidingLogHit(&s, k.Scale, limit, n, now)
-	if e != nil {
-		record(e, d.Allowed)
-	}
-	if changed {
-		t.putSlots(k, e, x, &s, now+int64(d.ResetAfter))
-	}
+	t.slotsHit(algo.SlidingLogHit, k, limit, n, now, d)
 }
 
 // PeekSlidingLog reports k's state at now as [Table.SlidingLog] sees it, and
 // whether one more hit would be allowed, without changing anything.
 func (t *Table) PeekSlidingLog(k Key, limit, now int64) Decision {
-	var s algo.SlotState
-	t.slotsOf(k, &s)
-	return algo.SlidingLogPeek(s, k.Scale, limit, now)
+	return t.slotsPeek(algo.SlidingLogPeek, k, limit, now)
 }

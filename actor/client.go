@@ -180,8 +180,8 @@ func (c *Client) roundTrip(ctx context.Context, k *call) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("actorlimit: %w", err)
 	}
-	c.root.Send(c.pid, k)
-	// A lone caller ran the mailbox itself and is answered already. Others
+	c.post(k)
+	// A caller that ran the mailbox itself is answered already. Others
 	// yield the processor a few times before they park: on a busy limiter
 	// the answer usually comes within a batch, and a parked goroutine costs
 	// a wake-up, often of an idle thread.
@@ -202,6 +202,21 @@ func (c *Client) roundTrip(ctx context.Context, k *call) error {
 	case <-c.h.done:
 		return abandon(k, ErrClosed)
 	}
+}
+
+// post hands k to the limiter's mailbox: by taking its turn to run it, for
+// a store that decides in memory, or through protoactor's Send otherwise
+// (which queues k behind a busy limiter, to be gathered with other calls).
+// A turn keeps the actor's contract: k is still a message run by the
+// mailbox, one at a time, with panics escalated to the supervisor.
+func (c *Client) post(k *call) {
+	if c.h.turns {
+		if m := c.h.mailbox.Load(); m != nil {
+			m.Take(k)
+			return
+		}
+	}
+	c.root.Send(c.pid, k)
 }
 
 // abandon gives up on a parked call and returns why, unless the limiter

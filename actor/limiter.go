@@ -127,9 +127,13 @@ func (l *limiter) continueSweep(c protoactor.Context, s *sweep) {
 	l.h.expired += uint64(n)
 	if more {
 		c.Send(c.Self(), s)
-		// Let the callers answered meanwhile run: a woken goroutine waits
-		// on this processor until the goroutine running the mailbox yields.
-		runtime.Gosched()
+		if !l.h.turns {
+			// Let the callers answered meanwhile run: a woken goroutine
+			// waits on this processor until the goroutine running the
+			// mailbox yields. (Callers that take turns need no wake-up: the
+			// mailbox hands the turn over after this chunk.)
+			runtime.Gosched()
+		}
 		return
 	}
 	l.h.sweeps++

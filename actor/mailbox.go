@@ -1,6 +1,7 @@
 package actor
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -20,6 +21,11 @@ import (
 //     wake, and under load no caller is kept busy serving the others. When
 //     nothing is queued either, its message skips the queue (see
 //     [mailbox.PostUserMessage]).
+//   - A synchronous caller of a store that decides in memory (the embedded
+//     table) takes its turn: it waits until the mailbox is idle and then
+//     runs it itself (see [mailbox.Take]). The check then runs
+//     on the caller's own processor, with no hand-off and no wake-up to
+//     wait for; only one goroutine at a time runs the actor, as always.
 //   - Consecutive check calls of one run are handed to the limiter as one
 //     [gather] message, up to maxChecks checks, so that the store decides
 //     them in one Decide: under load a networked store makes one round trip
@@ -28,13 +34,20 @@ import (
 //
 // Producers append to pending under a mutex; the runner swaps pending for an
 // empty slice and processes the batch outside the lock.
+//
+// turn is held by whichever goroutine runs the mailbox: locked is running,
+// unlocked is idle. A producer that must not wait takes it with TryLock,
+// and queues its message if that fails. It is released by the goroutine
+// that runs the mailbox last, which need not be the one that took it (a
+// drainer takes over a caller's run).
 type mailbox struct {
 	mu      sync.Mutex
 	pending []any
 	spare   []any
 	system  []any
 
-	status    atomic.Int32 // idle or running
+	turn      sync.Mutex   // held while running: see above
+	takers    atomic.Int32 // callers in Take
 	users     atomic.Int32 // user messages queued
 	systems   atomic.Int32 // system messages queued
 	suspended atomic.Bool
@@ -45,11 +58,6 @@ type mailbox struct {
 	g         *gather // reused across runs; only the running goroutine touches it
 	drain     func()  // m.runDrainer, bound once
 }
-
-const (
-	idle int32 = iota
-	running
-)
 
 // newMailbox returns a mailbox whose callers run at most batch messages and
 // that gathers consecutive check calls into messages of at most maxChecks
@@ -67,20 +75,83 @@ func newMailbox(batch, maxChecks int) *mailbox {
 // away between two checks. Messages posted meanwhile are run after it, as
 // they would be behind it in the queue.
 func (m *mailbox) PostUserMessage(msg any) {
-	if m.status.CompareAndSwap(idle, running) {
-		if m.users.Load() == 0 && m.systems.Load() == 0 && !m.suspended.Load() {
-			m.direct(msg)
-			if m.release() {
-				m.process(max(1, m.batch-1))
-			}
-			return
-		}
-		m.enqueue(msg)
-		m.process(m.batch)
+	if m.turn.TryLock() {
+		m.runOwn(msg)
 		return
 	}
 	m.enqueue(msg)
 	m.schedule()
+}
+
+// takeSpins bounds how many times [mailbox.Take] tries a busy mailbox
+// before it parks: from some to some tens of microseconds, many checks'
+// worth, since the goroutine holding the turn hands it over after one.
+const takeSpins = 2048
+
+// Take is PostUserMessage for a synchronous caller whose message is cheap
+// to serve (a check on the embedded table): it waits for its turn to run
+// the mailbox and then runs it on its own goroutine, msg alone if nothing
+// is queued, or behind the queued messages (up to a batch; a drainer
+// goroutine takes the rest, and maybe msg). The check runs on the caller's
+// processor, with no hand-off to another goroutine and no wake-up to wait
+// for. How it waits depends on how many callers wait with it:
+//
+//   - No more than there are processors: it parks, as on a sync.Mutex, and
+//     the goroutine holding the turn runs its own checks back to back on
+//     one processor, where the state's cache lines already are.
+//   - More: parking would only hand its processor to another caller that
+//     would park too, and every release would wake one of them. It spins
+//     instead, for at most takeSpins tries, and takes the turn when the
+//     caller holding it lets go (a runner hands the turn over as soon as
+//     its own message has run: see [mailbox.process]); then parks. Once its
+//     check is done it yields its processor to the callers queued there.
+//
+// Take must not be called from the goroutine running the mailbox (the
+// limiter's own Receive).
+func (m *mailbox) Take(msg any) {
+	if m.turn.TryLock() {
+		m.runOwn(msg)
+		return
+	}
+	crowded := m.wait()
+	m.runOwn(msg)
+	if crowded {
+		// Let the callers queued on this processor have their go: a caller
+		// that spins for its turn keeps the processor, and without this
+		// would keep it for its whole time slice, check after check.
+		runtime.Gosched()
+	}
+}
+
+// wait returns once the caller holds the turn, waiting as [mailbox.Take]
+// says; it reports whether more callers than processors were waiting.
+func (m *mailbox) wait() (crowded bool) {
+	if m.takers.Add(1) > int32(runtime.GOMAXPROCS(0)) {
+		crowded = true
+		for range takeSpins {
+			if m.turn.TryLock() {
+				m.takers.Add(-1)
+				return crowded
+			}
+		}
+	}
+	m.turn.Lock()
+	m.takers.Add(-1)
+	return crowded
+}
+
+// runOwn runs msg, with the turn held: directly when nothing is queued and
+// the mailbox is not suspended, else from the queue behind the others.
+func (m *mailbox) runOwn(msg any) {
+	if m.users.Load() == 0 && m.systems.Load() == 0 && !m.suspended.Load() {
+		m.direct(msg)
+		if m.release() {
+			m.process(max(1, m.batch-1), nil)
+		}
+		return
+	}
+	m.enqueue(msg)
+	m.process(m.batch, msg)
 }
 
 // enqueue appends msg to the user messages and counts it.
@@ -123,44 +194,66 @@ func (m *mailbox) Start() {}
 func (m *mailbox) UserMessageCount() int { return int(m.users.Load()) }
 
 func (m *mailbox) schedule() {
-	if m.status.CompareAndSwap(idle, running) {
-		m.process(m.batch)
+	if m.turn.TryLock() {
+		m.process(m.batch, nil)
 	}
 }
 
-func (m *mailbox) runDrainer() { m.process(0) }
+func (m *mailbox) runDrainer() { m.process(0, nil) }
+
+// How a run ends.
+type runEnd uint8
+
+const (
+	runEmpty  runEnd = iota // the mailbox is empty or suspended
+	runBudget               // the budget ran out with messages left
+	runYield                // a caller waits in Take for its turn
+)
 
 // process runs the mailbox until it is empty, or, with a positive budget,
-// until budget user messages ran; then a drainer goroutine takes over.
-func (m *mailbox) process(budget int) {
+// until budget user messages ran; then a drainer goroutine takes over. If
+// a caller waits in [mailbox.Take] for its turn, process stops as soon as
+// own has run (at once if own is nil) and leaves the turn, and the queue,
+// to that caller: nobody waits for more than a message and their own.
+func (m *mailbox) process(budget int, own any) {
 	for {
-		if !m.run(budget) {
+		switch m.run(budget, own) {
+		case runBudget:
 			go m.drain() // still running: the drainer owns the mailbox now
+			return
+		case runYield:
+			m.turn.Unlock() // a waiting caller takes it, and runs the rest
 			return
 		}
 		if !m.release() {
 			return
 		}
+		own = nil // it ran, or waits for a resume that someone else runs
 	}
 }
 
 // release sets the mailbox idle and reports whether the caller took it back
 // (it is running again) because something arrived after the last look and
-// nobody else runs it.
+// nobody else runs it. A caller waiting in Take for its turn always runs
+// it: it runs the queue before its own message.
 func (m *mailbox) release() bool {
-	m.status.Store(idle)
+	m.turn.Unlock()
+	if m.takers.Load() > 0 {
+		return false // a caller waiting in Take runs what is left
+	}
 	if m.systems.Load() == 0 && (m.suspended.Load() || m.users.Load() == 0) {
 		return false
 	}
-	return m.status.CompareAndSwap(idle, running)
+	return m.turn.TryLock()
 }
 
 // run processes system messages first, then user messages in batches. It
-// reports false if it stopped because the budget ran out with messages
-// left, true once the mailbox is empty or suspended. After a panic the
+// reports why it stopped: the budget ran out with messages left, or a
+// caller waits for its turn and own (if not nil) has run, or the mailbox
+// is empty or suspended. After a panic the
 // messages of the batch behind the failing one go back to the front of the
 // queue, and the failure is escalated to the supervisor.
-func (m *mailbox) run(budget int) (done bool) {
+func (m *mailbox) run(budget int, own any) (end runEnd) {
 	var msg any
 	var batch, rest []any // rest: the batch's messages not yet processed
 	defer func() {
@@ -174,7 +267,7 @@ func (m *mailbox) run(budget int) (done bool) {
 		m.swapBack(batch)
 		if r != nil {
 			m.invoker.EscalateFailure(r, msg)
-			done = true
+			end = runEmpty
 		}
 	}()
 	ran := 0
@@ -190,27 +283,51 @@ func (m *mailbox) run(budget int) (done bool) {
 			}
 		}
 		if m.suspended.Load() {
-			return true
+			return runEmpty
 		}
 		if budget > 0 && ran >= budget {
-			return m.users.Load() == 0 && m.systems.Load() == 0
+			if m.users.Load() == 0 && m.systems.Load() == 0 {
+				return runEmpty
+			}
+			return runBudget
 		}
 		batch = m.swap(batch)
 		if len(batch) == 0 {
-			return true
+			return runEmpty
 		}
 		for rest = batch; len(rest) > 0; {
 			var n int
 			msg, rest, n = m.next(rest)
+			if own != nil && carries(msg, own) {
+				own = nil // after this one, a waiting caller may take over
+			}
 			m.users.Add(-int32(n))
 			m.invoker.InvokeUserMessage(msg)
 			ran += n
 			if m.systems.Load() > 0 { // a stop or suspend goes before the rest
 				m.requeue(rest)
 				rest = nil
+			} else if own == nil && m.takers.Load() > 0 {
+				m.requeue(rest)
+				return runYield
 			}
 		}
 	}
+}
+
+// carries reports whether msg is own, or a gather of calls that holds it.
+func carries(msg, own any) bool {
+	if msg == own {
+		return true
+	}
+	if g, ok := msg.(*gather); ok {
+		for _, k := range g.calls {
+			if any(k) == own {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // next takes the next message off rest: a check call together with the

@@ -1,8 +1,10 @@
 package actor
 
 import (
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/assert"
@@ -104,7 +106,7 @@ func TestMailboxIdleCallerSkipsTheQueue(t *testing.T) {
 	assert.Equal(t, []any{"a", "b", "c"}, r.user)
 	assert.Equal(t, []int32{0, 0, 0}, queued, "a message to an idle mailbox was counted as queued")
 	assert.Nil(t, m.pending, "a message to an idle mailbox went through the queue")
-	assert.Equal(t, idle, m.status.Load())
+	assert.True(t, isIdle(m), "the mailbox was left running")
 }
 
 func TestMailboxMessagesPostedDuringADirectRunGoNext(t *testing.T) {
@@ -143,19 +145,19 @@ func TestMailboxDirectPanicSuspendsUntilResumed(t *testing.T) {
 	m.PostSystemMessage(&protoactor.ResumeMailbox{})
 	assert.Equal(t, []any{"a"}, r.user)
 	assert.Zero(t, m.UserMessageCount())
-	assert.Equal(t, idle, m.status.Load())
+	assert.True(t, isIdle(m), "the mailbox was left running")
 }
 
 func TestMailboxPanicKeepsQueuedMessagesUntilResumed(t *testing.T) {
 	m, r := newRecorded(300)
 	// Queue several messages while the mailbox is busy, so that they are
 	// taken as one batch with the panicking one in the middle.
-	m.status.Store(running)
+	m.turn.Lock() // busy
 	for _, s := range []string{"a", "bad", "b", "c"} {
 		m.PostUserMessage(s)
 	}
 	r.panicOn = "bad"
-	m.status.Store(idle)
+	m.turn.Unlock()
 	m.PostSystemMessage("sys") // wakes the mailbox
 	assert.Equal(t, []any{"a"}, r.user)
 	assert.Equal(t, []any{"bad"}, r.failures)
@@ -169,11 +171,126 @@ func TestMailboxPanicKeepsQueuedMessagesUntilResumed(t *testing.T) {
 
 func TestMailboxSystemMessagesGoFirst(t *testing.T) {
 	m, r := newRecorded(300)
-	m.status.Store(running)
+	m.turn.Lock() // busy
 	m.PostUserMessage("u1")
 	m.PostSystemMessage("s1")
-	m.status.Store(idle)
+	m.turn.Unlock()
 	m.PostUserMessage("u2")
 	assert.Equal(t, []any{"s1"}, r.system)
 	assert.Equal(t, []any{"u1", "u2"}, r.user)
+}
+
+// isIdle reports whether nobody runs m.
+func isIdle(m *mailbox) bool {
+	if !m.turn.TryLock() {
+		return false
+	}
+	m.turn.Unlock()
+	return true
+}
+
+func TestMailboxTakeRunsOnTheCaller(t *testing.T) {
+	m, r := newRecorded(300)
+	m.Take("a")
+	assert.Equal(t, []any{"a"}, r.user, "Take returned before its message ran")
+	assert.True(t, isIdle(m))
+}
+
+func TestMailboxTakeWaitsForTheTurnBehindTheQueue(t *testing.T) {
+	m, r := newRecorded(300)
+	m.turn.Lock() // another goroutine runs the mailbox
+	m.PostUserMessage("queued")
+	taken := make(chan struct{})
+	go func() {
+		defer close(taken)
+		m.Take("mine")
+	}()
+	select {
+	case <-taken:
+		t.Fatal("Take returned while another goroutine held the turn")
+	case <-time.After(10 * time.Millisecond): // a check of what did not happen
+	}
+	r.mu.Lock()
+	assert.Empty(t, r.user)
+	r.mu.Unlock()
+	m.turn.Unlock() // the runner lets go, leaving "queued" to the next one
+	<-taken
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// the queued message went first, and both ran before Take returned
+	assert.Equal(t, []any{"queued", "mine"}, r.user)
+	assert.True(t, isIdle(m))
+}
+
+func TestMailboxTakeKeepsEveryCallersOrder(t *testing.T) {
+	// Callers taking turns and producers posting: every message once, each
+	// producer's in order, none left queued.
+	m, r := newRecorded(4)
+	const producers, each = 8, 2000
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := range each {
+				if p%2 == 0 {
+					m.Take(msg{p, i})
+				} else {
+					m.PostUserMessage(msg{p, i})
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.user) == producers*each
+	}, 10e9, 1e6)
+	next := make([]int, producers)
+	r.mu.Lock()
+	for _, u := range r.user {
+		x := u.(msg)
+		require.Equal(t, next[x.producer], x.seq, "producer %d out of order", x.producer)
+		next[x.producer]++
+	}
+	r.mu.Unlock()
+	assert.Zero(t, m.UserMessageCount())
+}
+
+func TestMailboxRunnerHandsTheTurnToAWaitingCaller(t *testing.T) {
+	m, r := newRecorded(300)
+	blockB := make(chan struct{})
+	taken := make(chan struct{})
+	r.onInvoke = func(msg any) {
+		switch msg {
+		case "a":
+			// As a sweep sends itself its next chunk: queued behind us.
+			m.PostUserMessage("b")
+			// A caller comes for its turn while we run.
+			go func() {
+				defer close(taken)
+				m.Take("t")
+			}()
+			for m.takers.Load() == 0 {
+				runtime.Gosched()
+			}
+		case "b":
+			<-blockB // whoever runs "b" waits here
+		}
+	}
+	posted := make(chan struct{})
+	go func() {
+		defer close(posted)
+		m.PostUserMessage("a")
+	}()
+	select {
+	case <-posted: // it left "b" to the waiting caller
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runner kept the turn and ran the queue while a caller waited")
+	}
+	close(blockB)
+	<-taken
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	assert.Equal(t, []any{"a", "b", "t"}, r.user)
+	assert.True(t, isIdle(m))
 }

@@ -96,13 +96,16 @@
 //	cd bench && go test -run='^$' -bench=. -count=10 | tee new.txt && benchstat new.txt
 //
 // BENCH_FULL=1 adds the 1 000 000-key sets; setting them up takes minutes.
-// BENCH_SHARDS=n starts impl=actorlimit and impl=actorlimit-batch with
-// WithShards(n) instead of the library's default.
+// BENCH_SHARDS=n starts impl=actorlimit and impl=actorlimit-batch (and
+// BenchmarkMiddleware's impl=actorlimit) with WithShards(n) instead of the
+// library's default.
 //
 // report.sh [COUNT] runs the comparison COUNT times (default 10) and writes
 // results/limiters.md: the machine, then median ns/op and allocs/op with
-// the ratio to the fastest peer, bytes per key, and the latencies during a
-// sweep. profile.sh writes CPU and allocation profiles of
+// the ratio to the fastest peer, the same for the HTTP middlewares ("HTTP
+// middleware, one rule"; the ratio is to the cheapest peer, bare excluded),
+// bytes per key, and the latencies during a sweep. wrk.sh [ROUNDS] writes
+// results/wrk.md. profile.sh writes CPU and allocation profiles of
 // BenchmarkLimiters/impl=actorlimit/keys=10000/callers=256 to results/ and
 // prints their top entries.
 package bench

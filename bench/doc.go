@@ -50,6 +50,44 @@
 // BenchmarkCheckRate (checkrate_test.go) is the earlier comparison with the
 // two mutex versions on a frozen clock.
 //
+// # HTTP middleware
+//
+// BenchmarkMiddleware/impl=<name>/keys=<n>/callers=<c> (http_test.go)
+// measures one request through a middleware with one limit per client IP,
+// never reached (2^40 an hour), around the same handler
+// (internal/httpbench.Handler: 200 and a 6-byte body):
+//
+//   - bare: the handler alone.
+//   - actorlimit: httpadapter with one block rule grouped by "ip" (a fixed
+//     window of an hour).
+//   - go-limiter: httplimit over its memorystore, keyed by
+//     httplimit.IPKeyFunc().
+//   - ulule: ulule/limiter's drivers/middleware/stdlib over its memory store
+//     (a fixed window of an hour), with its default key, the client IP.
+//   - tollbooth: didip/tollbooth v7 (the latest major version on the module
+//     proxy) LimitHandler, a token bucket holding the hour's requests and
+//     refilling them in an hour, with its IP lookups narrowed to RemoteAddr
+//     and the path left out of its key (by default it believes
+//     X-Forwarded-For and X-Real-IP from anyone, and keys by IP and path).
+//
+// Each takes the client IP from RemoteAddr and believes no forwarding
+// header; TestMiddlewarePeersLimit checks that each refuses the third
+// request from one IP with 429 when the limit is 2 an hour, whatever its
+// port or X-Forwarded-For, and lets another IP through. The requests go to
+// handler.ServeHTTP with no network, from keys client IPs (1 and 10 000,
+// each seen once before the timer starts), by one caller (a loop; callers=1)
+// and by 2 and 256 goroutines of b.RunParallel. Each caller reuses one
+// request, whose RemoteAddr it sets, and one httptest.NewRecorder, reset
+// before each request. The recorder copies the header map when the status is
+// written (http.Header.Clone): one allocation with no header (bare), three
+// with any, so every middleware, all of which set headers, is charged two
+// allocations more than bare for that copy; its own are its allocs/op minus
+// three.
+//
+// wrk.sh measures a whole server instead: cmd/httpserver serves the same
+// handler on loopback, with actorlimit's middleware (-limit=actorlimit) or
+// without (-limit=none), driven by wrk; it writes results/wrk.md.
+//
 // # Running them
 //
 // The default set, which CI runs once (-benchtime=1x) in well under two
@@ -58,13 +96,16 @@
 //	cd bench && go test -run='^$' -bench=. -count=10 | tee new.txt && benchstat new.txt
 //
 // BENCH_FULL=1 adds the 1 000 000-key sets; setting them up takes minutes.
-// BENCH_SHARDS=n starts impl=actorlimit and impl=actorlimit-batch with
-// WithShards(n) instead of the library's default.
+// BENCH_SHARDS=n starts impl=actorlimit and impl=actorlimit-batch (and
+// BenchmarkMiddleware's impl=actorlimit) with WithShards(n) instead of the
+// library's default.
 //
 // report.sh [COUNT] runs the comparison COUNT times (default 10) and writes
 // results/limiters.md: the machine, then median ns/op and allocs/op with
-// the ratio to the fastest peer, bytes per key, and the latencies during a
-// sweep. profile.sh writes CPU and allocation profiles of
+// the ratio to the fastest peer, the same for the HTTP middlewares ("HTTP
+// middleware, one rule"; the ratio is to the cheapest peer, bare excluded),
+// bytes per key, and the latencies during a sweep. wrk.sh [ROUNDS] writes
+// results/wrk.md. profile.sh writes CPU and allocation profiles of
 // BenchmarkLimiters/impl=actorlimit/keys=10000/callers=256 to results/ and
 // prints their top entries.
 package bench

@@ -6,6 +6,7 @@ replace github.com/actorlimit/actorlimit => ../
 
 require (
 	github.com/actorlimit/actorlimit v0.0.0-00010101000000-000000000000
+	github.com/didip/tollbooth/v7 v7.0.2
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/google/btree v1.1.3
 	github.com/redis/go-redis/v9 v9.23.0
@@ -23,6 +24,7 @@ require (
 	github.com/emirpasic/gods v1.18.1 // indirect
 	github.com/go-logr/logr v1.3.0 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/go-pkgz/expirable-cache/v3 v3.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/golang-lru v0.5.4 // indirect
 	github.com/lithammer/shortuuid/v4 v4.0.0 // indirect
@@ -44,4 +46,5 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Runs the comparison of actorlimit with its peers COUNT times (default 10),
 # summarises it with benchstat and writes results/limiters.md: the machine,
-# then median ns/op and allocs/op with the ratio to the fastest peer, bytes
-# per key, and CheckRate latencies during a sweep. Raw outputs go to
+# then median ns/op and allocs/op with the ratio to the fastest peer, the
+# same for one request through each HTTP middleware (BenchmarkMiddleware),
+# bytes per key, and CheckRate latencies during a sweep. Raw outputs go to
 # results/limiters.txt and results/limiters-benchstat.txt (not committed).
 #
 # Usage: ./report.sh [COUNT]
 # BENCH_FULL=1 ./report.sh adds the 1 000 000-key sets (and sweeps 1 000 000
 # entries instead of 100 000); that run takes several times longer.
-# BENCH_SHARDS=n starts impl=actorlimit and actorlimit-batch with
-# WithShards(n) (BenchmarkSweepUnderLoad keeps the default).
+# BENCH_SHARDS=n starts impl=actorlimit and actorlimit-batch (and
+# BenchmarkMiddleware's impl=actorlimit) with WithShards(n)
+# (BenchmarkSweepUnderLoad keeps the default).
 set -euo pipefail
 cd "$(dirname "$0")"
 count=${1:-10}
@@ -20,6 +22,7 @@ raw=results/limiters.txt
 
 {
   go test -run='^$' -bench='^BenchmarkLimiters$' -count="$count" -timeout=0 .
+  go test -run='^$' -bench='^BenchmarkMiddleware$' -count="$count" -timeout=0 .
   # One measurement per run: a memory reading, or 20 sweeps for enough calls
   # to give a p99.9.
   go test -run='^$' -bench='^BenchmarkMemory$' -benchtime=1x -count="$count" -timeout=0 .

@@ -1,8 +1,9 @@
 // Command report turns the CSV that `benchstat -format csv` prints for the
 // bench module's benchmarks into the markdown tables of results/limiters.md:
 // median ns/op and allocs/op per implementation, key set and callers with
-// the ratio to the fastest peer, bytes per key, and the latencies during a
-// sweep. It reads the CSV on stdin and writes markdown on stdout.
+// the ratio to the fastest peer, the same for the HTTP middlewares, bytes
+// per key, and the latencies during a sweep. It reads the CSV on stdin and
+// writes markdown on stdout.
 package main
 
 import (
@@ -139,8 +140,9 @@ func (res *results) find(unit, bench string, conf map[string]string) (float64, b
 }
 
 // isPeer reports whether impl is one of the implementations actorlimit is
-// compared against.
-func isPeer(impl string) bool { return !strings.HasPrefix(impl, "actorlimit") }
+// compared against: not actorlimit's own, and not BenchmarkMiddleware's
+// bare handler, which limits nothing.
+func isPeer(impl string) bool { return !strings.HasPrefix(impl, "actorlimit") && impl != "bare" }
 
 // best returns the least median of unit among the peers for conf (whose
 // "impl" is set in turn to each implementation).
@@ -163,6 +165,7 @@ func (res *results) best(unit, bench string, impls []string, conf map[string]str
 
 func (res *results) write(w io.Writer) {
 	res.writeLimiters(w)
+	res.writeMiddleware(w)
 	res.writeMemory(w)
 	res.writeSweep(w)
 }

@@ -8,18 +8,32 @@ import (
 
 // writeLimiters writes one table per key set of BenchmarkLimiters.
 func (res *results) writeLimiters(w io.Writer) {
-	const bench = "Limiters"
+	res.writeCost(w, "Limiters", "Cost of one hit", "key",
+		"Median ns/op and allocs/op; × is the ratio to the fastest peer (actorlimit excluded) at the same keys and callers.")
+}
+
+// writeMiddleware writes one table per key set of BenchmarkMiddleware.
+func (res *results) writeMiddleware(w io.Writer) {
+	res.writeCost(w, "Middleware", "HTTP middleware, one rule", "client IP",
+		"Median ns/op and allocs/op of one request through each middleware, with one limit per client IP that is never reached, "+
+			"around the same handler (bare: the handler alone); × is the ratio to the cheapest peer (actorlimit and bare excluded) "+
+			"at the same client IPs and callers. allocs/op include the test recorder's copy of the response headers: 1 for bare, "+
+			"3 for every middleware (bench/doc.go).")
+}
+
+// writeCost writes one table of median ns/op, ratio to the best peer and
+// allocs/op per key set of bench, under the heading "title (Benchmark...)";
+// key names what the keys count.
+func (res *results) writeCost(w io.Writer, bench, title, key, note string) {
 	impls, callers := res.values(bench, "impl"), res.values(bench, "callers")
 	if len(impls) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "## Cost of one hit (BenchmarkLimiters)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Median ns/op and allocs/op; × is the ratio to the fastest peer (actorlimit excluded) at the same keys and callers.")
+	fmt.Fprintf(w, "## %s (Benchmark%s)\n\n%s\n", title, bench, note)
 	for _, keys := range res.values(bench, "keys") {
-		fmt.Fprintf(w, "\n### %s\n\n| impl |", plural(keys, "key"))
+		fmt.Fprintf(w, "\n### %s\n\n| impl |", plural(keys, key))
 		for _, c := range callers {
-			fmt.Fprintf(w, " %s callers ns/op | × |", c)
+			fmt.Fprintf(w, " %s %s ns/op | × |", c, plural1(c, "caller"))
 		}
 		fmt.Fprintf(w, " allocs/op (%s callers) |\n|---|", strings.Join(callers, " / "))
 		fmt.Fprint(w, strings.Repeat("--:|--:|", len(callers)), "--:|\n")
@@ -135,10 +149,15 @@ func group(s string) string {
 
 // plural returns "n thing" or "n things", with n's digits grouped.
 func plural(n, thing string) string {
+	return group(n) + " " + plural1(n, thing)
+}
+
+// plural1 returns thing, or things unless n is "1".
+func plural1(n, thing string) string {
 	if n == "1" {
-		return "1 " + thing
+		return thing
 	}
-	return group(n) + " " + thing + "s"
+	return thing + "s"
 }
 
 func ratio(x, least float64, ok bool) string {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 
@@ -52,8 +51,10 @@ func headless(t *testing.T, bin, url string, args ...string) []byte {
 
 // TestBrowserRendersPage loads the page, after a mixed load of normal
 // clients and a bot, in a real headless Chromium: the DOM it builds has
-// both heatmaps of each rule with cells where the load was, and the bot at
-// the top of each rule's table; its screenshot is a PNG of the page.
+// both heatmaps of each rule with the cells where the load was, each in
+// its slot's column and on its bucket's labelled row, unique element ids,
+// and the bot at the top of each rule's table (checkDrivenPage, the same
+// checks as on the server's HTML); its screenshot is a PNG of the page.
 func TestBrowserRendersPage(t *testing.T) {
 	bin := chromium(t)
 	an, _ := drive(t, 30)
@@ -63,18 +64,7 @@ func TestBrowserRendersPage(t *testing.T) {
 	defer srv.Close()
 
 	dom := string(headless(t, bin, srv.URL+"/limits", "--dump-dom"))
-	sections := regexp.MustCompile(`(?s)<section class="rule" data-rule="([^"]+)">(.*?)</section>`).FindAllStringSubmatch(dom, -1)
-	require.Len(t, sections, 2, "a section per rule in the DOM:\n%s", dom)
-	for _, sec := range sections {
-		for _, kind := range []string{"requests", "remaining"} {
-			svg := regexp.MustCompile(`(?s)<svg [^>]*class="heatmap" [^>]*data-kind="` + kind + `".*?</svg>|<svg class="heatmap" data-kind="` + kind + `".*?</svg>`).FindString(sec[2])
-			require.NotEmpty(t, svg, "%s: the %s heatmap", sec[1], kind)
-			assert.Regexp(t, `<rect class="cell"[^>]*data-groups="[1-9]`, svg, "%s %s: non-empty cells", sec[1], kind)
-		}
-		top := regexp.MustCompile(`<td class="group">([^<]*)</td>`).FindStringSubmatch(sec[2])
-		require.NotNil(t, top, sec[1])
-		assert.Contains(t, top[1], botIP, "%s: the bot heads the table", sec[1])
-	}
+	checkDrivenPage(t, dom, an.Snapshot())
 
 	shot := filepath.Join(t.TempDir(), "limits.png")
 	headless(t, bin, srv.URL+"/limits", "--screenshot="+shot, "--window-size=1400,1500", "--hide-scrollbars")

@@ -121,6 +121,7 @@ type ruleView struct {
 
 type heatmap struct {
 	Kind        string // requests or remaining
+	ID          string // of its legend's gradient: unique on the page
 	Title       string
 	YLabel      string
 	W, H        int
@@ -168,7 +169,7 @@ type topRow struct {
 func (h *Handler) view(s analytics.Snapshot) pageView {
 	v := pageView{Title: h.title, Refresh: h.refresh, Now: s.Now.UTC().Format("2006-01-02 15:04:05 UTC"),
 		Slot: strconv.FormatFloat(s.SlotSeconds, 'f', -1, 64) + " s"}
-	for _, r := range s.Rules {
+	for i, r := range s.Rules {
 		rv := ruleView{Name: r.Rule, Action: r.Action, Limit: r.Limit,
 			MemoryKB: strconv.FormatFloat(float64(r.MemoryBytes)/1024, 'f', 0, 64),
 			Top:      rows(r.Top),
@@ -180,6 +181,10 @@ func (h *Handler) view(s analytics.Snapshot) pageView {
 			func(sl analytics.Slot) []uint32 { return sl.Requests })
 		rv.Remaining = draw("remaining", "Groups by remaining limit at the slot's end", "remaining", r.Slots,
 			analytics.BucketOf(r.Limit), func(sl analytics.Slot) []uint32 { return sl.Remaining })
+		// Ids by the rule's place on the page, not its name, which may hold
+		// anything.
+		rv.Requests.ID = "legend-" + strconv.Itoa(i) + "-requests"
+		rv.Remaining.ID = "legend-" + strconv.Itoa(i) + "-remaining"
 		v.Rules = append(v.Rules, rv)
 	}
 	return v

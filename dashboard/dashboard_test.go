@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -66,32 +64,15 @@ func TestPageStructure(t *testing.T) {
 	assert.NotContains(t, body, "<script")
 	assert.NotRegexp(t, `(src|href)="(https?:)?//`, body, "nothing from elsewhere")
 
-	sections := regexp.MustCompile(`(?s)<section class="rule" data-rule="([^"]+)">(.*?)</section>`).FindAllStringSubmatch(body, -1)
-	require.Len(t, sections, 2)
-	for _, sec := range sections {
-		name, html := sec[1], sec[2]
+	checkDrivenPage(t, body, an.Snapshot())
+	for _, sec := range sections(body) {
 		for _, kind := range []string{"requests", "remaining"} {
-			svg := regexp.MustCompile(`(?s)<svg class="heatmap" data-kind="` + kind + `".*?</svg>`).FindString(html)
-			require.NotEmpty(t, svg, "%s: %s heatmap", name, kind)
-			cells := regexp.MustCompile(`<rect class="cell" [^>]*data-slot="(\d+)" data-bucket="(\d+)" data-groups="(\d+)"`).FindAllStringSubmatch(svg, -1)
-			assert.NotEmpty(t, cells, "%s %s: cells where the load was", name, kind)
-			for _, c := range cells {
-				assert.NotEqual(t, "0", c[3])
-			}
+			svg := heatmapSVG(sec[1], kind)
 			assert.Contains(t, svg, "time (UTC)")
 			assert.Contains(t, svg, "groups</text>", "legend")
 			assert.Contains(t, svg, `class="ytick"`)
 		}
-		top := regexp.MustCompile(`<td class="group">([^<]*)</td>`).FindStringSubmatch(html)
-		require.NotNil(t, top, name)
-		assert.Contains(t, top[1], botIP, "%s: the bot heads the top-K", name)
 	}
-	// The per-ip bot makes 60 a slot: bucket 6 (32..63) of requests, each
-	// of the 6 slots.
-	perIP := sections[1][2]
-	require.Equal(t, "per-ip", sections[1][1])
-	reqSVG := regexp.MustCompile(`(?s)<svg class="heatmap" data-kind="requests".*?</svg>`).FindString(perIP)
-	assert.Equal(t, 6, strings.Count(reqSVG, `data-bucket="6" data-groups="1"`))
 }
 
 func TestHandlerErrors(t *testing.T) {

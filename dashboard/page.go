@@ -50,7 +50,7 @@ table.top td.n { text-align: right; font-variant-numeric: tabular-nums; }
 {{define "heatmap"}}<figure>
 <figcaption><h3>{{.Title}}</h3></figcaption>
 <svg class="heatmap" data-kind="{{.Kind}}" width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}" role="img" aria-label="{{.Title}}">
-<defs><linearGradient id="legend-{{.Kind}}" x1="0" y1="1" x2="0" y2="0">{{range .LegendStops}}<stop offset="{{.Offset}}" stop-color="{{.Color}}"/>{{end}}</linearGradient></defs>
+<defs><linearGradient id="{{.ID}}" x1="0" y1="1" x2="0" y2="0">{{range .LegendStops}}<stop offset="{{.Offset}}" stop-color="{{.Color}}"/>{{end}}</linearGradient></defs>
 <rect class="plot" x="{{.PlotX}}" y="{{.PlotTop}}" width="{{.PlotW}}" height="{{.PlotH}}" fill="#f6f8fa"/>
 {{range .Cells}}<rect class="cell" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Fill}}" data-slot="{{.Slot}}" data-bucket="{{.Bucket}}" data-groups="{{.Groups}}"><title>{{.Title}}</title></rect>{{end}}
 <line class="axis" x1="{{.PlotX}}" y1="{{.PlotBottom}}" x2="{{.PlotX}}" y2="{{.PlotTop}}"/>
@@ -59,7 +59,7 @@ table.top td.n { text-align: right; font-variant-numeric: tabular-nums; }
 {{$b := .PlotBottom}}{{range .XTicks}}<text class="xtick" x="{{.Pos}}" y="{{$b}}" dy="14" text-anchor="middle">{{.Label}}</text>{{end}}
 <text class="xlabel" x="{{.PlotX}}" y="{{.H}}" dy="-4">time (UTC) →</text>
 <text class="ylabel" transform="translate(12,{{$b}}) rotate(-90)">{{.YLabel}} →</text>
-<rect class="legend" x="{{.LegendX}}" y="{{.PlotTop}}" width="14" height="{{.PlotH}}" fill="url(#legend-{{.Kind}})" stroke="#d0d7de"/>
+<rect class="legend" x="{{.LegendX}}" y="{{.PlotTop}}" width="14" height="{{.PlotH}}" fill="url(#{{.ID}})" stroke="#d0d7de"/>
 <text class="legend" x="{{.LegendX}}" dx="18" y="{{.PlotTop}}" dy="9">{{.Max}} groups</text>
 <text class="legend" x="{{.LegendX}}" dx="18" y="{{.PlotBottom}}">1 group</text>
 {{if .Empty}}<text class="empty" x="{{.PlotX}}" dx="8" y="28">no requests yet</text>{{end}}

@@ -76,6 +76,10 @@
 //
 // When the limiter fails, the request passes (fail open) unless
 // Config.FailClosed, and the failure is counted in [Middleware.Stats].
+// With Config.Logger, the limiter's failure is logged once at WARN, and
+// once at INFO when it answers again, not per request; a call that failed
+// because the request's own context ended (the client went away) is not
+// taken for the limiter's failure.
 // When it refuses the hit of one rule (bad input, after which it counts
 // nothing), the middleware asks again for each rule alone: the other rules
 // are counted and enforced as usual, the refused rule decides nothing, its

@@ -49,9 +49,10 @@ type Config struct {
 	// empty set is an error, so that an empty rules file, or a reload with
 	// one, cannot remove every limit by mistake.
 	AllowNoRules bool
-	// Logger receives the middleware's warnings, such as a rule whose hits
-	// the limiter refuses (logged once per rule, not per request). nil, the
-	// default, logs nothing.
+	// Logger receives the middleware's warnings, each logged once per state
+	// change, never per request: a rule whose hits the limiter refuses
+	// (once per rule), the limiter failing (closed, timing out) and
+	// answering again, a rule set swapped. nil, the default, logs nothing.
 	Logger *slog.Logger
 	// TrustedProxies lists the networks of the proxies in front of the
 	// server. Only a request whose direct peer (RemoteAddr) is in one of
@@ -123,6 +124,7 @@ type Middleware struct {
 
 	limiterErrors atomic.Uint64
 	unknownIPs    atomic.Uint64
+	failing       atomic.Bool // the limiter's failure was logged, and it has not answered since
 }
 
 // New returns a middleware that asks lim, configured by cfg. It refuses a

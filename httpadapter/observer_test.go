@@ -1,8 +1,10 @@
 package httpadapter_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
@@ -90,4 +92,59 @@ func TestRuleSetSwapLoggedOnce(t *testing.T) {
 		serve(h, req("/"))
 	}
 	assert.Equal(t, []string{"INFO httpadapter: rule set swapped"}, logs.Records())
+}
+
+// TestLimiterFailureLoggedOnce: a limiter that fails under the middleware
+// is logged once when it starts failing and once when it answers again,
+// however many requests meet it in between; a request whose own context
+// ended is no news of the limiter.
+func TestLimiterFailureLoggedOnce(t *testing.T) {
+	for _, closed := range []bool{false, true} {
+		logs := &logtest.Recorder{}
+		fake := newFake()
+		rules := []httpadapter.Rule{{Name: "r", Policy: perHour(100)}}
+		m := newMW(t, fake, httpadapter.Config{Rules: rules, FailClosed: closed, Logger: slog.New(logs)})
+		h := m.Handler(&okHandler{})
+		steps := []struct {
+			err      error
+			requests int
+			want     []string // what is logged by the end of the step
+		}{
+			{nil, 3, nil},
+			{errors.New("down"), 5, []string{"WARN"}},
+			{nil, 4, []string{"WARN", "INFO"}},
+			{errors.New("down again"), 2, []string{"WARN", "INFO", "WARN"}},
+			{nil, 1, []string{"WARN", "INFO", "WARN", "INFO"}},
+		}
+		for i, st := range steps {
+			fake.setErr(st.err)
+			for range st.requests {
+				serve(h, req("/"))
+			}
+			var levels []string
+			for _, r := range logs.Records() {
+				levels = append(levels, strings.Fields(r)[0])
+			}
+			assert.Equal(t, st.want, levels, "closed=%v step %d", closed, i)
+		}
+		recs := logs.Records()
+		assert.Contains(t, recs[0], "the limiter fails")
+		assert.Equal(t, "INFO httpadapter: the limiter answers again", recs[1])
+		if closed {
+			assert.Contains(t, recs[0], "fail closed")
+		} else {
+			assert.Contains(t, recs[0], "fail open")
+		}
+		assert.Equal(t, uint64(7), m.Stats().LimiterErrors, "every failure is still counted")
+	}
+
+	logs := &logtest.Recorder{}
+	fake := newFake()
+	m := newMW(t, fake, httpadapter.Config{Rules: []httpadapter.Rule{{Name: "r", Policy: perHour(100)}},
+		Logger: slog.New(logs)})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	fake.setErr(context.Canceled)
+	serve(m.Handler(&okHandler{}), req("/").WithContext(ctx))
+	assert.Empty(t, logs.Records(), "the client went away: not the limiter's failure")
 }

@@ -73,9 +73,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	s.res = append(s.res[:0], make([]actorlimit.Result, len(s.hits))...)
 	if err := m.hitMany(r.Context(), s); err != nil {
+		m.logFailing(r, err)
 		m.failed(w, r, next, s)
 		return
 	}
+	m.logAnswering()
 	m.decide(w, r, next, s)
 }
 
@@ -122,6 +124,30 @@ func (m *Middleware) logRefused(ru *rule, err error) {
 	}
 	m.log.Warn("httpadapter: the limiter refuses this rule's hits; the rule limits nothing, the other rules still apply (logged once)",
 		"rule", ru.name, "err", err)
+}
+
+// logFailing logs, once until the limiter answers again, that it failed.
+// A call that failed because the request's own context ended (the client
+// went away) says nothing about the limiter, and is not logged.
+func (m *Middleware) logFailing(r *http.Request, err error) {
+	if m.log == nil || r.Context().Err() != nil || !m.failing.CompareAndSwap(false, true) {
+		return
+	}
+	then := "requests pass (fail open)"
+	if m.closed {
+		then = "requests that a block or shadow rule matches are answered 503 (fail closed)"
+	}
+	m.log.Warn("httpadapter: the limiter fails; "+then+" until it answers again (logged once)", "err", err)
+}
+
+// logAnswering logs, once, that the limiter answers again after logFailing
+// logged its failure. Without a logger, or while the limiter answers, it
+// costs a nil check or one atomic load per request.
+func (m *Middleware) logAnswering() {
+	if m.log == nil || !m.failing.Load() || !m.failing.CompareAndSwap(true, false) {
+		return
+	}
+	m.log.Info("httpadapter: the limiter answers again")
 }
 
 // failed handles a limiter failure: counted, then open or closed. The

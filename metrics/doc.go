@@ -13,7 +13,9 @@
 //   - through [Collector.SetLimiter], whose Stats it reads at scrape time:
 //     entries held, evictions, expired entries, restarts;
 //   - through [Collector.SetStore], for a networked store such as
-//     redisstore's: its errors, outages and fallbacks.
+//     redisstore's: its errors, outages and fallbacks, as a [StoreStats]
+//     (declared here, so that this package depends on no store; a
+//     [StoreStatsFunc] adapts the store's own counters).
 //
 // Labels are bounded: a rule's name and its action, never a group, an id
 // or an address. A rule's counters are kept after it leaves the rule set

@@ -13,7 +13,6 @@ import (
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/httpadapter"
-	"github.com/actorlimit/actorlimit/redisstore"
 )
 
 // ErrInvalidConfig is wrapped by every error of [New]; test it with
@@ -43,11 +42,38 @@ type StatsSource interface {
 	Stats(ctx context.Context) (actorlimit.Stats, error)
 }
 
-// StoreStatsSource is what [Collector.SetStore] reads at scrape time;
-// *redisstore.Store is one.
-type StoreStatsSource interface {
-	Stats() redisstore.Stats
+// StoreStats are the counters of a networked store that
+// [Collector.SetStore] exports. They only grow.
+type StoreStats struct {
+	// Errors is the number of round trips to the store that failed.
+	Errors uint64
+	// Outages is the number of times the store went from answering to not.
+	Outages uint64
+	// Fallbacks, FailedOpen and FailedClosed count the checks decided by a
+	// local fallback, allowed, and denied because the store did not answer.
+	Fallbacks, FailedOpen, FailedClosed uint64
 }
+
+// StoreStatsSource is what [Collector.SetStore] reads at scrape time.
+// StoreStats must be safe for concurrent use. It is declared here, in
+// terms of this package's [StoreStats], so that metrics depends on no
+// store: adapt a store's own statistics with a [StoreStatsFunc].
+type StoreStatsSource interface {
+	StoreStats() StoreStats
+}
+
+// StoreStatsFunc adapts a function to a [StoreStatsSource]. For a
+// *redisstore.Store s:
+//
+//	col.SetStore(metrics.StoreStatsFunc(func() metrics.StoreStats {
+//		st := s.Stats()
+//		return metrics.StoreStats{Errors: st.Errors, Outages: st.Outages,
+//			Fallbacks: st.Fallbacks, FailedOpen: st.FailedOpen, FailedClosed: st.FailedClosed}
+//	}))
+type StoreStatsFunc func() StoreStats
+
+// StoreStats returns f().
+func (f StoreStatsFunc) StoreStats() StoreStats { return f() }
 
 // Config configures a [Collector]. The zero Config is valid.
 type Config struct {
@@ -298,7 +324,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.statsErrorsDesc, c.statsErrors.Load())
 	}
 	if p := c.store.Load(); p != nil {
-		st := (*p).Stats()
+		st := (*p).StoreStats()
 		counter(c.storeErrors, st.Errors)
 		counter(c.storeOutages, st.Outages)
 		counter(c.storeFallbacks, st.Fallbacks)

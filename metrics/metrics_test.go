@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,6 @@ import (
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/httpadapter"
 	"github.com/actorlimit/actorlimit/metrics"
-	"github.com/actorlimit/actorlimit/redisstore"
 )
 
 // stepClock moves forward by step at every reading.
@@ -176,14 +176,12 @@ actorlimit_limiter_stats_errors_total 1
 `), "actorlimit_limiter_stats_errors_total", "actorlimit_limiter_entries"), "a failed read drops the limiter's values and is counted")
 }
 
-type fakeStore struct{ st redisstore.Stats }
-
-func (f fakeStore) Stats() redisstore.Stats { return f.st }
-
 func TestCollectorStoreCounters(t *testing.T) {
 	c, err := metrics.New(metrics.Config{})
 	require.NoError(t, err)
-	c.SetStore(fakeStore{redisstore.Stats{Errors: 2, Outages: 1, Fallbacks: 5, FailedOpen: 3, FailedClosed: 4, Batches: 9}})
+	c.SetStore(metrics.StoreStatsFunc(func() metrics.StoreStats {
+		return metrics.StoreStats{Errors: 2, Outages: 1, Fallbacks: 5, FailedOpen: 3, FailedClosed: 4}
+	}))
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
 # HELP actorlimit_store_errors_total Round trips to the networked store that failed.
 # TYPE actorlimit_store_errors_total counter
@@ -254,4 +252,20 @@ func TestWrapKeepsStarted(t *testing.T) {
 	require.NoError(t, err)
 	_, err = httpadapter.New(c.Wrap(new(actorlimit.Limiter)), httpadapter.Config{Rules: []httpadapter.Rule{{Name: "r", Policy: perHour(1)}}})
 	require.ErrorIs(t, err, httpadapter.ErrInvalidConfig, "a limiter never started is refused through the wrapper too")
+}
+
+// TestNoStoreDependency: the collector links no store package, and so no
+// store's client (go-redis), into its users' binaries; a store's counters
+// come in as this package's StoreStats.
+func TestNoStoreDependency(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to list the dependencies with")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
+	require.NoError(t, err)
+	for _, dep := range strings.Fields(string(out)) {
+		assert.NotContains(t, dep, "redis", "metrics depends on %s", dep)
+		assert.NotContains(t, dep, "actorlimit/cluster", "metrics depends on %s", dep)
+	}
 }

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,36 +27,12 @@ func fetch(t *testing.T, url string) string {
 // metrics count each rule's and the per-peer limit's decisions, and the
 // limits page and its JSON show the rules.
 func TestRunAdmin(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	args := []string{"-addr", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-dir", newTestDir(t), "-limit", "2",
-		"-rules", "rules.yaml"}
-	pr, pw := io.Pipe()
-	errc := make(chan error, 1)
-	go func() {
-		err := run(ctx, args, pw, limiterOptions(newFakeClock())...)
-		pw.Close()
-		errc <- err
-	}()
-	lines := bufio.NewScanner(pr)
-	var adminURL, url string
-	for url == "" && lines.Scan() {
-		for _, f := range strings.Fields(lines.Text()) {
-			f = strings.TrimSuffix(f, ",")
-			switch {
-			case strings.HasPrefix(lines.Text(), "admin:") && strings.HasSuffix(f, "/metrics"):
-				adminURL = strings.TrimSuffix(f, "/metrics")
-			case strings.HasPrefix(lines.Text(), "serving") && strings.HasPrefix(f, "http://"):
-				url = f
-			}
-		}
-	}
+	r := startRun(t, []string{"-addr", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-dir", newTestDir(t), "-limit", "2",
+		"-rules", "rules.yaml"}, limiterOptions(newFakeClock())...)
+	adminURL, url := r.admin, r.url
 	require.NotEmpty(t, adminURL)
-	require.NotEmpty(t, url)
 	for range 3 {
-		resp, err := http.Get(url + testFile)
-		require.NoError(t, err)
-		resp.Body.Close()
+		status(t, url+testFile)
 	}
 	m := fetch(t, adminURL+"/metrics")
 	for _, want := range []string{
@@ -75,13 +48,9 @@ func TestRunAdmin(t *testing.T) {
 	var snap analytics.Snapshot
 	require.NoError(t, json.Unmarshal([]byte(fetch(t, adminURL+"/limits?format=json")), &snap))
 	var names []string
-	for _, r := range snap.Rules {
-		names = append(names, r.Rule)
+	for _, rule := range snap.Rules {
+		names = append(names, rule.Rule)
 	}
 	assert.Equal(t, []string{"per-host", "per-peer", "trial"}, names)
 	assert.Contains(t, fetch(t, adminURL+"/limits"), `<svg class="heatmap" data-kind="requests"`)
-	cancel()
-	for lines.Scan() {
-	}
-	assert.NoError(t, <-errc)
 }

@@ -26,6 +26,11 @@
 //
 //	go run ./examples/mochi-like -demo -rules examples/mochi-like/rules.yaml
 //
+// Logs go to stderr as slog text: at -log info (the default), the limiter
+// starting and restarting, Redis going away and coming back (-redis), the
+// limiter failing under the rules (-rules) or the per-peer limit and
+// answering again, each once per change, never per request.
+//
 // With -redis, the counts live in that Redis (package redisstore), so that
 // several servers behind one load balancer share them: a peer gets -limit
 // requests per window across all of them, counted at Redis's clock. If Redis
@@ -45,7 +50,11 @@
 //	-rules  rules file to apply in front of the per-peer limit (default none)
 //	-redis  address (host:port) of a Redis to keep the counts in (default none)
 //	-admin  address to serve Prometheus metrics (/metrics) and the limits
-//	        page (/limits, JSON at /limits?format=json) on (default none)
+//	        page (/limits, JSON at /limits?format=json) on (default none);
+//	        with -redis, the metrics include the Redis store's errors,
+//	        outages and fallbacks
+//	-log    lowest level logged to stderr: debug, info (default), warn,
+//	        error, or off
 //
 // See what the limits do while the server runs:
 //
@@ -62,10 +71,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -74,6 +87,7 @@ import (
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/analytics"
 	"github.com/actorlimit/actorlimit/httpadapter"
+	"github.com/actorlimit/actorlimit/metrics"
 	"github.com/actorlimit/actorlimit/redisstore"
 )
 
@@ -100,6 +114,8 @@ type config struct {
 	rules   string
 	redis   string
 	admin   string
+	log     slog.Level // the lowest level logged
+	logOff  bool       // -log off
 }
 
 func main() {
@@ -108,7 +124,7 @@ func main() {
 		<-ctx.Done()
 		stop() // a second signal kills the process at once
 	}()
-	err := run(ctx, os.Args[1:], os.Stdout)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "mochi-like:", err)
@@ -117,12 +133,14 @@ func main() {
 }
 
 // run parses args, starts a limiter with opts (tests pass a fake clock) and
-// either runs the demo or serves until ctx is done.
-func run(ctx context.Context, args []string, stdout io.Writer, opts ...actorlimit.Option) error {
+// either runs the demo or serves until ctx is done. It logs to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...actorlimit.Option) error {
 	cfg, err := parseFlags(args, stdout)
 	if err != nil {
 		return err
 	}
+	logger := newLogger(cfg, stderr)
+	opts = append([]actorlimit.Option{actorlimit.WithLogger(logger)}, opts...)
 	var rules []httpadapter.Rule
 	if cfg.rules != "" {
 		if rules, err = httpadapter.LoadRules(cfg.rules); err != nil {
@@ -134,9 +152,10 @@ func run(ctx context.Context, args []string, stdout io.Writer, opts ...actorlimi
 		return fmt.Errorf("-dir: %w", err)
 	}
 	defer root.Close()
+	var store *redisstore.Store
 	if cfg.redis != "" {
-		store, client, err := openRedis(ctx, cfg.redis)
-		if err != nil {
+		var client *redis.Client
+		if store, client, err = openRedis(ctx, cfg.redis, logger); err != nil {
 			return err
 		}
 		defer client.Close() // after the limiter's Close, deferred below
@@ -154,10 +173,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, opts ...actorlimi
 	// Deferred, so it runs after serve has shut the server down and no
 	// request in flight meets a closed limiter.
 	defer lim.Close()
-	handler := newHandler(lim, root.FS(), cfg.scaleMs, cfg.limit)
-	var mwCfg httpadapter.Config
+	handler := newHandler(lim, root.FS(), cfg.scaleMs, cfg.limit, logger)
+	mwCfg := httpadapter.Config{Logger: logger}
 	var mwLim httpadapter.Limiter = lim
-	lh := handler.(*limitHandler)
 	if cfg.admin != "" {
 		adm, err := newAdmin(lim, analytics.Config{})
 		if err != nil {
@@ -170,9 +188,12 @@ func run(ctx context.Context, args []string, stdout io.Writer, opts ...actorlimi
 			_ = adm.close()
 			return fmt.Errorf("-admin: %w", err)
 		}
+		if store != nil {
+			adm.col.SetStore(storeStats(store))
+		}
 		adm.start(aln, stdout)
 		defer func() { _ = adm.close() }()
-		lh.obs, mwCfg.Observers = adm.observers, adm.observers
+		handler.obs, mwCfg.Observers = adm.observers, adm.observers
 		mwLim = adm.col.Wrap(lim) // times each call of the rules
 	}
 	if cfg.rules == "" {
@@ -223,6 +244,15 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	flags.StringVar(&cfg.admin, "admin", "", "`address` to serve /metrics and /limits on (default: none)")
 	flags.StringVar(&cfg.rules, "rules", "", "rules `file` (YAML or JSON, package httpadapter) to apply in front of the per-peer limit")
 	flags.StringVar(&cfg.redis, "redis", "", "`address` (host:port) of a Redis to keep the counts in, shared with other servers")
+	cfg.log = slog.LevelInfo
+	flags.Func("log", "lowest `level` logged to stderr: debug, info (the default), warn, error, or off", func(s string) error {
+		if s == "off" {
+			cfg.logOff = true
+			return nil
+		}
+		cfg.logOff = false
+		return cfg.log.UnmarshalText([]byte(s))
+	})
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			flags.SetOutput(stdout)
@@ -260,16 +290,26 @@ func (cfg config) validate() error {
 	return nil
 }
 
+// newLogger returns the logger that cfg asks for: text to stderr from
+// cfg.log up, or one that discards everything with -log off.
+func newLogger(cfg config, stderr io.Writer) *slog.Logger {
+	if cfg.logOff {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.log}))
+}
+
 // redisCheckTimeout bounds the PING that -redis sends at start.
 const redisCheckTimeout = 2 * time.Second
 
-// openRedis returns a store in the Redis at addr and its client, once Redis
-// answers a PING: a wrong address is an error at start, not a silent
-// fallback later.
-func openRedis(ctx context.Context, addr string) (*redisstore.Store, *redis.Client, error) {
+// openRedis returns a store in the Redis at addr, logging its outages to
+// logger, and its client, once Redis answers a PING: a wrong address is an
+// error at start, not a silent fallback later.
+func openRedis(ctx context.Context, addr string, logger *slog.Logger) (*redisstore.Store, *redis.Client, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, nil, fmt.Errorf("-redis %q: want host:port: %w", addr, err)
 	}
+	setRedisLogger(logger)
 	// The options redisstore advises, so that an outage costs little wait.
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: -1})
 	pctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
@@ -278,10 +318,43 @@ func openRedis(ctx context.Context, addr string) (*redisstore.Store, *redis.Clie
 		client.Close()
 		return nil, nil, fmt.Errorf("-redis %s: no answer: %w", addr, err)
 	}
-	store, err := redisstore.New(client)
+	store, err := redisstore.New(client, redisstore.WithLogger(logger))
 	if err != nil {
 		client.Close()
 		return nil, nil, fmt.Errorf("-redis: %w", err)
 	}
 	return store, client, nil
+}
+
+// go-redis logs on its own, to the process's stderr, through one logger
+// for the whole process: a failed dial at every attempt, so a line every
+// probe interval while Redis is down. redisLog passes those lines to the
+// logger of the latest openRedis at DEBUG; the store logs the outage once,
+// at WARN.
+var (
+	redisLogger     atomic.Pointer[slog.Logger]
+	redisLoggerOnce sync.Once
+)
+
+type redisLog struct{}
+
+func (redisLog) Printf(ctx context.Context, format string, v ...any) {
+	if l := redisLogger.Load(); l != nil {
+		l.DebugContext(ctx, "go-redis: "+strings.TrimSpace(fmt.Sprintf(format, v...)))
+	}
+}
+
+// setRedisLogger makes go-redis log to logger at DEBUG.
+func setRedisLogger(logger *slog.Logger) {
+	redisLogger.Store(logger)
+	redisLoggerOnce.Do(func() { redis.SetLogger(redisLog{}) })
+}
+
+// storeStats gives the metrics the store's counters.
+func storeStats(s *redisstore.Store) metrics.StoreStatsSource {
+	return metrics.StoreStatsFunc(func() metrics.StoreStats {
+		st := s.Stats()
+		return metrics.StoreStats{Errors: st.Errors, Outages: st.Outages,
+			Fallbacks: st.Fallbacks, FailedOpen: st.FailedOpen, FailedClosed: st.FailedClosed}
+	})
 }

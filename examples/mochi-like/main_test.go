@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,16 +26,27 @@ import (
 	"github.com/actorlimit/actorlimit/httpadapter"
 )
 
-// fakeClock is a clock that moves only when the test says so.
+// fakeClock is a clock that moves only when the test says so. While
+// broken, reading it panics: the limiter that reads it fails.
 type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu     sync.Mutex
+	now    time.Time
+	broken bool
 }
 
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.broken {
+		panic("fake clock broken by the test")
+	}
 	return c.now
+}
+
+func (c *fakeClock) Break(broken bool) {
+	c.mu.Lock()
+	c.broken = broken
+	c.mu.Unlock()
 }
 
 func (c *fakeClock) Advance(d time.Duration) {
@@ -56,6 +68,9 @@ func newFakeClock() *fakeClock {
 	windowStart := time.UnixMilli(56_666_667 * testScaleMs)
 	return &fakeClock{now: windowStart.Add(20250 * time.Millisecond)}
 }
+
+// quiet is the logger of the tests that do not look at the logs.
+var quiet = slog.New(slog.DiscardHandler)
 
 // newTestDir returns a temporary folder holding testFile.
 func newTestDir(t *testing.T) string {
@@ -133,7 +148,7 @@ func TestHandlerLimitsEachPeer(t *testing.T) {
 	root, err := os.OpenRoot(newTestDir(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { root.Close() })
-	h := newHandler(lim, root.FS(), testScaleMs, 3)
+	h := newHandler(lim, root.FS(), testScaleMs, 3, quiet)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	r := rig{clock: clock, handler: h, server: srv}
@@ -157,7 +172,7 @@ func TestHandlerLimitsEachPeer(t *testing.T) {
 
 func TestHandlerLimitZeroHasNoRetryAfter(t *testing.T) {
 	lim := startLimiter(t, newFakeClock())
-	h := newHandler(lim, os.DirFS(newTestDir(t)), testScaleMs, 0)
+	h := newHandler(lim, os.DirFS(newTestDir(t)), testScaleMs, 0, quiet)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/"+testFile, nil))
 	assert.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
@@ -167,7 +182,7 @@ func TestHandlerLimitZeroHasNoRetryAfter(t *testing.T) {
 
 func TestHandlerClosedLimiterAnswers503(t *testing.T) {
 	lim := startLimiter(t, newFakeClock())
-	h := newHandler(lim, os.DirFS(newTestDir(t)), testScaleMs, 3)
+	h := newHandler(lim, os.DirFS(newTestDir(t)), testScaleMs, 3, quiet)
 	require.NoError(t, lim.Close())
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/"+testFile, nil))
@@ -240,7 +255,7 @@ func TestRunDemo(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
 			args := slices.Concat(tt.args, []string{"-dir", newTestDir(t)})
-			err := run(t.Context(), args, &out, limiterOptions(newFakeClock())...)
+			err := run(t.Context(), args, &out, io.Discard, limiterOptions(newFakeClock())...)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, out.String())
 		})
@@ -254,7 +269,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		err := run(ctx, args, pw, limiterOptions(newFakeClock())...)
+		err := run(ctx, args, pw, io.Discard, limiterOptions(newFakeClock())...)
 		pw.Close()
 		errc <- err
 	}()
@@ -319,7 +334,7 @@ func TestRunBadFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
-		err := run(t.Context(), tt.args, &out)
+		err := run(t.Context(), tt.args, &out, io.Discard)
 		if assert.Error(t, err, "args %q", tt.args) {
 			assert.Contains(t, err.Error(), tt.want, "args %q", tt.args)
 		}
@@ -329,7 +344,7 @@ func TestRunBadFlags(t *testing.T) {
 
 func TestRunHelp(t *testing.T) {
 	var out bytes.Buffer
-	err := run(t.Context(), []string{"-h"}, &out)
+	err := run(t.Context(), []string{"-h"}, &out, io.Discard)
 	assert.True(t, errors.Is(err, flag.ErrHelp), "err = %v", err)
 	for _, name := range []string{"-addr", "-dir", "-scale", "-limit", "-demo", "-rules"} {
 		assert.Contains(t, out.String(), name)
@@ -343,7 +358,7 @@ func TestRunHelp(t *testing.T) {
 func TestRunDemoWithRules(t *testing.T) {
 	var out bytes.Buffer
 	args := []string{"-demo", "-rules", "rules.yaml", "-dir", newTestDir(t)}
-	err := run(t.Context(), args, &out, limiterOptions(newFakeClock())...)
+	err := run(t.Context(), args, &out, io.Discard, limiterOptions(newFakeClock())...)
 	require.NoError(t, err)
 	ok := func(r int) string { return fmt.Sprintf(`200 OK, RateLimit: "per-host";r=%d;t=10`, r) }
 	blocked := `429 Too Many Requests, Retry-After: 10, RateLimit: "per-host";r=0;t=10`

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ func startServer(t *testing.T, args ...string) (url, first string) {
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		err := run(ctx, args, pw)
+		err := run(ctx, args, pw, io.Discard)
 		pw.Close()
 		errc <- err
 	}()
@@ -87,9 +88,49 @@ func TestRedisFlagErrors(t *testing.T) {
 		{ln.Addr().String(), "-redis " + ln.Addr().String() + ": no answer"},
 	}
 	for _, tt := range tests {
-		err := run(t.Context(), []string{"-addr", "127.0.0.1:0", "-dir", newTestDir(t), "-redis", tt.addr}, io.Discard)
+		err := run(t.Context(), []string{"-addr", "127.0.0.1:0", "-dir", newTestDir(t), "-redis", tt.addr}, io.Discard, io.Discard)
 		if assert.Error(t, err, tt.addr) {
 			assert.Contains(t, err.Error(), tt.want)
 		}
 	}
+}
+
+// TestRedisOutageLoggedAndExported: with -redis and -admin, the example
+// gives the Redis store its logger and the metrics the store's counters.
+// Redis killed under it: the requests are decided by the fallback, the
+// outage is logged once however many requests it spans (go-redis's line
+// per failed dial goes to DEBUG), /metrics counts it; Redis back: the
+// recovery is logged once.
+func TestRedisOutageLoggedAndExported(t *testing.T) {
+	srv := redistest.Start(t)
+	clock := newFakeClock() // moves the store's probe interval, not Redis's windows
+	r := startRun(t, []string{"-addr", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-dir", newTestDir(t),
+		"-limit", "100", "-redis", srv.Addr, "-log", "debug"}, limiterOptions(clock)...)
+	require.NotEmpty(t, r.admin)
+	assert.Equal(t, http.StatusOK, status(t, r.url+testFile))
+	assert.Contains(t, fetch(t, r.admin+"/metrics"), "actorlimit_store_outages_total 0")
+
+	srv.Kill()
+	for range 3 {
+		assert.Equal(t, http.StatusOK, status(t, r.url+testFile), "decided by the fallback")
+	}
+	m := fetch(t, r.admin+"/metrics")
+	for _, want := range []string{
+		"actorlimit_store_errors_total 1",
+		"actorlimit_store_outages_total 1",
+		"actorlimit_store_fallbacks_total 3",
+	} {
+		assert.Contains(t, m, want)
+	}
+	srv.Restart()
+	clock.Advance(time.Second) // past the probe interval: the next check probes
+	assert.Equal(t, http.StatusOK, status(t, r.url+testFile))
+
+	for _, want := range []string{
+		`level=WARN msg="redisstore: redis unavailable`,
+		`level=INFO msg="redisstore: redis answers again"`,
+	} {
+		assert.Len(t, r.logs.lines(want), 1, "%s\nlogged:\n%s", want, strings.Join(r.logs.lines(""), "\n"))
+	}
+	assert.NotEmpty(t, r.logs.lines(`level=DEBUG msg="go-redis: `), "go-redis's own lines, at DEBUG, not on the process's stderr")
 }

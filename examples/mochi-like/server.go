@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/actorlimit/actorlimit"
@@ -34,19 +35,22 @@ type limitHandler struct {
 	scaleMs int64
 	limit   int64
 	obs     []httpadapter.Observer // with -admin: the metrics and analytics
+	log     *slog.Logger
+	failing atomic.Bool // the limiter's failure was logged, and it has not answered since
 }
 
 // newHandler serves files, allowing each peer IP limit requests per window
 // of scaleMs milliseconds: the raterlimiter's
 // check_rate(Req:get(peer), scaleMs, limit). Requests over the limit get 413
-// with a Retry-After header; a limiter error gets 503. The caller validates
-// scaleMs and limit.
-func newHandler(lim *actorlimit.Limiter, files fs.FS, scaleMs, limit int64) http.Handler {
+// with a Retry-After header; a limiter error gets 503, logged to log once
+// until the limiter answers again. The caller validates scaleMs and limit.
+func newHandler(lim *actorlimit.Limiter, files fs.FS, scaleMs, limit int64, log *slog.Logger) *limitHandler {
 	return &limitHandler{
 		lim:     lim,
 		files:   http.FileServerFS(files),
 		scaleMs: scaleMs,
 		limit:   limit,
+		log:     log,
 	}
 }
 
@@ -57,10 +61,11 @@ func (h *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		observe(h.obs, ip, res, err)
 	}
 	if err != nil {
-		slog.Error("mochi-like: check rate", "peer", ip, "err", err)
+		h.logFailing(r, err)
 		http.Error(w, unavailableMessage, http.StatusServiceUnavailable)
 		return
 	}
+	h.logAnswering()
 	if !res.Allowed {
 		if s, ok := retryAfter(res.RetryAfter); ok {
 			w.Header().Set("Retry-After", s)
@@ -69,6 +74,22 @@ func (h *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.files.ServeHTTP(w, r)
+}
+
+// logFailing logs that the limiter failed, once until it answers again:
+// every request meets the failure, and an operator needs one line, not a
+// line per request. A client that went away is not the limiter's failure.
+func (h *limitHandler) logFailing(r *http.Request, err error) {
+	if r.Context().Err() == nil && h.failing.CompareAndSwap(false, true) {
+		h.log.Warn("mochi-like: the limiter fails; answering 503 until it answers again (logged once)", "err", err)
+	}
+}
+
+// logAnswering logs, once, that the limiter answers again after a failure.
+func (h *limitHandler) logAnswering() {
+	if h.failing.Load() && h.failing.CompareAndSwap(true, false) {
+		h.log.Info("mochi-like: the limiter answers again")
+	}
 }
 
 // peerIP is the host part of a request's RemoteAddr ("192.0.2.1:5555" gives

@@ -302,3 +302,55 @@ func TestRedisUnsupportedCheckFailsAlone(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestRedisBadKeyFailsAlone: a key that Redis answers with an error (here
+// one of another type) fails only the checks on it, under concurrent load
+// through the limiter, which gathers them with the others into one
+// pipeline: every other check is decided by Redis, Redis is never taken for
+// down, and only the bad checks go to the outage mode (the default,
+// Fallback).
+func TestRedisBadKeyFailsAlone(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := newFakeClock() // frozen: every fixed-window hit lands in one window
+	lim, store := startOnRedis(t, srv, []redisstore.Option{redisstore.WithCallerTime()}, actorlimit.WithClock(clk))
+	witness, _ := startOnRedis(t, srv, []redisstore.Option{redisstore.WithCallerTime()}, actorlimit.WithClock(clk))
+	p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 1 << 40, Period: time.Hour}
+	// The key of ("bad", p), as redisstore's doc gives its layout, holding a
+	// string where the fixed window keeps a hash.
+	require.NoError(t, srv.Client().Set(context.Background(), "actorlimit:v2:{bad}:FixedWindow:3600000000000", "x", 0).Err())
+	const callers, hits = 8, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, callers+1)
+	for c := range callers + 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("good-%d", c)
+			if c == callers {
+				id = "bad"
+			}
+			for range hits {
+				if _, err := lim.Hit(context.Background(), id, p); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for c := range callers {
+		res, err := witness.Peek(context.Background(), fmt.Sprintf("good-%d", c), p)
+		require.NoError(t, err)
+		assert.Equal(t, int64(hits), res.Count, "caller %d's hits are all in Redis", c)
+	}
+	st := store.Stats()
+	assert.Equal(t, uint64(hits), st.CheckErrors)
+	assert.Equal(t, uint64(hits), st.Fallbacks, "only the bad key's checks fell back")
+	assert.Zero(t, st.Outages)
+	assert.Zero(t, st.Errors)
+	t.Logf("%d calls in %d store batches", (callers+1)*hits, st.Batches)
+}

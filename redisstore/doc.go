@@ -16,9 +16,16 @@
 //
 // One key per (algorithm, period, ID), as in the embedded table:
 //
-//	<prefix>{<ID>}:<algorithm>:<period in ns>
+//	<prefix>v2:{<ID>}:<algorithm>:<period in ns>
 //
-// for example "actorlimit:{alice}:gcra:1000000000". The ID is the Cluster
+// for example "actorlimit:v2:{alice}:GCRA:1000000000". "v2" is the version
+// of the state layout (what the scripts keep under a key); a release whose
+// scripts keep something else under a key writes another version, so that
+// during a rolling deploy the app servers of the old and the new release
+// keep their states apart (each group counts on its own until the old
+// servers are gone; in total at most twice the limit) instead of reading
+// each other's state and failing on it. Keys without a version are the
+// layouts before v2, and their TTLs clear them. The ID is the Cluster
 // hash tag, so one ID's keys live in one slot (every script call touches
 // one key, so a call never spans slots). An ID that contains '}' makes a
 // shorter tag: still one slot per key. Every write sets a TTL (PEXPIRE):
@@ -103,6 +110,23 @@
 //
 // The end-to-end tests kill Redis under load with these options: no call
 // outlasts 2s, at a 200ms timeout.
+//
+// A check that Redis answers with an error of its own while the round trip
+// works (its key holds another type or a state the script cannot read,
+// the script fails, OOM) is no outage: that check alone is decided as the
+// outage mode says (in FailError mode Decide returns an error wrapping
+// [ErrCheckFailed], with the check's index, key and Redis's reply, and out
+// holds the other checks' decisions), the other checks of its pipeline are
+// Redis's, Redis is not marked down, and [Stats].CheckErrors counts it
+// (logged, with the key, at most once per probe interval). Error replies
+// that speak for the whole server (LOADING, BUSY, READONLY, MASTERDOWN,
+// CLUSTERDOWN, TRYAGAIN, NOREPLICAS, NOAUTH, WRONGPASS, MOVED, ASK, too
+// many clients) fail the round trip, as a network error does. A Lua script
+// that fails half-way keeps what it wrote (Redis does not roll it back);
+// the scripts read a key before they write it, so a key they cannot read
+// is left as it was. The limiter answers every caller of a gathered batch
+// with Decide's error, so in FailError mode the callers gathered with a bad
+// key's check get ErrCheckFailed too, though their checks were decided.
 //
 // Some checks of a failed batch may have reached Redis. A context that the
 // caller cancelled gives ErrUnavailable wrapping ctx's error in every mode

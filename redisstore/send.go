@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -11,9 +12,11 @@ import (
 )
 
 // send decides checks in one round trip: a lone command goes as itself, more
-// as one pipeline. A second round trip comes only for the scripts that Redis
-// no longer had (NOSCRIPT), which changed nothing and are loaded and sent
-// again in order.
+// as one pipeline. More round trips come only for the scripts that Redis no
+// longer had (NOSCRIPT), which changed nothing and are loaded and sent again
+// in order. It returns an error when the round trip failed; a check that
+// Redis answered with an error of its own (see [isCheckError]) is left to
+// the caller in s.failed, and out[i] is not written for it.
 func (s *Store) send(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
 	ctx = withDeadline(ctx, time.Now().Add(s.cfg.timeout))
 	s.calls = s.calls[:0]
@@ -24,24 +27,41 @@ func (s *Store) send(ctx context.Context, now int64, checks []algo.Check, out []
 			s.pipe = append(s.pipe, cmd)
 		}
 	}
-	switch len(s.pipe) {
-	case 0:
-	case 1:
-		if err := s.client.Process(ctx, s.pipe[0]); err != nil && !isNoScript(err) {
-			return err
-		}
-	default:
-		p := s.client.Pipeline()
-		_ = p.BatchProcess(ctx, s.pipe...)
-		if cmds, err := p.Exec(ctx); err != nil && !onlyNoScript(cmds) {
-			return err
-		}
+	if err := s.exec(ctx, s.pipe); err != nil {
+		return err
 	}
 	if err := s.reload(ctx); err != nil {
 		return err
 	}
+	s.failed = s.failed[:0]
 	for i := range checks {
+		if cmd := s.calls[i].cmd; cmd != nil && cmd.Err() != nil {
+			s.failed = append(s.failed, i)
+			continue
+		}
 		out[i] = s.decision(&checks[i], &s.calls[i], now)
+	}
+	return nil
+}
+
+// exec sends cmds in one round trip: a lone command as itself, more as one
+// pipeline. It returns an error when the round trip failed, and not when
+// each command that failed failed alone: NOSCRIPT (see reload) or an error
+// of its check's own.
+func (s *Store) exec(ctx context.Context, cmds []redis.Cmder) error {
+	var err error
+	switch len(cmds) {
+	case 0:
+		return nil
+	case 1:
+		err = s.client.Process(ctx, cmds[0])
+	default:
+		p := s.client.Pipeline()
+		_ = p.BatchProcess(ctx, cmds...)
+		_, err = p.Exec(ctx)
+	}
+	if err != nil && !failedAlone(cmds) {
+		return err
 	}
 	return nil
 }
@@ -79,18 +99,47 @@ func (c *deadlineCtx) Err() error {
 	return nil
 }
 
-// onlyNoScript reports whether every failed command failed for NOSCRIPT,
-// which changed nothing.
-func onlyNoScript(cmds []redis.Cmder) bool {
+// failedAlone reports whether some command failed and every failed one
+// failed alone: for NOSCRIPT, which changed nothing, or with an error of
+// its check's own.
+func failedAlone(cmds []redis.Cmder) bool {
+	failed := false
 	for _, c := range cmds {
-		if err := c.Err(); err != nil && !isNoScript(err) {
+		if err := c.Err(); err != nil {
+			if !isNoScript(err) && !isCheckError(err) {
+				return false
+			}
+			failed = true
+		}
+	}
+	return failed
+}
+
+func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
+
+// serverWide are the prefixes of the error replies that speak for Redis as
+// a whole, not for one key: it is loading, busy with a script, a replica
+// or a cluster without a quorum, or refuses the connection. They fail the
+// round trip, as a network error does.
+var serverWide = []string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY",
+	"NOREPLICAS", "NOAUTH", "WRONGPASS", "MOVED", "ASK", "ERR max number of clients"}
+
+// isCheckError reports whether err is an error reply of one command's own:
+// a key holding another type (WRONGTYPE), a state the script cannot read
+// or another script error, OOM. Redis answered the round trip, and the
+// other commands of the pipeline were run.
+func isCheckError(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) || isNoScript(err) {
+		return false
+	}
+	for _, p := range serverWide {
+		if strings.HasPrefix(re.Error(), p) {
 			return false
 		}
 	}
 	return true
 }
-
-func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
 
 // reload loads the scripts again and sends the commands that failed for
 // NOSCRIPT, in their order, in one pipeline.
@@ -115,7 +164,7 @@ func (s *Store) reload(ctx context.Context) error {
 	for _, c := range again {
 		fresh[c] = p.EvalSha(ctx, c.Args()[1].(string), []string{c.Args()[3].(string)}, c.Args()[4:]...)
 	}
-	if _, err := p.Exec(ctx); err != nil && !onlyNoScript(p2cmds(fresh)) {
+	if _, err := p.Exec(ctx); err != nil && !failedAlone(p2cmds(fresh)) {
 		return err
 	}
 	for i := range s.calls {

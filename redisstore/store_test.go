@@ -211,6 +211,28 @@ func TestOutage(t *testing.T) {
 	}
 }
 
+// TestDefaultOutageIsFallback proves that a store made without WithOutage
+// does what the docs say: while Redis does not answer, an embedded table of
+// its own decides (limit 1: the first hit passes, the second does not), with
+// no error, counted in Fallbacks.
+func TestDefaultOutageIsFallback(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := redisstore.New(srv.Client(func(o *redis.Options) { o.MaxRetries, o.DialerRetries = -1, 1 }),
+		redisstore.WithCallerTime(), redisstore.WithTimeout(200*time.Millisecond))
+	require.NoError(t, err)
+	c := hit(algo.FixedWindow, "default", 1, 1, time.Hour)
+	assert.True(t, decide(t, s, t0, c)[0].Allowed)
+	srv.Kill()
+	out := make([]algo.Decision, 2)
+	require.NoError(t, s.Decide(context.Background(), t0+1, []algo.Check{c, c}, out))
+	assert.True(t, out[0].Allowed, "the fallback table starts empty")
+	assert.False(t, out[1].Allowed, "and limits")
+	st := s.Stats()
+	assert.Equal(t, uint64(2), st.Fallbacks)
+	assert.Equal(t, uint64(1), st.Outages)
+	assert.Zero(t, st.FailedOpen+st.FailedClosed)
+}
+
 // TestCancelled proves that a context that has ended gives ErrUnavailable at
 // once, in every mode, and marks no outage.
 func TestCancelled(t *testing.T) {

@@ -3,11 +3,9 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -15,40 +13,6 @@ import (
 	"github.com/actorlimit/actorlimit/internal/redistest"
 	"github.com/actorlimit/actorlimit/redisstore"
 )
-
-// roundTrips is a go-redis hook that counts round trips: each command sent
-// alone and each pipeline is one, except those that set up a new
-// connection (HELLO, CLIENT SETINFO), which go-redis sends through the
-// hooks too.
-type roundTrips struct{ n atomic.Int64 }
-
-func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !setup(cmd) {
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) == 0 || !setup(cmds[0]) {
-			h.n.Add(1)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func setup(cmd redis.Cmder) bool {
-	switch cmd.Name() {
-	case "hello", "client", "auth", "select":
-		return true
-	}
-	return false
-}
 
 // mixed returns n checks that cycle through every algorithm (so every
 // script) on a few ids, with a Reset and a Peek among them.
@@ -76,7 +40,7 @@ func mixed(n int) []algo.Check {
 func TestOneRoundTripPerBatch(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
-	rt := &roundTrips{}
+	rt := &redistest.RoundTrips{}
 	client.AddHook(rt)
 	ctx := context.Background()
 	require.NoError(t, client.Ping(ctx).Err()) // the connection is dialed and set up
@@ -85,10 +49,10 @@ func TestOneRoundTripPerBatch(t *testing.T) {
 	require.NoError(t, err)
 	trips := func(checks []algo.Check) int64 {
 		t.Helper()
-		before := rt.n.Load()
+		before := rt.N()
 		out := make([]algo.Decision, len(checks))
 		require.NoError(t, s.Decide(ctx, t0, checks, out))
-		return rt.n.Load() - before
+		return rt.N() - before
 	}
 	trips(mixed(6)) // a new Redis has none of the scripts yet: NOSCRIPT, loads
 	require.Equal(t, uint64(1), s.Stats().Reloads)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -389,4 +391,53 @@ func TestRedisBadKeyFailsAlone(t *testing.T) {
 	assert.Zero(t, st.Outages)
 	assert.Zero(t, st.Errors)
 	t.Logf("%d calls in %d store batches", (callers+1)*hits, st.Batches)
+}
+
+// TestRedisHungWithDefaultClientOptions: a Redis that accepts connections
+// and never answers, reached by a client with go-redis's default options
+// (which ignore a context's deadline on reads), holds no caller of the
+// limiter longer than about the store's timeout: the batch goes to the
+// outage mode (the default, Fallback) at WithTimeout.
+func TestRedisHungWithDefaultClientOptions(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
+		}
+	}()
+	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String()})
+	t.Cleanup(func() { _ = client.Close() })
+	const timeout = 150 * time.Millisecond
+	lim, store := startOnClient(t, client, []redisstore.Option{redisstore.WithTimeout(timeout)})
+	p := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 100, Period: time.Second}
+	var wg sync.WaitGroup
+	var slow, denied atomic.Int64
+	for c := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				start := time.Now()
+				res, err := lim.Hit(context.Background(), fmt.Sprintf("hung-%d", c), p)
+				if err != nil || !res.Allowed {
+					denied.Add(1)
+				}
+				if time.Since(start) > time.Second {
+					slow.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Zero(t, slow.Load(), "calls held past the store's timeout")
+	assert.Zero(t, denied.Load(), "the fallback table allows")
+	st := store.Stats()
+	assert.Equal(t, uint64(1), st.Outages)
+	assert.Equal(t, uint64(40), st.Fallbacks)
 }

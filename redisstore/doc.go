@@ -97,19 +97,26 @@
 //     interval, [FailError] returns an error wrapping [ErrUnavailable] and
 //     the cause.
 //
-// The timeout holds only if the client lets it: go-redis ignores a
+// The timeout holds whatever the client's options. go-redis ignores a
 // context's deadline on socket reads unless Options.ContextTimeoutEnabled is
-// set (then ReadTimeout, 3s by default, bounds them), and redials a refused
-// connection DialerRetries times (5 by default) with a 100ms pause between,
-// so each probe of a dead Redis would take the whole timeout, during which
-// the limiter waits. Give the client
+// set (by default a read waits for ReadTimeout, 5s, and a pipeline's
+// retries after it: 40s in a test against a Redis that never answers). For
+// such a client (New reads its Options) the store runs each round trip, and
+// each probe, on a goroutine of its own and stops waiting at the deadline;
+// the abandoned round trip ends in go-redis's own time, holding a pooled
+// connection until then. go-redis also redials a refused connection
+// DialerRetries times (5 by default) with a pause between, so each probe of
+// a dead Redis takes the whole timeout, during which the limiter waits.
+// Give the client
 //
-//	ContextTimeoutEnabled: true, // reads stop at WithTimeout
+//	ContextTimeoutEnabled: true, // reads stop at WithTimeout, without a goroutine each
 //	DialerRetries:         1,    // a dead Redis costs one refused dial
 //	MaxRetries:            -1,   // a failed batch goes to the outage mode at once
 //
 // The end-to-end tests kill Redis under load with these options: no call
-// outlasts 2s, at a 200ms timeout.
+// outlasts 2s, at a 200ms timeout; and a Redis that never answers holds a
+// round trip for the timeout alone, with these options and with the
+// defaults.
 //
 // A check that Redis answers with an error of its own while the round trip
 // works (its key holds another type or a state the script cannot read,

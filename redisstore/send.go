@@ -49,54 +49,23 @@ func (s *Store) send(ctx context.Context, now int64, checks []algo.Check, out []
 // each command that failed failed alone: NOSCRIPT (see reload) or an error
 // of its check's own.
 func (s *Store) exec(ctx context.Context, cmds []redis.Cmder) error {
-	var err error
-	switch len(cmds) {
-	case 0:
+	if len(cmds) == 0 {
 		return nil
-	case 1:
-		err = s.client.Process(ctx, cmds[0])
-	default:
-		p := s.client.Pipeline()
-		_ = p.BatchProcess(ctx, cmds...)
-		_, err = p.Exec(ctx)
 	}
-	if err != nil && !failedAlone(cmds) {
-		return err
-	}
-	return nil
-}
-
-// deadlineCtx is ctx with a deadline that it reports but arms no timer
-// for: Done and Err are the parent's, and Err is DeadlineExceeded once the
-// deadline has passed. go-redis bounds a round trip by the deadline alone:
-// it sets the connection's read and write deadlines from it
-// (Options.ContextTimeoutEnabled) and net.Dialer its dial's. It replaces
-// context.WithTimeout, whose timer, armed and stopped at every round trip,
-// woke another thread each time: at one caller 10% of the CPU profile was
-// that timer's futex wakeups, and the wakeups sat on the latency path.
-// Only a wait for a pooled connection is left to the pool's own timeout.
-type deadlineCtx struct {
-	context.Context
-	deadline time.Time
-}
-
-func withDeadline(ctx context.Context, d time.Time) context.Context {
-	if old, ok := ctx.Deadline(); ok && old.Before(d) {
-		return ctx
-	}
-	return &deadlineCtx{ctx, d}
-}
-
-func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
-
-func (c *deadlineCtx) Err() error {
-	if err := c.Context.Err(); err != nil {
-		return err
-	}
-	if !time.Now().Before(c.deadline) {
-		return context.DeadlineExceeded
-	}
-	return nil
+	return s.bounded(ctx, func(ctx context.Context) error {
+		var err error
+		if len(cmds) == 1 {
+			err = s.client.Process(ctx, cmds[0])
+		} else {
+			p := s.client.Pipeline()
+			_ = p.BatchProcess(ctx, cmds...)
+			_, err = p.Exec(ctx)
+		}
+		if err != nil && !failedAlone(cmds) {
+			return err
+		}
+		return nil
+	})
 }
 
 // failedAlone reports whether some command failed and every failed one
@@ -155,16 +124,22 @@ func (s *Store) reload(ctx context.Context) error {
 	}
 	s.stats.reloads.Add(1)
 	for _, sc := range []*redis.Script{fixedLua, countLua, drainLua} {
-		if err := sc.Load(ctx, s.client).Err(); err != nil {
+		if err := s.bounded(ctx, func(ctx context.Context) error { return sc.Load(ctx, s.client).Err() }); err != nil {
 			return err
 		}
 	}
-	p := s.client.Pipeline()
 	fresh := make(map[*redis.Cmd]*redis.Cmd, len(again))
-	for _, c := range again {
-		fresh[c] = p.EvalSha(ctx, c.Args()[1].(string), []string{c.Args()[3].(string)}, c.Args()[4:]...)
-	}
-	if _, err := p.Exec(ctx); err != nil && !failedAlone(p2cmds(fresh)) {
+	err := s.bounded(ctx, func(ctx context.Context) error {
+		p := s.client.Pipeline()
+		for _, c := range again {
+			fresh[c] = p.EvalSha(ctx, c.Args()[1].(string), []string{c.Args()[3].(string)}, c.Args()[4:]...)
+		}
+		if _, err := p.Exec(ctx); err != nil && !failedAlone(p2cmds(fresh)) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	for i := range s.calls {

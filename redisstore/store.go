@@ -51,6 +51,7 @@ const keyVersion = "v2:"
 type Store struct {
 	client redis.UniversalClient
 	cfg    config
+	honors bool // the client ends a round trip at its context's deadline
 
 	down     bool  // Redis failed and has not answered a probe since
 	lastFail int64 // the now of the last failure, Unix ns
@@ -90,7 +91,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{client: client, cfg: cfg, fallback: table.New(cfg.fallback)}, nil
+	return &Store{client: client, cfg: cfg, fallback: table.New(cfg.fallback), honors: honorsDeadline(client)}, nil
 }
 
 // Stats counts what a store did, for metrics.
@@ -230,7 +231,7 @@ func (s *Store) probe(ctx context.Context, now int64) bool {
 	s.stats.probes.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	if err := s.client.Ping(ctx).Err(); err != nil {
+	if err := s.bounded(ctx, func(ctx context.Context) error { return s.client.Ping(ctx).Err() }); err != nil {
 		s.lastFail = now
 		return false
 	}

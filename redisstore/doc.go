@@ -79,8 +79,10 @@
 // Decide sends a whole batch as one pipeline: one round trip per batch of up
 // to [WithMaxBatch] checks (default 1000; a larger batch takes one round trip
 // per 1000), in order on one connection, so later checks of a key see the
-// earlier ones. A flushed script cache costs one more round trip (SCRIPT
-// LOAD) and one for the commands that got NOSCRIPT, which changed nothing.
+// earlier ones. A flushed script cache (a restarted Redis) costs four more
+// round trips: one SCRIPT LOAD for each of the three scripts, one after
+// another, and one for the commands that got NOSCRIPT, which changed
+// nothing, sent again in one pipeline.
 // Each round trip is bounded by [WithTimeout] (default 250ms) and by ctx.
 //
 // # Outages

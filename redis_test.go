@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -31,11 +33,22 @@ var patientRedis = redisstore.WithTimeout(10 * time.Second)
 // given store options, and closes it at the test's end.
 func startOnRedis(t *testing.T, srv *redistest.Server, sopts []redisstore.Option, opts ...actorlimit.Option) (*actorlimit.Limiter, *redisstore.Store) {
 	t.Helper()
-	s, err := redisstore.New(srv.Client(func(o *redis.Options) {
-		// As redisstore's doc advises: a dead Redis costs one refused dial,
-		// and reads stop at the store's timeout.
+	return startOnClient(t, redisClient(srv), sopts, opts...)
+}
+
+// redisClient returns a client of srv with the options redisstore's doc
+// advises: a dead Redis costs one refused dial, and reads stop at the
+// store's timeout.
+func redisClient(srv *redistest.Server) *redis.Client {
+	return srv.Client(func(o *redis.Options) {
 		o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled = -1, 1, true
-	}), append([]redisstore.Option{patientRedis}, sopts...)...)
+	})
+}
+
+// startOnClient is startOnRedis with a client of the test's own.
+func startOnClient(t *testing.T, client redis.UniversalClient, sopts []redisstore.Option, opts ...actorlimit.Option) (*actorlimit.Limiter, *redisstore.Store) {
+	t.Helper()
+	s, err := redisstore.New(client, append([]redisstore.Option{patientRedis}, sopts...)...)
 	require.NoError(t, err)
 	lim, err := actorlimit.Start(append([]actorlimit.Option{actorlimit.WithStore(s)}, opts...)...)
 	require.NoError(t, err)
@@ -86,41 +99,58 @@ func TestRedisStoreThroughTheAPI(t *testing.T) {
 	}
 }
 
-// TestRedisTwoAppServersExact: two Limiters ("two app servers"), each with
-// its own client, share one Redis under concurrent load; exactly Limit hits
-// are allowed between them, and the mailbox sends fewer batches than there
-// are calls.
-func TestRedisTwoAppServersExact(t *testing.T) {
+// TestRedisThreeAppServersExact: three Limiters ("three app servers"),
+// each with its own client, share one Redis under concurrent load on every
+// algorithm at once; between them they allow exactly what one embedded table
+// allows for the same hits, and each server's mailbox batches are one round
+// trip to Redis each, fewer than the calls.
+func TestRedisThreeAppServersExact(t *testing.T) {
 	srv := redistest.Start(t)
-	clk := newFakeClock() // frozen: no window may end during the test
-	const limit, callersEach, hitsEach = 300, 16, 40
-	p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: limit, Period: time.Minute}
-	g := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: limit, Period: time.Minute}
-	var servers [2]*actorlimit.Limiter
-	var stores [2]*redisstore.Store
-	for i := range servers {
-		servers[i], stores[i] = startOnRedis(t, srv, []redisstore.Option{redisstore.WithCallerTime()}, actorlimit.WithClock(clk))
+	clk := newFakeClock() // frozen: no window may end, no bucket drain during the test
+	const servers, callersEach, hitsEach, limit = 3, 16, 40, 300
+	ctx := context.Background()
+	hits := make([]actorlimit.HitRequest, len(allAlgorithms))
+	for i, a := range allAlgorithms {
+		hits[i] = actorlimit.HitRequest{ID: "shared", Policy: actorlimit.Policy{Algorithm: a, Limit: limit, Period: time.Minute}}
 	}
-	var allowed, allowedGCRA [2]atomic.Int64
+	lims := make([]*actorlimit.Limiter, servers)
+	stores := make([]*redisstore.Store, servers)
+	trips := make([]*redistest.RoundTrips, servers)
+	for i := range lims {
+		client := redisClient(srv)
+		trips[i] = &redistest.RoundTrips{}
+		client.AddHook(trips[i])
+		lims[i], stores[i] = startOnClient(t, client, []redisstore.Option{redisstore.WithCallerTime()}, actorlimit.WithClock(clk))
+		// Load the scripts and dial, on a key of its own, before counting.
+		warm := make([]actorlimit.HitRequest, len(hits))
+		for j := range hits {
+			warm[j] = hits[j]
+			warm[j].ID = "warm"
+		}
+		require.NoError(t, lims[i].HitMany(ctx, warm, make([]actorlimit.Result, len(warm))))
+	}
+	var batches0, trips0 [servers]uint64
+	for i := range lims {
+		batches0[i], trips0[i] = stores[i].Stats().Batches, uint64(trips[i].N())
+	}
+	allowed := make([][servers]atomic.Int64, len(hits))
 	var wg sync.WaitGroup
-	errs := make(chan error, 2*callersEach)
-	for s := range servers {
+	errs := make(chan error, servers*callersEach)
+	for s := range lims {
 		for range callersEach {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				out := make([]actorlimit.Result, len(hits))
 				for range hitsEach {
-					out := make([]actorlimit.Result, 2)
-					err := servers[s].HitMany(context.Background(), []actorlimit.HitRequest{{ID: "shared", Policy: p}, {ID: "shared", Policy: g}}, out)
-					if err != nil {
+					if err := lims[s].HitMany(ctx, hits, out); err != nil {
 						errs <- err
 						return
 					}
-					if out[0].Allowed {
-						allowed[s].Add(1)
-					}
-					if out[1].Allowed {
-						allowedGCRA[s].Add(1)
+					for j := range out {
+						if out[j].Allowed {
+							allowed[j][s].Add(1)
+						}
 					}
 				}
 			}()
@@ -131,16 +161,24 @@ func TestRedisTwoAppServersExact(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	assert.Equal(t, int64(limit), allowed[0].Load()+allowed[1].Load(), "fixed window: allowed by server 0 and 1: %d, %d", allowed[0].Load(), allowed[1].Load())
-	assert.Equal(t, int64(limit), allowedGCRA[0].Load()+allowedGCRA[1].Load(), "GCRA: allowed by server 0 and 1: %d, %d", allowedGCRA[0].Load(), allowedGCRA[1].Load())
-	for i, s := range servers {
-		res, err := s.Peek(context.Background(), "shared", p)
+	// The truth: the same hits, one at a time, on an embedded table.
+	local := start(t, clk)
+	for j, h := range hits {
+		want := countAllowed(t, local, "shared", h.Policy, servers*callersEach*hitsEach)
+		got := allowed[j][0].Load() + allowed[j][1].Load() + allowed[j][2].Load()
+		assert.Equal(t, int64(want), got, "%v: allowed by servers 0, 1, 2: %d, %d, %d", h.Policy.Algorithm,
+			allowed[j][0].Load(), allowed[j][1].Load(), allowed[j][2].Load())
+	}
+	for i, s := range lims {
+		res, err := s.Peek(ctx, "shared", hits[0].Policy)
 		require.NoError(t, err)
-		assert.Equal(t, int64(2*callersEach*hitsEach), res.Count, "server %d sees every hit, denied ones included", i)
+		assert.Equal(t, int64(servers*callersEach*hitsEach), res.Count, "server %d sees every fixed-window hit, denied ones included", i)
 		st := stores[i].Stats()
-		assert.Less(t, st.Batches, uint64(callersEach*hitsEach), "server %d: one Decide per call, none gathered", i)
+		batches, rts := st.Batches-batches0[i], uint64(trips[i].N())-trips0[i]
+		assert.Less(t, batches, uint64(callersEach*hitsEach), "server %d: one Decide per call, none gathered", i)
+		assert.Equal(t, batches, rts, "server %d: one round trip per batch", i)
 		assert.Zero(t, st.Errors)
-		t.Logf("server %d: %d calls in %d store batches", i, callersEach*hitsEach, st.Batches)
+		t.Logf("server %d: %d calls in %d store batches, %d round trips", i, callersEach*hitsEach, batches, rts)
 	}
 }
 
@@ -301,4 +339,105 @@ func TestRedisUnsupportedCheckFailsAlone(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// TestRedisBadKeyFailsAlone: a key that Redis answers with an error (here
+// one of another type) fails only the checks on it, under concurrent load
+// through the limiter, which gathers them with the others into one
+// pipeline: every other check is decided by Redis, Redis is never taken for
+// down, and only the bad checks go to the outage mode (the default,
+// Fallback).
+func TestRedisBadKeyFailsAlone(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := newFakeClock() // frozen: every fixed-window hit lands in one window
+	lim, store := startOnRedis(t, srv, []redisstore.Option{redisstore.WithCallerTime()}, actorlimit.WithClock(clk))
+	witness, _ := startOnRedis(t, srv, []redisstore.Option{redisstore.WithCallerTime()}, actorlimit.WithClock(clk))
+	p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 1 << 40, Period: time.Hour}
+	// The key of ("bad", p), as redisstore's doc gives its layout, holding a
+	// string where the fixed window keeps a hash.
+	require.NoError(t, srv.Client().Set(context.Background(), "actorlimit:v2:{bad}:FixedWindow:3600000000000", "x", 0).Err())
+	const callers, hits = 8, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, callers+1)
+	for c := range callers + 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("good-%d", c)
+			if c == callers {
+				id = "bad"
+			}
+			for range hits {
+				if _, err := lim.Hit(context.Background(), id, p); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for c := range callers {
+		res, err := witness.Peek(context.Background(), fmt.Sprintf("good-%d", c), p)
+		require.NoError(t, err)
+		assert.Equal(t, int64(hits), res.Count, "caller %d's hits are all in Redis", c)
+	}
+	st := store.Stats()
+	assert.Equal(t, uint64(hits), st.CheckErrors)
+	assert.Equal(t, uint64(hits), st.Fallbacks, "only the bad key's checks fell back")
+	assert.Zero(t, st.Outages)
+	assert.Zero(t, st.Errors)
+	t.Logf("%d calls in %d store batches", (callers+1)*hits, st.Batches)
+}
+
+// TestRedisHungWithDefaultClientOptions: a Redis that accepts connections
+// and never answers, reached by a client with go-redis's default options
+// (which ignore a context's deadline on reads), holds no caller of the
+// limiter longer than about the store's timeout: the batch goes to the
+// outage mode (the default, Fallback) at WithTimeout.
+func TestRedisHungWithDefaultClientOptions(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
+		}
+	}()
+	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String()})
+	t.Cleanup(func() { _ = client.Close() })
+	const timeout = 150 * time.Millisecond
+	lim, store := startOnClient(t, client, []redisstore.Option{redisstore.WithTimeout(timeout)})
+	p := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 100, Period: time.Second}
+	var wg sync.WaitGroup
+	var slow, denied atomic.Int64
+	for c := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				start := time.Now()
+				res, err := lim.Hit(context.Background(), fmt.Sprintf("hung-%d", c), p)
+				if err != nil || !res.Allowed {
+					denied.Add(1)
+				}
+				if time.Since(start) > time.Second {
+					slow.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Zero(t, slow.Load(), "calls held past the store's timeout")
+	assert.Zero(t, denied.Load(), "the fallback table allows")
+	st := store.Stats()
+	assert.Equal(t, uint64(1), st.Outages)
+	assert.Equal(t, uint64(40), st.Fallbacks)
 }

@@ -13,7 +13,7 @@
 //   - through [Collector.SetLimiter], whose Stats it reads at scrape time:
 //     entries held, evictions, expired entries, restarts;
 //   - through [Collector.SetStore], for a networked store such as
-//     redisstore's: its errors, outages and fallbacks, as a [StoreStats]
+//     redisstore's: its errors, outages, fallbacks and failed checks, as a [StoreStats]
 //     (declared here, so that this package depends on no store; a
 //     [StoreStatsFunc] adapts the store's own counters).
 //
@@ -48,6 +48,7 @@
 //	actorlimit_store_fallbacks_total               checks decided by the local fallback table
 //	actorlimit_store_failed_open_total             checks allowed because the store did not answer
 //	actorlimit_store_failed_closed_total           checks denied because the store did not answer
+//	actorlimit_store_check_errors_total            checks the store answered with an error of their own
 //
 // Only the one of denied, monitored and shadowed that a rule's action can
 // produce is exported for it.

@@ -52,6 +52,9 @@ type StoreStats struct {
 	// Fallbacks, FailedOpen and FailedClosed count the checks decided by a
 	// local fallback, allowed, and denied because the store did not answer.
 	Fallbacks, FailedOpen, FailedClosed uint64
+	// CheckErrors counts the checks the store answered with an error of
+	// their own (a key it cannot read), decided alone by the outage mode.
+	CheckErrors uint64
 }
 
 // StoreStatsSource is what [Collector.SetStore] reads at scrape time.
@@ -68,7 +71,8 @@ type StoreStatsSource interface {
 //	col.SetStore(metrics.StoreStatsFunc(func() metrics.StoreStats {
 //		st := s.Stats()
 //		return metrics.StoreStats{Errors: st.Errors, Outages: st.Outages,
-//			Fallbacks: st.Fallbacks, FailedOpen: st.FailedOpen, FailedClosed: st.FailedClosed}
+//			Fallbacks: st.Fallbacks, FailedOpen: st.FailedOpen, FailedClosed: st.FailedClosed,
+//			CheckErrors: st.CheckErrors}
 //	}))
 type StoreStatsFunc func() StoreStats
 
@@ -117,6 +121,7 @@ type Collector struct {
 	checkErrorsDesc, entries, evictions, expired, queued, restarts, statsErrorsDesc *prometheus.Desc
 	sweeps, sweepSeconds                                                            *prometheus.Desc
 	storeErrors, storeOutages, storeFallbacks, storeOpen, storeClosed               *prometheus.Desc
+	storeCheckErrors                                                                *prometheus.Desc
 }
 
 type ruleKey struct {
@@ -192,6 +197,7 @@ func New(cfg Config) (*Collector, error) {
 	c.storeFallbacks = prometheus.NewDesc(ns+"_store_fallbacks_total", "Checks decided by the local fallback table during outages.", nil, nil)
 	c.storeOpen = prometheus.NewDesc(ns+"_store_failed_open_total", "Checks allowed because the networked store did not answer.", nil, nil)
 	c.storeClosed = prometheus.NewDesc(ns+"_store_failed_closed_total", "Checks denied because the networked store did not answer.", nil, nil)
+	c.storeCheckErrors = prometheus.NewDesc(ns+"_store_check_errors_total", "Checks the networked store answered with an error of their own, decided alone by the outage mode.", nil, nil)
 	return c, nil
 }
 
@@ -275,7 +281,7 @@ func (t *timed) Started() bool {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.matched, c.allowed, c.denied, c.monitored, c.shadowed, c.nearLimit,
 		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.queued, c.restarts, c.statsErrorsDesc, c.sweeps, c.sweepSeconds,
-		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed} {
+		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed, c.storeCheckErrors} {
 		ch <- d
 	}
 	c.latency.Describe(ch)
@@ -330,6 +336,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.storeFallbacks, st.Fallbacks)
 		counter(c.storeOpen, st.FailedOpen)
 		counter(c.storeClosed, st.FailedClosed)
+		counter(c.storeCheckErrors, st.CheckErrors)
 	}
 }
 

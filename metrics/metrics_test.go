@@ -180,9 +180,12 @@ func TestCollectorStoreCounters(t *testing.T) {
 	c, err := metrics.New(metrics.Config{})
 	require.NoError(t, err)
 	c.SetStore(metrics.StoreStatsFunc(func() metrics.StoreStats {
-		return metrics.StoreStats{Errors: 2, Outages: 1, Fallbacks: 5, FailedOpen: 3, FailedClosed: 4}
+		return metrics.StoreStats{Errors: 2, Outages: 1, Fallbacks: 5, FailedOpen: 3, FailedClosed: 4, CheckErrors: 6}
 	}))
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP actorlimit_store_check_errors_total Checks the networked store answered with an error of their own, decided alone by the outage mode.
+# TYPE actorlimit_store_check_errors_total counter
+actorlimit_store_check_errors_total 6
 # HELP actorlimit_store_errors_total Round trips to the networked store that failed.
 # TYPE actorlimit_store_errors_total counter
 actorlimit_store_errors_total 2
@@ -198,7 +201,7 @@ actorlimit_store_fallbacks_total 5
 # HELP actorlimit_store_outages_total Times the networked store went from answering to not.
 # TYPE actorlimit_store_outages_total counter
 actorlimit_store_outages_total 1
-`), "actorlimit_store_errors_total", "actorlimit_store_failed_closed_total", "actorlimit_store_failed_open_total",
+`), "actorlimit_store_check_errors_total", "actorlimit_store_errors_total", "actorlimit_store_failed_closed_total", "actorlimit_store_failed_open_total",
 		"actorlimit_store_fallbacks_total", "actorlimit_store_outages_total"))
 	c.SetStore(nil)
 	n, err := testutil.GatherAndCount(registry(t, c), "actorlimit_store_errors_total")

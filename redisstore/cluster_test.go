@@ -1,8 +1,12 @@
 package redisstore_test
 
 import (
+	"context"
 	"fmt"
+	"math/rand/v2"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/internal/redistest"
 	"github.com/actorlimit/actorlimit/redisstore"
+	"github.com/actorlimit/actorlimit/table"
 )
 
 // crc16 is Redis Cluster's CRC16 (XMODEM), written from its specification.
@@ -42,7 +48,8 @@ func slot(key string) uint16 {
 }
 
 // TestClusterSlots proves the key layout: every key a script call touches
-// (one per call) carries its ID as hash tag, so that every algorithm's and
+// (one per call) is <prefix>v2:{<ID>}:<algorithm>:<period ns>, with the
+// layout's version and the ID as hash tag, so that every algorithm's and
 // period's state of one ID lives in one Cluster slot, and keys differ by
 // prefix, algorithm, period and ID.
 func TestClusterSlots(t *testing.T) {
@@ -56,7 +63,7 @@ func TestClusterSlots(t *testing.T) {
 			for _, p := range []time.Duration{time.Second, time.Minute} {
 				c := algo.Check{Algorithm: a, ID: id, Period: p, Limit: 1, Burst: 1, N: 1}
 				k := redisstore.Key(s, &c)
-				assert.True(t, strings.HasPrefix(k, "app:{"+id+"}"), k)
+				assert.Equal(t, fmt.Sprintf("app:v2:{%s}:%v:%d", id, a, p.Nanoseconds()), k)
 				assert.Equal(t, want, slot(k), k)
 				assert.False(t, seen[k], "key %s twice", k)
 				seen[k] = true
@@ -64,4 +71,132 @@ func TestClusterSlots(t *testing.T) {
 		}
 	}
 	assert.Len(t, seen, 5*len(algo.All())*2, fmt.Sprint(seen))
+}
+
+// scriptKeys is a go-redis hook that records the keys of every script call
+// (EVALSHA) the client sends, alone or in a pipeline, and counts the calls
+// that declare other than one key.
+type scriptKeys struct {
+	mu   sync.Mutex
+	keys map[string]bool
+	bad  []string
+}
+
+func (h *scriptKeys) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptKeys) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.see(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *scriptKeys) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.see(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *scriptKeys) see(cmd redis.Cmder) {
+	if cmd.Name() != "evalsha" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	args := cmd.Args()
+	if n, ok := args[2].(int); !ok || n != 1 {
+		h.bad = append(h.bad, fmt.Sprint(args[:4]...))
+		return
+	}
+	h.keys[args[3].(string)] = true
+}
+
+// TestRealCluster runs the store on a real Redis Cluster (one node that
+// holds every slot, through redis.NewClusterClient, where Redis enforces the
+// cluster's rules: a script may only touch keys of the slot its declared
+// key is in). Over random batches on about 150 ids, crossing the pipeline
+// bound and with the script cache flushed half-way, it must decide as the
+// embedded table does; every script call declares one key, and every key
+// lands in its ID's slot (CLUSTER KEYSLOT), with a TTL.
+func TestRealCluster(t *testing.T) {
+	srv := redistest.StartCluster(t)
+	client := srv.ClusterClient()
+	sk := &scriptKeys{keys: map[string]bool{}}
+	client.AddHook(sk)
+	ctx := context.Background()
+	st, err := redisstore.New(client, redisstore.WithCallerTime(), redisstore.WithMaxBatch(7), patient,
+		redisstore.WithOutage(redisstore.FailError))
+	require.NoError(t, err)
+	tab := table.New(0)
+	rng := rand.New(rand.NewPCG(10, 13))
+	now := int64(1_790_000_000_123_456_789)
+	for step := 0; step < 200; step++ {
+		now += rng.Int64N(int64(300 * time.Millisecond))
+		if step == 100 {
+			require.NoError(t, client.ScriptFlush(ctx).Err())
+		}
+		checks := make([]algo.Check, 1+rng.IntN(20))
+		for i := range checks {
+			checks[i] = randomCheck(rng)
+			if checks[i].ID != "big" {
+				checks[i].ID = fmt.Sprintf("user:%d", rng.IntN(150))
+			}
+		}
+		want := make([]algo.Decision, len(checks))
+		got := make([]algo.Decision, len(checks))
+		require.NoError(t, tab.Decide(ctx, now, checks, want))
+		require.NoError(t, st.Decide(ctx, now, checks, got), "step %d", step)
+		for i := range checks {
+			require.Equal(t, want[i], got[i], "step %d check %d %+v", step, i, checks[i])
+		}
+	}
+	assert.Positive(t, st.Stats().Reloads, "the flushed scripts were loaded again")
+	assert.Empty(t, sk.bad, "script calls that declare other than one key")
+	require.Greater(t, len(sk.keys), 150)
+
+	node := srv.Client() // the one node, to ask it about its keys
+	slots := map[string]int64{}
+	for k := range sk.keys {
+		i, j := strings.IndexByte(k, '{'), strings.IndexByte(k, '}')
+		if !assert.True(t, i >= 0 && j > i+1, "%s has no hash tag", k) {
+			continue
+		}
+		tag := k[i+1 : j]
+		want, err := node.ClusterKeySlot(ctx, "{"+tag+"}").Result()
+		require.NoError(t, err)
+		got, err := node.ClusterKeySlot(ctx, k).Result()
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "%s is not in its ID's slot", k)
+		slots[tag] = got
+	}
+	assert.Greater(t, len(slots), 100, "ids over many slots")
+	for k, d := range ttls(t, node) {
+		assert.Positive(t, d, "%s has no TTL", k)
+		assert.True(t, sk.keys[k], "%s was written by a script call that did not declare it", k)
+	}
+}
+
+// TestScriptsTouchTheirKeyOnly reads the scripts' sources: every Redis
+// command they call names KEYS[1], the one key the call declares, or no key
+// at all (TIME). So a script call touches one key, and one Cluster slot.
+// Redis does not check it for a script without a shebang (it allows such a
+// script to reach other keys of its node), so TestRealCluster could not see
+// a read of another key.
+func TestScriptsTouchTheirKeyOnly(t *testing.T) {
+	call := regexp.MustCompile(`redis\.p?call\(\s*'(\w+)'\s*(?:,\s*([^,)]+))?`)
+	for name, src := range redisstore.Scripts {
+		calls := call.FindAllStringSubmatch(src, -1)
+		require.NotEmpty(t, calls, name)
+		assert.Equal(t, strings.Count(src, "redis.call(")+strings.Count(src, "redis.pcall("), len(calls),
+			"%s: a call whose command is not a literal", name)
+		for _, c := range calls {
+			if strings.EqualFold(c[1], "TIME") {
+				continue
+			}
+			assert.Equal(t, "KEYS[1]", strings.TrimSpace(c[2]), "%s: %s", name, c[0])
+		}
+	}
 }

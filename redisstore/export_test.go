@@ -4,3 +4,6 @@ import "github.com/actorlimit/actorlimit/algo"
 
 // Key returns the Redis key of c's state in s.
 func Key(s *Store, c *algo.Check) string { return s.key(c) }
+
+// Scripts are the Lua sources of the scripts, by name.
+var Scripts = map[string]string{"fixed": fixedScript, "count": countScript, "drain": drainScript}

@@ -96,8 +96,9 @@ func WithOutage(o Outage) Option {
 	}
 }
 
-// WithTimeout bounds each round trip of a batch (default 250ms); the
-// context given to Decide bounds it too.
+// WithTimeout bounds each round trip of a batch (default 250ms), whatever
+// the client's options (see the package doc); the context given to Decide
+// bounds it too.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

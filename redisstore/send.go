@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -11,9 +12,11 @@ import (
 )
 
 // send decides checks in one round trip: a lone command goes as itself, more
-// as one pipeline. A second round trip comes only for the scripts that Redis
-// no longer had (NOSCRIPT), which changed nothing and are loaded and sent
-// again in order.
+// as one pipeline. More round trips come only for the scripts that Redis no
+// longer had (NOSCRIPT), which changed nothing and are loaded and sent again
+// in order. It returns an error when the round trip failed; a check that
+// Redis answered with an error of its own (see [isCheckError]) is left to
+// the caller in s.failed, and out[i] is not written for it.
 func (s *Store) send(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
 	ctx = withDeadline(ctx, time.Now().Add(s.cfg.timeout))
 	s.calls = s.calls[:0]
@@ -24,73 +27,88 @@ func (s *Store) send(ctx context.Context, now int64, checks []algo.Check, out []
 			s.pipe = append(s.pipe, cmd)
 		}
 	}
-	switch len(s.pipe) {
-	case 0:
-	case 1:
-		if err := s.client.Process(ctx, s.pipe[0]); err != nil && !isNoScript(err) {
-			return err
-		}
-	default:
-		p := s.client.Pipeline()
-		_ = p.BatchProcess(ctx, s.pipe...)
-		if cmds, err := p.Exec(ctx); err != nil && !onlyNoScript(cmds) {
-			return err
-		}
+	if err := s.exec(ctx, s.pipe); err != nil {
+		return err
 	}
 	if err := s.reload(ctx); err != nil {
 		return err
 	}
+	s.failed = s.failed[:0]
 	for i := range checks {
+		if cmd := s.calls[i].cmd; cmd != nil && cmd.Err() != nil {
+			s.failed = append(s.failed, i)
+			continue
+		}
 		out[i] = s.decision(&checks[i], &s.calls[i], now)
 	}
 	return nil
 }
 
-// deadlineCtx is ctx with a deadline that it reports but arms no timer
-// for: Done and Err are the parent's, and Err is DeadlineExceeded once the
-// deadline has passed. go-redis bounds a round trip by the deadline alone:
-// it sets the connection's read and write deadlines from it
-// (Options.ContextTimeoutEnabled) and net.Dialer its dial's. It replaces
-// context.WithTimeout, whose timer, armed and stopped at every round trip,
-// woke another thread each time: at one caller 10% of the CPU profile was
-// that timer's futex wakeups, and the wakeups sat on the latency path.
-// Only a wait for a pooled connection is left to the pool's own timeout.
-type deadlineCtx struct {
-	context.Context
-	deadline time.Time
+// exec sends cmds in one round trip: a lone command as itself, more as one
+// pipeline. It returns an error when the round trip failed, and not when
+// each command that failed failed alone: NOSCRIPT (see reload) or an error
+// of its check's own.
+func (s *Store) exec(ctx context.Context, cmds []redis.Cmder) error {
+	if len(cmds) == 0 {
+		return nil
+	}
+	return s.bounded(ctx, func(ctx context.Context) error {
+		var err error
+		if len(cmds) == 1 {
+			err = s.client.Process(ctx, cmds[0])
+		} else {
+			p := s.client.Pipeline()
+			_ = p.BatchProcess(ctx, cmds...)
+			_, err = p.Exec(ctx)
+		}
+		if err != nil && !failedAlone(cmds) {
+			return err
+		}
+		return nil
+	})
 }
 
-func withDeadline(ctx context.Context, d time.Time) context.Context {
-	if old, ok := ctx.Deadline(); ok && old.Before(d) {
-		return ctx
-	}
-	return &deadlineCtx{ctx, d}
-}
-
-func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
-
-func (c *deadlineCtx) Err() error {
-	if err := c.Context.Err(); err != nil {
-		return err
-	}
-	if !time.Now().Before(c.deadline) {
-		return context.DeadlineExceeded
-	}
-	return nil
-}
-
-// onlyNoScript reports whether every failed command failed for NOSCRIPT,
-// which changed nothing.
-func onlyNoScript(cmds []redis.Cmder) bool {
+// failedAlone reports whether some command failed and every failed one
+// failed alone: for NOSCRIPT, which changed nothing, or with an error of
+// its check's own.
+func failedAlone(cmds []redis.Cmder) bool {
+	failed := false
 	for _, c := range cmds {
-		if err := c.Err(); err != nil && !isNoScript(err) {
+		if err := c.Err(); err != nil {
+			if !isNoScript(err) && !isCheckError(err) {
+				return false
+			}
+			failed = true
+		}
+	}
+	return failed
+}
+
+func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
+
+// serverWide are the prefixes of the error replies that speak for Redis as
+// a whole, not for one key: it is loading, busy with a script, a replica
+// or a cluster without a quorum, or refuses the connection. They fail the
+// round trip, as a network error does.
+var serverWide = []string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY",
+	"NOREPLICAS", "NOAUTH", "WRONGPASS", "MOVED", "ASK", "ERR max number of clients"}
+
+// isCheckError reports whether err is an error reply of one command's own:
+// a key holding another type (WRONGTYPE), a state the script cannot read
+// or another script error, OOM. Redis answered the round trip, and the
+// other commands of the pipeline were run.
+func isCheckError(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) || isNoScript(err) {
+		return false
+	}
+	for _, p := range serverWide {
+		if strings.HasPrefix(re.Error(), p) {
 			return false
 		}
 	}
 	return true
 }
-
-func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
 
 // reload loads the scripts again and sends the commands that failed for
 // NOSCRIPT, in their order, in one pipeline.
@@ -106,16 +124,22 @@ func (s *Store) reload(ctx context.Context) error {
 	}
 	s.stats.reloads.Add(1)
 	for _, sc := range []*redis.Script{fixedLua, countLua, drainLua} {
-		if err := sc.Load(ctx, s.client).Err(); err != nil {
+		if err := s.bounded(ctx, func(ctx context.Context) error { return sc.Load(ctx, s.client).Err() }); err != nil {
 			return err
 		}
 	}
-	p := s.client.Pipeline()
 	fresh := make(map[*redis.Cmd]*redis.Cmd, len(again))
-	for _, c := range again {
-		fresh[c] = p.EvalSha(ctx, c.Args()[1].(string), []string{c.Args()[3].(string)}, c.Args()[4:]...)
-	}
-	if _, err := p.Exec(ctx); err != nil && !onlyNoScript(p2cmds(fresh)) {
+	err := s.bounded(ctx, func(ctx context.Context) error {
+		p := s.client.Pipeline()
+		for _, c := range again {
+			fresh[c] = p.EvalSha(ctx, c.Args()[1].(string), []string{c.Args()[3].(string)}, c.Args()[4:]...)
+		}
+		if _, err := p.Exec(ctx); err != nil && !failedAlone(p2cmds(fresh)) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	for i := range s.calls {

@@ -26,7 +26,23 @@ var (
 	ErrUnsupported = errors.New("redisstore: check not supported")
 	// ErrInvalid is wrapped by the error New returns for a bad argument.
 	ErrInvalid = errors.New("redisstore: invalid argument")
+	// ErrCheckFailed is wrapped, with the check's index and key and Redis's
+	// own error reply, by the error that Decide returns in [FailError] mode
+	// when Redis answered one check of the batch with an error of that
+	// check's own (a key holding another type or a state the scripts cannot
+	// read, a script error, OOM) while the round trip itself worked. The
+	// other checks of the batch were decided by Redis, and out holds their
+	// decisions.
+	ErrCheckFailed = errors.New("redisstore: redis failed the check")
 )
+
+// keyVersion is the version of the state layout, written into every key
+// after the prefix. Bump it whenever a script changes what it keeps under a
+// key: app servers of two versions (a rolling deploy) then keep their
+// states under different keys and count apart until the old ones are gone,
+// instead of failing on each other's state. Keys without a version are the
+// layouts before v2.
+const keyVersion = "v2:"
 
 // Store is an actor.Store that keeps every key's state in Redis, so that
 // the limiters of many app servers share one limit. Like every store, it is
@@ -35,6 +51,7 @@ var (
 type Store struct {
 	client redis.UniversalClient
 	cfg    config
+	honors bool // the client ends a round trip at its context's deadline
 
 	down     bool  // Redis failed and has not answered a probe since
 	lastFail int64 // the now of the last failure, Unix ns
@@ -43,11 +60,14 @@ type Store struct {
 	stats struct {
 		batches, errors, outages, probes    atomic.Uint64
 		fallbacks, failedOpen, failedClosed atomic.Uint64
-		reloads                             atomic.Uint64
+		reloads, checkErrors                atomic.Uint64
 	}
+	checkLogged  bool // a check's error was logged, at lastCheckLog (Unix ns)
+	lastCheckLog int64
 
-	calls []call
-	pipe  []redis.Cmder
+	calls  []call
+	pipe   []redis.Cmder
+	failed []int // the indexes of the checks Redis answered with an error
 }
 
 // call is one check's plan: a script to run, or a decision made here.
@@ -71,7 +91,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{client: client, cfg: cfg, fallback: table.New(cfg.fallback)}, nil
+	return &Store{client: client, cfg: cfg, fallback: table.New(cfg.fallback), honors: honorsDeadline(client)}, nil
 }
 
 // Stats counts what a store did, for metrics.
@@ -90,6 +110,12 @@ type Stats struct {
 	// Reloads is the number of times the scripts were loaded again after
 	// NOSCRIPT.
 	Reloads uint64
+	// CheckErrors is the number of checks that Redis answered with an
+	// error of their own (see [ErrCheckFailed]) while it answered the
+	// others: each was decided alone as the outage mode says (and counted
+	// in Fallbacks, FailedOpen or FailedClosed too), and Redis was not
+	// marked down.
+	CheckErrors uint64
 }
 
 // Stats returns the store's counters; it is safe for concurrent use.
@@ -99,6 +125,7 @@ func (s *Store) Stats() Stats {
 		Outages: s.stats.outages.Load(), Probes: s.stats.probes.Load(),
 		Fallbacks: s.stats.fallbacks.Load(), FailedOpen: s.stats.failedOpen.Load(),
 		FailedClosed: s.stats.failedClosed.Load(), Reloads: s.stats.reloads.Load(),
+		CheckErrors: s.stats.checkErrors.Load(),
 	}
 }
 
@@ -115,8 +142,11 @@ func (s *Store) Evictions() uint64 { return 0 }
 // sends them in pipelines of at most WithMaxBatch checks, one round trip
 // each, and decides at Redis's TIME (or at now, WithCallerTime). When Redis
 // does not answer it decides as the outage mode says; only [FailError]
-// returns an error then. A check it cannot decide exactly gives an error
-// wrapping [ErrUnsupported] before anything is sent.
+// returns an error then. A check that Redis answers with an error of its
+// own is decided alone as the outage mode says (in FailError mode, an
+// error wrapping [ErrCheckFailed]); the others are Redis's. A check it
+// cannot decide exactly gives an error wrapping [ErrUnsupported] before
+// anything is sent.
 func (s *Store) Decide(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
 	s.stats.batches.Add(1)
 	for i := range checks {
@@ -127,23 +157,67 @@ func (s *Store) Decide(ctx context.Context, now int64, checks []algo.Check, out 
 	if s.down && !s.probe(ctx, now) {
 		return s.outage(now, checks, out, errors.New("redis down since the last failure"))
 	}
+	var failed error
 	for lo := 0; lo < len(checks); lo += s.cfg.maxBatch {
 		hi := min(len(checks), lo+s.cfg.maxBatch)
 		if err := s.send(ctx, now, checks[lo:hi], out[lo:hi]); err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err()) // the caller gave up, not Redis
-			}
-			s.stats.errors.Add(1)
-			if !s.down {
-				s.stats.outages.Add(1)
-				if s.cfg.log != nil {
-					s.cfg.log.Warn("redisstore: redis unavailable; deciding by the outage mode until it answers again (logged once per outage)",
-						"mode", s.cfg.outage.String(), "err", err)
-				}
-			}
-			s.down, s.lastFail = true, now
-			return s.outage(now, checks[lo:], out[lo:], err)
+			return s.fail(ctx, now, checks[lo:], out[lo:], err)
 		}
+		if err := s.checkErrors(now, lo, checks[lo:hi], out[lo:hi]); err != nil && failed == nil {
+			failed = err
+		}
+	}
+	return failed
+}
+
+// fail marks Redis down after a round trip that failed with err, and
+// decides checks, the rest of the batch, as the outage mode says; a caller
+// that gave up is no outage.
+func (s *Store) fail(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err()) // the caller gave up, not Redis
+	}
+	s.stats.errors.Add(1)
+	if !s.down {
+		s.stats.outages.Add(1)
+		if s.cfg.log != nil {
+			s.cfg.log.Warn("redisstore: redis unavailable; deciding by the outage mode until it answers again (logged once per outage)",
+				"mode", s.cfg.outage.String(), "err", err)
+		}
+	}
+	s.down, s.lastFail = true, now
+	return s.outage(now, checks, out, err)
+}
+
+// checkErrors decides alone, as the outage mode says, each check that
+// Redis answered with an error of its own (s.failed, indexes into checks),
+// and returns the [FailError] error for the first of them; off is the
+// index of checks[0] in the batch. Redis answered the round trip, so it is
+// not marked down: a bad key fails its own check, not the batch and the
+// batches after it.
+func (s *Store) checkErrors(now int64, off int, checks []algo.Check, out []algo.Decision) error {
+	if len(s.failed) == 0 {
+		return nil
+	}
+	s.stats.checkErrors.Add(uint64(len(s.failed)))
+	var first error
+	for _, i := range s.failed {
+		cause := s.calls[i].cmd.Err()
+		if first == nil {
+			first = fmt.Errorf("%w: check %d, key %s: %w", ErrCheckFailed, off+i, s.key(&checks[i]), cause)
+			if s.cfg.log != nil && (!s.checkLogged || now-s.lastCheckLog >= int64(s.cfg.probe) || now < s.lastCheckLog) {
+				s.checkLogged, s.lastCheckLog = true, now
+				s.cfg.log.Warn("redisstore: redis answered a check with an error; deciding it alone by the outage mode (logged at most once per probe interval)",
+					"mode", s.cfg.outage.String(), "key", s.key(&checks[i]), "err", cause, "checkErrors", s.stats.checkErrors.Load())
+			}
+		}
+		if s.cfg.outage != FailError {
+			_ = s.outage(now, checks[i:i+1], out[i:i+1], cause)
+		}
+	}
+	s.failed = s.failed[:0]
+	if s.cfg.outage == FailError {
+		return first
 	}
 	return nil
 }
@@ -157,7 +231,7 @@ func (s *Store) probe(ctx context.Context, now int64) bool {
 	s.stats.probes.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	if err := s.client.Ping(ctx).Err(); err != nil {
+	if err := s.bounded(ctx, func(ctx context.Context) error { return s.client.Ping(ctx).Err() }); err != nil {
 		s.lastFail = now
 		return false
 	}
@@ -231,11 +305,13 @@ func capacity(c *algo.Check) int64 {
 	return c.Burst
 }
 
-// key returns the Redis key of c's state: the prefix, the ID in a hash tag
-// (one key, one Cluster slot), the algorithm and the Period in ns.
+// key returns the Redis key of c's state: the prefix, the layout's version,
+// the ID in a hash tag (one key, one Cluster slot), the algorithm and the
+// Period in ns.
 func (s *Store) key(c *algo.Check) string {
-	b := make([]byte, 0, len(s.cfg.prefix)+len(c.ID)+32)
+	b := make([]byte, 0, len(s.cfg.prefix)+len(keyVersion)+len(c.ID)+32)
 	b = append(b, s.cfg.prefix...)
+	b = append(b, keyVersion...)
 	b = append(b, '{')
 	b = append(b, c.ID...)
 	b = append(b, "}:"...)

@@ -211,6 +211,28 @@ func TestOutage(t *testing.T) {
 	}
 }
 
+// TestDefaultOutageIsFallback proves that a store made without WithOutage
+// does what the docs say: while Redis does not answer, an embedded table of
+// its own decides (limit 1: the first hit passes, the second does not), with
+// no error, counted in Fallbacks.
+func TestDefaultOutageIsFallback(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := redisstore.New(srv.Client(func(o *redis.Options) { o.MaxRetries, o.DialerRetries = -1, 1 }),
+		redisstore.WithCallerTime(), redisstore.WithTimeout(200*time.Millisecond))
+	require.NoError(t, err)
+	c := hit(algo.FixedWindow, "default", 1, 1, time.Hour)
+	assert.True(t, decide(t, s, t0, c)[0].Allowed)
+	srv.Kill()
+	out := make([]algo.Decision, 2)
+	require.NoError(t, s.Decide(context.Background(), t0+1, []algo.Check{c, c}, out))
+	assert.True(t, out[0].Allowed, "the fallback table starts empty")
+	assert.False(t, out[1].Allowed, "and limits")
+	st := s.Stats()
+	assert.Equal(t, uint64(2), st.Fallbacks)
+	assert.Equal(t, uint64(1), st.Outages)
+	assert.Zero(t, st.FailedOpen+st.FailedClosed)
+}
+
 // TestCancelled proves that a context that has ended gives ErrUnavailable at
 // once, in every mode, and marks no outage.
 func TestCancelled(t *testing.T) {
@@ -254,11 +276,9 @@ func TestNew(t *testing.T) {
 	}
 }
 
-// TestTimeoutHungRedis proves that WithTimeout bounds a round trip to a
-// Redis that accepts connections and never answers, for a lone check (one
-// command) and for a batch (a pipeline), with the client options the package
-// doc gives.
-func TestTimeoutHungRedis(t *testing.T) {
+// hungRedis returns the address of a TCP listener on loopback that accepts
+// connections and never answers.
+func hungRedis(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ln.Close() })
@@ -271,21 +291,47 @@ func TestTimeoutHungRedis(t *testing.T) {
 			go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
 		}
 	}()
-	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: -1})
-	t.Cleanup(func() { _ = client.Close() })
+	return ln.Addr().String()
+}
+
+// TestTimeoutHungRedis proves that WithTimeout bounds a round trip to a
+// Redis that accepts connections and never answers, for a lone check (one
+// command), for a batch (a pipeline) and for the probe that follows, with
+// the client options the package doc gives and with go-redis's defaults
+// (which ignore the context's deadline on reads: 5s a read).
+func TestTimeoutHungRedis(t *testing.T) {
+	addr := hungRedis(t)
 	const timeout = 150 * time.Millisecond
-	for _, n := range []int{1, 3} {
-		s, err := redisstore.New(client, redisstore.WithOutage(redisstore.FailError), redisstore.WithTimeout(timeout))
-		require.NoError(t, err)
-		checks := make([]algo.Check, n)
-		for i := range checks {
-			checks[i] = hit(algo.GCRA, "hung", 5, 1, time.Second)
-		}
-		start := time.Now()
-		err = s.Decide(context.Background(), t0, checks, make([]algo.Decision, n))
-		took := time.Since(start)
-		assert.ErrorIs(t, err, redisstore.ErrUnavailable, "%d checks", n)
-		assert.GreaterOrEqual(t, took, timeout, "%d checks", n)
-		assert.Less(t, took, time.Second, "%d checks: the timeout did not hold", n)
+	for _, tc := range []struct {
+		name string
+		opts redis.Options
+	}{
+		{"advised options", redis.Options{ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: -1}},
+		{"default options", redis.Options{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.opts
+			o.Addr = addr
+			client := redis.NewClient(&o)
+			t.Cleanup(func() { _ = client.Close() })
+			for _, n := range []int{1, 3} {
+				s, err := redisstore.New(client, redisstore.WithOutage(redisstore.FailError), redisstore.WithTimeout(timeout),
+					redisstore.WithProbeInterval(time.Millisecond))
+				require.NoError(t, err)
+				checks := make([]algo.Check, n)
+				for i := range checks {
+					checks[i] = hit(algo.GCRA, "hung", 5, 1, time.Second)
+				}
+				for _, what := range []string{"round trip", "probe"} {
+					start := time.Now()
+					err = s.Decide(context.Background(), time.Now().UnixNano(), checks, make([]algo.Decision, n))
+					took := time.Since(start)
+					assert.ErrorIs(t, err, redisstore.ErrUnavailable, "%d checks, %s", n, what)
+					assert.GreaterOrEqual(t, took, timeout, "%d checks, %s", n, what)
+					assert.Less(t, took, time.Second, "%d checks, %s: the timeout did not hold", n, what)
+				}
+				assert.Equal(t, uint64(1), s.Stats().Probes)
+			}
+		})
 	}
 }

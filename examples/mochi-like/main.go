@@ -355,6 +355,7 @@ func storeStats(s *redisstore.Store) metrics.StoreStatsSource {
 	return metrics.StoreStatsFunc(func() metrics.StoreStats {
 		st := s.Stats()
 		return metrics.StoreStats{Errors: st.Errors, Outages: st.Outages,
-			Fallbacks: st.Fallbacks, FailedOpen: st.FailedOpen, FailedClosed: st.FailedClosed}
+			Fallbacks: st.Fallbacks, FailedOpen: st.FailedOpen, FailedClosed: st.FailedClosed,
+			CheckErrors: st.CheckErrors}
 	})
 }

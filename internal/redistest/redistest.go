@@ -1,5 +1,6 @@
 // Package redistest starts a real redis-server for tests: on a free loopback
-// port, without persistence, killed when the test ends.
+// port, without persistence, killed when the test ends; alone or as a
+// one-node Redis Cluster.
 package redistest
 
 import (
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ type Server struct {
 	t    testing.TB
 	Addr string
 	port int
+	args []string // more arguments of redis-server
 	cmd  *exec.Cmd
 }
 
@@ -27,6 +30,38 @@ type Server struct {
 // binary it skips t, unless the CI environment variable is set: then it
 // fails t.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return start(t, nil)
+}
+
+// StartCluster starts, as Start does, a redis-server in cluster mode that
+// holds all 16384 slots itself: a Redis Cluster of one node, which
+// redis.NewClusterClient talks to as to any cluster (MOVED, CROSSSLOT and
+// the scripts' one-slot rule apply). It waits until the cluster is ok.
+func StartCluster(t testing.TB) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	s := start(t, []string{"--cluster-enabled", "yes", "--cluster-config-file", dir + "/nodes.conf", "--dir", dir})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Do(ctx, "cluster", "addslotsrange", 0, 16383).Err(); err != nil {
+		t.Fatalf("redistest: CLUSTER ADDSLOTSRANGE on %s: %v", s.Addr, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := c.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: cluster on %s not ok: %v %s", s.Addr, err, info)
+		}
+		time.Sleep(10 * time.Millisecond) // polling for the server, not waiting for time to pass
+	}
+}
+
+func start(t testing.TB, args []string) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -40,7 +75,7 @@ func Start(t testing.TB) *Server {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	s := &Server{t: t, port: port, Addr: "127.0.0.1:" + strconv.Itoa(port)}
+	s := &Server{t: t, port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), args: args}
 	s.Restart()
 	t.Cleanup(s.Kill)
 	return s
@@ -50,8 +85,9 @@ func Start(t testing.TB) *Server {
 // waits until it answers PING (10s at most).
 func (s *Server) Restart() {
 	s.t.Helper()
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no")
+	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no"}, s.args...)
+	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("redistest: start redis-server: %v", err)
 	}
@@ -96,3 +132,15 @@ func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
 
 // String returns the server's address.
 func (s *Server) String() string { return fmt.Sprintf("redis-server %s", s.Addr) }
+
+// ClusterClient returns a cluster client of a server that StartCluster
+// started, closed at the test's cleanup.
+func (s *Server) ClusterClient(opts ...func(*redis.ClusterOptions)) *redis.ClusterClient {
+	o := &redis.ClusterOptions{Addrs: []string{s.Addr}}
+	for _, f := range opts {
+		f(o)
+	}
+	c := redis.NewClusterClient(o)
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}

@@ -9,14 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/actorlimit/actorlimit/actor"
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/redisstore"
-)
-
-var (
-	_ actor.Store    = (*redisstore.Store)(nil)
-	_ actor.Screener = (*redisstore.Store)(nil)
 )
 
 // TestScreenAgreesWithDecide: Screen refuses exactly what Decide refuses

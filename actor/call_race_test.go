@@ -192,7 +192,7 @@ func TestAnswerNeverBlocks(t *testing.T) {
 		finished := make(chan struct{})
 		go func() {
 			k.answer(nil)
-			k.answer(nil) // a second answer (a panic after answering) must not block either
+			k.answer(nil) // nor does a second one, though the limiter never answers twice (TestScreenPanicAnswersEachCallOnce)
 			close(finished)
 		}()
 		select {

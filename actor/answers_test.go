@@ -1,0 +1,114 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit/algo"
+)
+
+// screenPanicStore is a countingStore whose Screen refuses the id
+// "refused" and panics on the id "boom", once gate is closed.
+type screenPanicStore struct {
+	*countingStore
+	gate chan struct{}
+}
+
+var errRefused = errors.New("screenPanicStore: refused")
+
+func (s screenPanicStore) Screen(c *algo.Check) error {
+	switch c.ID {
+	case "refused":
+		return errRefused
+	case "boom":
+		<-s.gate
+		panic("screenPanicStore: boom")
+	}
+	return nil
+}
+
+// parkedCall returns a check call whose caller has parked, as roundTrip
+// leaves it.
+func parkedCall(id string) *call {
+	k := &call{kind: callCheck, done: make(chan struct{}, 1)}
+	k.own = []algo.Check{hit(id, 1)}
+	k.ownDecs = make([]algo.Decision, 1)
+	k.batch, k.decs = k.own, k.ownDecs
+	k.state.Store(parked)
+	return k
+}
+
+// takeAnswer waits for k's one signal, as its parked caller does, and
+// returns the answer.
+func takeAnswer(t *testing.T, k *call, who string) error {
+	t.Helper()
+	select {
+	case <-k.done:
+		return k.err
+	case <-time.After(time.Minute):
+		t.Fatalf("%s was never answered", who)
+		return nil
+	}
+}
+
+// TestScreenPanicAnswersEachCallOnce: when Screen panics in the middle of a
+// gathered batch, every call of the batch is answered exactly once. The
+// call refused before the panic keeps its refusal and is not answered again
+// once its caller has reused it (that would wake the next use with another
+// call's answer); the calls not answered yet get ErrPanicked, once (a
+// second answer, racing with the caller that took the first, shows under
+// -race).
+func TestScreenPanicAnswersEachCallOnce(t *testing.T) {
+	for _, order := range [][]string{
+		{"kept", "refused", "boom"},
+		{"refused", "kept", "boom"},
+		{"kept", "refused", "kept2", "boom"},
+	} {
+		t.Run(strings.Join(order, ","), func(t *testing.T) {
+			s := screenPanicStore{countingStore: newCountingStore(), gate: make(chan struct{})}
+			c := startWithStore(t, s, 0)
+			g := &gather{}
+			var refused *call
+			var others []*call
+			for _, id := range order {
+				k := parkedCall(id)
+				g.calls = append(g.calls, k)
+				if id == "refused" {
+					refused = k
+				} else {
+					others = append(others, k)
+				}
+			}
+			go c.root.Send(c.pid, g) // Screen blocks on the gate: not on this goroutine
+
+			require.ErrorIs(t, takeAnswer(t, refused, "the refused call"), errRefused)
+			// Its caller returns, and the call is reused by the next
+			// caller, which parks; only then does Screen panic on a later
+			// call of the batch.
+			refused.err = nil
+			refused.state.Store(parked)
+			close(s.gate)
+
+			for _, k := range others {
+				assert.ErrorIs(t, takeAnswer(t, k, k.batch[0].ID), ErrPanicked)
+			}
+			// The limiter restarted; a call behind the panicking batch is
+			// served, so that batch is over.
+			d, err := c.Do(context.Background(), hit("after", 3))
+			require.NoError(t, err)
+			assert.Equal(t, int64(3), d.Count)
+
+			assert.Equal(t, parked, refused.state.Load(), "the reused call was answered again")
+			assert.Empty(t, refused.done, "a stray signal waits for the reused call's next caller")
+			assert.NoError(t, refused.err, "the reused call got another answer")
+			_, ids := s.seen()
+			assert.Equal(t, map[string]int{"after": 1}, ids, "nothing of the panicking batch was decided")
+		})
+	}
+}

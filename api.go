@@ -18,7 +18,9 @@ import (
 // Errors. Bad input and context errors come back wrapped with details; test
 // them with errors.Is.
 var (
-	// ErrInvalidArgument is returned for bad input; nothing is counted.
+	// ErrInvalidArgument is returned for bad input, and for a check that
+	// the store refuses to decide (a WithStore store may refuse some valid
+	// checks: see redisstore's ErrUnsupported); nothing is counted.
 	ErrInvalidArgument = algo.ErrInvalid
 	// ErrClosed is returned by every call after Close, or after the limiter
 	// stopped for good because it kept failing.

@@ -112,3 +112,35 @@ func TestScreenPanicAnswersEachCallOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalsWrapErrInvalid: a call that the store refuses (a Screener's
+// refusal, whether the call was screened in a gathered batch or refused by
+// Decide on its own) fails with an error wrapping algo.ErrInvalid, the
+// root's ErrInvalidArgument, as well as the store's: nothing was counted.
+// A store that fails is no refusal.
+func TestRefusalsWrapErrInvalid(t *testing.T) {
+	tests := []struct {
+		name        string
+		id          string
+		wantErr     error
+		wantInvalid bool
+	}{
+		{"refused", "odd", errOdd, true},
+		{"failed", "down", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := screeningStore{newCountingStore()}
+			s.fail = "down"
+			c := startWithStore(t, s, 0)
+			_, err := c.Do(context.Background(), hit(tt.id, 1)) // an idle limiter: no gathering
+			require.Error(t, err)
+			if tt.wantErr != nil {
+				assert.ErrorIs(t, err, tt.wantErr)
+			}
+			assert.Equal(t, tt.wantInvalid, errors.Is(err, algo.ErrInvalid), "%v", err)
+			_, ids := s.seen()
+			assert.NotContains(t, ids, "odd", "a refused check reaches no Decide that applies it")
+		})
+	}
+}

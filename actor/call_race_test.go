@@ -8,12 +8,15 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/assert"
 
 	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/table"
 )
 
 // startClient starts a limiter with a frozen clock in a system of its own.
@@ -47,6 +50,41 @@ func hit(id string, n int64) algo.Check {
 	return algo.Check{Op: algo.OpHit, ID: id, Period: time.Hour, Limit: 1 << 50, N: n}
 }
 
+// slowTable is the embedded table behind a Decide that yields the
+// processor a random few times first, as a networked store waits on its
+// round trip, so that the callers' contexts end while the limiter holds
+// their calls. Some end exactly then: for a check whose id has a canceller,
+// Decide calls it one time in two, just before the limiter answers. Only
+// the limiter calls Decide, so its rand needs no lock; cancels is not
+// changed once the limiter runs.
+type slowTable struct {
+	*table.Table
+	r       *rand.Rand
+	cancels map[string]*atomic.Pointer[context.CancelFunc]
+}
+
+func (s *slowTable) Decide(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
+	for range s.r.IntN(4) {
+		runtime.Gosched()
+	}
+	for i := range checks {
+		if p := s.cancels[checks[i].ID]; p != nil && s.r.IntN(2) == 0 {
+			if cancel := p.Load(); cancel != nil {
+				(*cancel)()
+			}
+		}
+	}
+	return s.Table.Decide(ctx, now, checks, out)
+}
+
+// cancelInDecide lets the store cancel ctx while it decides the caller's
+// check; the returned function takes that back, once the call returned.
+func (s *slowTable) cancelInDecide(id string, cancel context.CancelFunc) (undo func()) {
+	p := s.cancels[id]
+	p.Store(&cancel)
+	return func() { p.Store(nil) }
+}
+
 // TestCallsGivenUpAtRandomNeverConfuseAnswers races callers that give up
 // (contexts cancelled before, during and after the call, deadlines of a few
 // microseconds) against callers that never do, on a busy limiter. Every id
@@ -54,9 +92,25 @@ func hit(id string, n int64) algo.Check {
 // be checked against its own call: a patient caller's i-th hit must see
 // exactly i, an impatient caller's successful answers must grow and never
 // pass the hits it sent, and a batch's decisions must be its own.
+//
+// Every caller parks at once (no yielding first) and the store yields
+// inside Decide, so that contexts end while the limiter holds the calls:
+// the test counts how the abandons ended and fails if either race, the
+// caller giving up first or the limiter answering first, was too rare to
+// have been tested.
 func TestCallsGivenUpAtRandomNeverConfuseAnswers(t *testing.T) {
-	c := startClient(t)
-	const patient, impatient, batchers, rounds = 64, 8, 4, 1500
+	parkAtOnce(t)
+	tally := countAbandons(t)
+	const patient, impatient, batchers, rounds = 16, 8, 4, 3000
+	store := &slowTable{Table: table.New(0), r: rand.New(rand.NewPCG(1, 2)), cancels: map[string]*atomic.Pointer[context.CancelFunc]{}}
+	for g := range impatient {
+		store.cancels[fmt.Sprintf("impatient-%d", g)] = new(atomic.Pointer[context.CancelFunc])
+	}
+	for g := range batchers {
+		store.cancels[fmt.Sprintf("batch-%d-a", g)] = new(atomic.Pointer[context.CancelFunc])
+	}
+	c := startWithStore(t, store, 0)
+	const minWon, minLost = 500, 1000 // the fewest abandons that each side must win
 	var wg sync.WaitGroup
 	errs := make(chan error, patient+impatient+batchers)
 	for g := range patient {
@@ -82,8 +136,10 @@ func TestCallsGivenUpAtRandomNeverConfuseAnswers(t *testing.T) {
 			var sent, last int64
 			for range rounds {
 				ctx, cancel := impatientContext(r)
+				undo := store.cancelInDecide(id, cancel)
 				sent++
 				d, err := c.Do(ctx, hit(id, 1))
+				undo()
 				cancel()
 				switch {
 				case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
@@ -111,9 +167,11 @@ func TestCallsGivenUpAtRandomNeverConfuseAnswers(t *testing.T) {
 			var last [2]int64
 			for range rounds / 2 {
 				ctx, cancel := impatientContext(r)
+				undo := store.cancelInDecide(ids[0], cancel)
 				sent[0], sent[1] = sent[0]+1, sent[1]+2
 				out[0], out[1] = algo.Decision{Count: -7}, algo.Decision{Count: -7}
 				err := c.DoMany(ctx, checks, out)
+				undo()
 				cancel()
 				if err != nil {
 					if out[0].Count != -7 || out[1].Count != -7 {
@@ -156,6 +214,10 @@ func TestCallsGivenUpAtRandomNeverConfuseAnswers(t *testing.T) {
 		close(stopped)
 	}()
 	watchdog(t, 30*time.Second, stopped)
+	won, lost := tally.won.Load(), tally.lost.Load()
+	t.Logf("abandons of parked calls: %d won by the caller, %d lost to the limiter's answer", won, lost)
+	assert.GreaterOrEqual(t, won, int64(minWon), "callers rarely gave up while the limiter held their call: the test saw too little")
+	assert.GreaterOrEqual(t, lost, int64(minLost), "the limiter rarely answered a caller giving up: the test saw too little")
 }
 
 // impatientContext returns a context that is already cancelled, cancelled

@@ -3,7 +3,10 @@ package actor
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,7 +108,7 @@ func TestScreenPanicAnswersEachCallOnce(t *testing.T) {
 			assert.Equal(t, int64(3), d.Count)
 
 			assert.Equal(t, parked, refused.state.Load(), "the reused call was answered again")
-			assert.Empty(t, refused.done, "a stray signal waits for the reused call's next caller")
+			assert.Zero(t, len(refused.done), "a stray signal waits for the reused call's next caller")
 			assert.NoError(t, refused.err, "the reused call got another answer")
 			_, ids := s.seen()
 			assert.Equal(t, map[string]int{"after": 1}, ids, "nothing of the panicking batch was decided")
@@ -143,4 +146,67 @@ func TestRefusalsWrapErrInvalid(t *testing.T) {
 			assert.NotContains(t, ids, "odd", "a refused check reaches no Decide that applies it")
 		})
 	}
+}
+
+// TestAnswerRacesAbandon races the two moves out of parked head on, on one
+// call reused round after round as the pool reuses it: the limiter's answer
+// on one goroutine, the caller's abandon on another, each after a random
+// skew from a common start. Whichever wins, the round must end clean: the
+// caller returns the answer only if the limiter won, the call is in the
+// winner's state, and no signal is left on done for the call's next use
+// (the stale signal of issue 8's fault 1). Both sides must win often, or
+// the race was not tested.
+func TestAnswerRacesAbandon(t *testing.T) {
+	const rounds = 20000
+	errWhy, errAnswer := errors.New("gone"), errors.New("the answer")
+	k := &call{done: make(chan struct{}, 1)}
+	var arrived atomic.Int64 // both sides count in, then go
+	skews := make(chan int)
+	finished := make(chan struct{})
+	go func() {
+		for skew := range skews {
+			arrived.Add(1)
+			for arrived.Load()%2 != 0 {
+				runtime.Gosched()
+			}
+			for range skew {
+				runtime.Gosched()
+			}
+			k.answer(errAnswer)
+			finished <- struct{}{}
+		}
+	}()
+	defer close(skews)
+	r := rand.New(rand.NewPCG(5, 6))
+	var won, lost int
+	for i := range rounds {
+		k.err = nil
+		k.state.Store(parked)
+		skews <- r.IntN(3)
+		arrived.Add(1)
+		for arrived.Load()%2 != 0 {
+			runtime.Gosched()
+		}
+		for range r.IntN(3) {
+			runtime.Gosched()
+		}
+		err := abandon(k, errWhy)
+		select {
+		case <-finished:
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: the limiter's answer blocked", i)
+		}
+		switch {
+		case err == errWhy && k.state.Load() == abandoned:
+			won++
+		case err == errAnswer && k.state.Load() == answered:
+			lost++
+		default:
+			t.Fatalf("round %d: abandon returned %v with the call in state %d", i, err, k.state.Load())
+		}
+		require.Zero(t, len(k.done), "round %d: a signal is left for the call's next use (abandon won: %v)", i, err == errWhy)
+	}
+	t.Logf("%d rounds: the caller gave up first %d times, the limiter answered first %d times", rounds, won, lost)
+	assert.GreaterOrEqual(t, won, rounds/50, "the caller rarely won: the race was hardly tested")
+	assert.GreaterOrEqual(t, lost, rounds/50, "the limiter rarely won: the race was hardly tested")
 }

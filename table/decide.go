@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/actorlimit/actorlimit/algo"
 )
@@ -38,6 +39,8 @@ func (t *Table) apply(c *algo.Check, now int64, d *Decision) {
 		return
 	}
 	switch c.Algorithm {
+	case algo.FixedWindow:
+		t.fixedWindow(k, c.Limit, c.N, now, d)
 	case algo.SlidingWindow:
 		t.slidingWindow(k, c.Limit, c.N, now, d)
 	case algo.GCRA:
@@ -49,13 +52,15 @@ func (t *Table) apply(c *algo.Check, now int64, d *Decision) {
 	case algo.SlidingLog:
 		t.slidingLog(k, c.Limit, c.N, now, d)
 	default:
-		t.fixedWindow(k, c.Limit, c.N, now, d)
+		panic(unknown(c.Algorithm))
 	}
 }
 
 // peek reports the check's key as its algorithm sees it, changing nothing.
 func (t *Table) peek(c *algo.Check, k Key, now int64) Decision {
 	switch c.Algorithm {
+	case algo.FixedWindow:
+		return t.PeekFixedWindow(k, c.Limit, now)
 	case algo.SlidingWindow:
 		return t.PeekSlidingWindow(k, c.Limit, now)
 	case algo.GCRA:
@@ -67,5 +72,13 @@ func (t *Table) peek(c *algo.Check, k Key, now int64) Decision {
 	case algo.SlidingLog:
 		return t.PeekSlidingLog(k, c.Limit, now)
 	}
-	return t.PeekFixedWindow(k, c.Limit, now)
+	panic(unknown(c.Algorithm))
+}
+
+// unknown is the panic of a switch over the algorithms that meets one it
+// has no case for: checks are validated before they reach the table, and
+// entries made from them, so it is an algorithm added to the list in
+// package algo and not here (TestEveryAlgorithm catches it).
+func unknown(a algo.Algorithm) string {
+	return fmt.Sprintf("table: no case for algorithm %v", a)
 }

@@ -57,7 +57,8 @@ func (t *Table) Record(c *algo.Check) algo.Record {
 }
 
 // appendState appends the encoding of e's state to b and returns it with
-// the state's death (Unix ns); ok is false if e's Kind is no algorithm.
+// the state's death (Unix ns); ok is false if a sliding entry has lost its
+// pairs.
 func (t *Table) appendState(b []byte, e *node) (_ []byte, death int64, ok bool) {
 	switch a := algo.Algorithm(e.Kind); a {
 	case algo.FixedWindow:
@@ -79,7 +80,7 @@ func (t *Table) appendState(b []byte, e *node) (_ []byte, death int64, ok bool) 
 		}
 		return b, algo.SlidingWindowDeath(&s, e.Scale), true
 	}
-	return b, 0, false
+	panic(unknown(algo.Algorithm(e.Kind))) // entries are made by checks and records of known algorithms
 }
 
 // Load puts r's state in the table, replacing the key's own: a record with
@@ -122,7 +123,7 @@ func (t *Table) Load(now int64, r algo.Record) error {
 		death = s.Death()
 		bucket = deathBucket(death, k.Scale)
 		set = func(e *node) { e.Modified, e.Created, e.Count = s.Empty, s.Frac, s.Rate }
-	default: // the sliding window and log
+	case algo.SlidingWindow, algo.SlidingLog:
 		var s algo.SlotState
 		if err = s.UnmarshalBinary(r.State); err == nil {
 			if r.Algorithm == algo.SlidingLog {
@@ -141,6 +142,8 @@ func (t *Table) Load(now int64, r algo.Record) error {
 			t.ext[e] = &s.Pairs
 			e.Count, e.Created, e.Modified = s.Count, s.Base, s.Newest
 		}
+	default: // checkKey let through an algorithm with no case here
+		return fmt.Errorf("%w: %s", ErrRecord, unknown(r.Algorithm))
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %v %v %q: %w", ErrRecord, r.Algorithm, r.Period, r.ID, err)

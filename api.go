@@ -155,7 +155,7 @@ type Stats struct {
 
 // Limiter is a running limiter. Its methods are safe for concurrent use.
 type Limiter struct {
-	shards    []backend
+	shards    []Backend
 	seed      maphash.Seed
 	system    *protoactor.ActorSystem // made by Start, shut down by Close
 	closeOnce sync.Once
@@ -205,7 +205,7 @@ func start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg ac
 }
 
 // shard returns the limiter actor that owns id's state.
-func (l *Limiter) shard(id string) backend {
+func (l *Limiter) shard(id string) Backend {
 	return l.shards[l.shardIndex(id)]
 }
 

@@ -38,7 +38,7 @@ func (s *injecting) Decide(ctx context.Context, now int64, checks []algo.Check, 
 
 // NewOnBackends returns a Limiter whose shards are bs, for tests.
 func NewOnBackends(bs ...Backend) *Limiter {
-	shards := make([]backend, len(bs))
+	shards := make([]Backend, len(bs))
 	for i, b := range bs {
 		shards[i] = b
 	}

@@ -79,6 +79,7 @@ func TestImportRules(t *testing.T) {
 		{"", "httpadapter", true, "no upward import"},
 		{"httpadapter", "actor", false, "the middleware talks to the public API only"},
 		{"httpadapter", "table", false, "the middleware talks to the public API only"},
+		{"cluster", "actor", false, "a Backend is written against the root (BackendStats), not the actor"},
 	}
 	for _, n := range never {
 		t.Run(name(n.pkg)+"-never-"+name(n.never), func(t *testing.T) {

@@ -152,6 +152,14 @@ func TestStress(t *testing.T) {
 			if done := checkEnd(err, &closing, fail, "flood"); done {
 				return
 			}
+			// Every id is fresh: a count other than 1 is another call's
+			// answer, or a fresh id that found state.
+			for i, r := range results {
+				if r.Count != 1 || !r.Allowed {
+					fail(fmt.Errorf("flood: fresh id %s got count %d, allowed %v", flood[i].ID, r.Count, r.Allowed))
+					return
+				}
+			}
 		}
 	}()
 	// Panics inside the limiter, and the janitor ticking.

@@ -19,20 +19,20 @@ func (t *Table) Decide(_ context.Context, now int64, checks []algo.Check, out []
 }
 
 // Apply applies one valid check at now (Unix ns) and returns its decision.
-func (t *Table) Apply(c *algo.Check, now int64) Decision {
-	var d Decision
+func (t *Table) Apply(c *algo.Check, now int64) algo.Decision {
+	var d algo.Decision
 	t.apply(c, now, &d)
 	return d
 }
 
 // apply is [Table.Apply], writing the decision to d: a hit's decision goes
 // from the algorithm's function to d with no copy in between.
-func (t *Table) apply(c *algo.Check, now int64, d *Decision) {
+func (t *Table) apply(c *algo.Check, now int64, d *algo.Decision) {
 	k := Key{Kind: uint8(c.Algorithm), Scale: int64(c.Period), ID: c.ID}
 	switch c.Op {
 	case algo.OpReset:
 		t.Delete(k)
-		*d = Decision{}
+		*d = algo.Decision{}
 		return
 	case algo.OpPeek:
 		*d = t.peek(c, k, now)
@@ -57,7 +57,7 @@ func (t *Table) apply(c *algo.Check, now int64, d *Decision) {
 }
 
 // peek reports the check's key as its algorithm sees it, changing nothing.
-func (t *Table) peek(c *algo.Check, k Key, now int64) Decision {
+func (t *Table) peek(c *algo.Check, k Key, now int64) algo.Decision {
 	switch c.Algorithm {
 	case algo.FixedWindow:
 		return t.PeekFixedWindow(k, c.Limit, now)

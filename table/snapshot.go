@@ -169,8 +169,8 @@ func checkKey(r *algo.Record) error {
 		return fmt.Errorf("%w: %v period %v, not positive", ErrRecord, r.Algorithm, p)
 	case r.Algorithm.Windowed() && p%time.Millisecond != 0:
 		return fmt.Errorf("%w: %v period %v, not whole milliseconds", ErrRecord, r.Algorithm, p)
-	case r.Algorithm != algo.FixedWindow && p > MaxSpan:
-		return fmt.Errorf("%w: %v period %v, longer than %v", ErrRecord, r.Algorithm, p, MaxSpan)
+	case r.Algorithm != algo.FixedWindow && p > algo.MaxSpan:
+		return fmt.Errorf("%w: %v period %v, longer than %v", ErrRecord, r.Algorithm, p, algo.MaxSpan)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/internal/redistest"
 	"github.com/actorlimit/actorlimit/redisstore"
 )
@@ -49,9 +50,18 @@ func onEachStore(t *testing.T, run func(t *testing.T, startAt starter)) {
 	})
 }
 
+// allAlgorithms is every algorithm by its root constant, for the tests that
+// run them all; TestEveryAlgorithmHasItsConstant keeps it the whole list.
 var allAlgorithms = []actorlimit.Algorithm{
 	actorlimit.FixedWindow, actorlimit.SlidingWindow, actorlimit.GCRA,
 	actorlimit.TokenBucket, actorlimit.LeakyBucket, actorlimit.SlidingLog,
+}
+
+// TestEveryAlgorithmHasItsConstant: every algorithm of the one list
+// (algo.All) has its constant in the root, and the tests that run every
+// algorithm run it too.
+func TestEveryAlgorithmHasItsConstant(t *testing.T) {
+	assert.ElementsMatch(t, algo.All(), allAlgorithms)
 }
 
 // countAllowed makes n hits at once and returns how many were allowed.

@@ -18,7 +18,9 @@ import (
 // Errors. Bad input and context errors come back wrapped with details; test
 // them with errors.Is.
 var (
-	// ErrInvalidArgument is returned for bad input; nothing is counted.
+	// ErrInvalidArgument is returned for bad input, and for a check that
+	// the store refuses to decide (a WithStore store may refuse some valid
+	// checks: see redisstore's ErrUnsupported); nothing is counted.
 	ErrInvalidArgument = algo.ErrInvalid
 	// ErrClosed is returned by every call after Close, or after the limiter
 	// stopped for good because it kept failing.
@@ -153,7 +155,7 @@ type Stats struct {
 
 // Limiter is a running limiter. Its methods are safe for concurrent use.
 type Limiter struct {
-	shards    []backend
+	shards    []Backend
 	seed      maphash.Seed
 	system    *protoactor.ActorSystem // made by Start, shut down by Close
 	closeOnce sync.Once
@@ -203,7 +205,7 @@ func start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg ac
 }
 
 // shard returns the limiter actor that owns id's state.
-func (l *Limiter) shard(id string) backend {
+func (l *Limiter) shard(id string) Backend {
 	return l.shards[l.shardIndex(id)]
 }
 

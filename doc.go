@@ -61,6 +61,8 @@
 // # Memory
 //
 // The table holds at most [WithMaxEntries] entries (default
-// [DefaultMaxEntries]); past that the entries of the oldest windows are
-// evicted first and counted in [Stats].
+// [DefaultMaxEntries]). Past that, each new id evicts the state that has
+// been idle longest, whatever its id or window, and state that is denying
+// hits is kept longest, so a flood of new ids cannot reset the count of an
+// id that is being hit. Stats.Evictions counts the evictions.
 package actorlimit

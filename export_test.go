@@ -3,6 +3,7 @@ package actorlimit
 import (
 	"context"
 	"hash/maphash"
+	"slices"
 
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/table"
@@ -38,9 +39,5 @@ func (s *injecting) Decide(ctx context.Context, now int64, checks []algo.Check, 
 
 // NewOnBackends returns a Limiter whose shards are bs, for tests.
 func NewOnBackends(bs ...Backend) *Limiter {
-	shards := make([]backend, len(bs))
-	for i, b := range bs {
-		shards[i] = b
-	}
-	return &Limiter{shards: shards, seed: maphash.MakeSeed()}
+	return &Limiter{shards: slices.Clone(bs), seed: maphash.MakeSeed()}
 }

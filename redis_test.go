@@ -441,3 +441,41 @@ func TestRedisHungWithDefaultClientOptions(t *testing.T) {
 	assert.Equal(t, uint64(1), st.Outages)
 	assert.Equal(t, uint64(40), st.Fallbacks)
 }
+
+// TestRedisRefusedRuleDoesNotDisableOthers is issue 8's fault 4 on a Redis
+// store: a valid rule whose checks the store refuses (a GCRA Limit beyond
+// its scripts' exact range) matches every /upload request beside a
+// 2-per-hour IP rule. The refusal wraps ErrInvalidArgument, so the
+// middleware asks again rule by rule: the IP rule still blocks the 3rd
+// upload, and only the refused rule counts errors.
+func TestRedisRefusedRuleDoesNotDisableOthers(t *testing.T) {
+	srv := redistest.Start(t)
+	lim, _ := startOnRedis(t, srv, nil)
+	huge := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 1 << 53, Period: time.Second}
+	_, err := lim.Hit(context.Background(), "direct", huge)
+	require.ErrorIs(t, err, redisstore.ErrUnsupported)
+	assert.ErrorIs(t, err, actorlimit.ErrInvalidArgument, "a refused check counts nothing, like bad input")
+
+	mw, err := httpadapter.New(lim, httpadapter.Config{Rules: []httpadapter.Rule{
+		{Name: "huge", When: []httpadapter.Condition{httpadapter.PathPrefix("/upload")}, Policy: huge},
+		{Name: "per-ip", When: []httpadapter.Condition{httpadapter.PathExact("/upload")}, GroupBy: []string{"ip"},
+			Policy: actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 2, Period: time.Hour}},
+	}})
+	require.NoError(t, err, "the rule is valid: only the store refuses it")
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	var codes []int
+	for range 5 {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/upload", nil)
+		r.RemoteAddr = "192.0.2.7:1234"
+		h.ServeHTTP(w, r)
+		codes = append(codes, w.Code)
+	}
+	assert.Equal(t, []int{200, 200, 429, 429, 429}, codes)
+	s := mw.Stats()
+	assert.Zero(t, s.LimiterErrors, "the limiter did not fail: the store refused one rule")
+	assert.Equal(t, []httpadapter.RuleStats{
+		{Rule: "huge", Matched: 5, Errors: 5},
+		{Rule: "per-ip", Matched: 5, Allowed: 2, Blocked: 3},
+	}, s.Rules)
+}

@@ -3,6 +3,9 @@ package actorlimit_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,6 +67,44 @@ func TestShardsReportTheBadHitsIndex(t *testing.T) {
 	st, err := lim.Stats(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, st.Entries)
+}
+
+// TestShardsReportTheBadHitsIndexConcurrently: many callers at once, each
+// with a bad request at a random index of its HitMany on three shards, get
+// their own bad index back. HitMany maps the index back through its pooled
+// scratch space; reading it after the scratch went back to the pool would
+// report another caller's index, or show as a race under -race.
+func TestShardsReportTheBadHitsIndexConcurrently(t *testing.T) {
+	lim := start(t, newFakeClock(), actorlimit.WithShards(3))
+	p := actorlimit.Policy{Limit: 3, Period: time.Second}
+	const callers, rounds = 8, 300
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 13))
+			for range rounds {
+				hits := make([]actorlimit.HitRequest, 2+r.IntN(14))
+				for i := range hits {
+					hits[i] = actorlimit.HitRequest{ID: fmt.Sprintf("id-%d", r.IntN(1000)), Policy: p}
+				}
+				bad := r.IntN(len(hits))
+				hits[bad].ID = ""
+				err := lim.HitMany(context.Background(), hits, make([]actorlimit.Result, len(hits)))
+				if want := fmt.Sprintf("hits[%d]:", bad); err == nil || !strings.Contains(err.Error(), want) {
+					errs <- fmt.Errorf("caller %d: %v, want an error naming %s", g, err, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
 
 func TestBadShards(t *testing.T) {

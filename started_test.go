@@ -19,4 +19,8 @@ func TestStarted(t *testing.T) {
 	assert.True(t, lim.Started(), "running")
 	require.NoError(t, lim.Close())
 	assert.True(t, lim.Started(), "closed: started, and answers ErrClosed")
+
+	over, err := actorlimit.Over(&fakeBackend{})
+	require.NoError(t, err)
+	assert.True(t, over.Started(), "made by Over")
 }

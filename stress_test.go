@@ -75,6 +75,7 @@ func TestStress(t *testing.T) {
 		}
 		patients, others sync.WaitGroup
 		patientHits      [8]atomic.Int64 // what each patient was told
+		impatientCalls   [6]atomic.Int64 // each impatient caller's batches that succeeded
 		floodIDs         atomic.Int64    // fresh ids the flood has sent
 	)
 	// Patient callers: each hits its own id, and its i-th hit must see i. A
@@ -102,18 +103,22 @@ func TestStress(t *testing.T) {
 		}()
 	}
 	// Impatient callers and batchers: answers grow and never pass what was sent.
-	for g := range 6 {
+	for g := range impatientCalls {
 		others.Add(1)
 		go func() {
 			defer others.Done()
-			impatientCaller(lim, p, g, &closing, fail)
+			impatientCaller(lim, p, g, &impatientCalls[g], &closing, fail)
 		}()
 	}
 	// A flood of unique ids, 64 a batch. The eviction keeps the state of an
 	// id hit more often than the flood takes to turn the clock's hand twice
-	// (some 2 x 4096 new ids): so that a patient descheduled for a while on a
-	// loaded machine is still "active", the flood waits, every 16 batches
-	// (1024 ids), until each patient has hit again. It pauses while the
+	// (some 2 x 4096 new ids): so that a patient or impatient caller
+	// descheduled for a while on a loaded machine (or whose calls were
+	// given up before they counted) is still "active", the flood waits,
+	// every 16 batches (1024 ids), until each of them has hit again (an
+	// impatient caller's state that went idle would rightly be evicted, and
+	// its count start again, which the caller would take for another call's
+	// answer). It pauses while the
 	// patients' counts are read at the end of phase 1, when their entries
 	// are idle and a flood that went on would rightly evict them, and resumes
 	// for Close.
@@ -125,6 +130,7 @@ func TestStress(t *testing.T) {
 		results := make([]actorlimit.Result, 64)
 		paused := false
 		var seen [len(patientHits)]int64
+		var seenImpatient [len(impatientCalls)]int64
 		for n := 0; ; n++ {
 			if n%16 == 0 {
 				for g := range patientHits {
@@ -132,6 +138,12 @@ func TestStress(t *testing.T) {
 						time.Sleep(50 * time.Microsecond) // wait for the patient's next hit
 					}
 					seen[g] = patientHits[g].Load()
+				}
+				for g := range impatientCalls {
+					for impatientCalls[g].Load() == seenImpatient[g] && !stop.Load() && len(failed) == 0 {
+						time.Sleep(50 * time.Microsecond) // wait for the caller's next batch to hit both its ids
+					}
+					seenImpatient[g] = impatientCalls[g].Load()
 				}
 			}
 			if stop.Load() && !paused {
@@ -151,6 +163,14 @@ func TestStress(t *testing.T) {
 			}
 			if done := checkEnd(err, &closing, fail, "flood"); done {
 				return
+			}
+			// Every id is fresh: a count other than 1 is another call's
+			// answer, or a fresh id that found state.
+			for i, r := range results {
+				if r.Count != 1 || !r.Allowed {
+					fail(fmt.Errorf("flood: fresh id %s got count %d, allowed %v", flood[i].ID, r.Count, r.Allowed))
+					return
+				}
 			}
 		}
 	}()
@@ -213,8 +233,9 @@ func TestStress(t *testing.T) {
 }
 
 // impatientCaller hits two ids of its own, one at a time and in batches,
-// with contexts that end at random moments, until the limiter is closed.
-func impatientCaller(lim *actorlimit.Limiter, p actorlimit.Policy, g int, closing *atomic.Bool, fail func(error)) {
+// with contexts that end at random moments, until the limiter is closed;
+// calls counts its batches that succeeded (both ids hit).
+func impatientCaller(lim *actorlimit.Limiter, p actorlimit.Policy, g int, calls *atomic.Int64, closing *atomic.Bool, fail func(error)) {
 	r := rand.New(rand.NewPCG(uint64(g), 11))
 	ids := [2]string{fmt.Sprintf("impatient-%d-a", g), fmt.Sprintf("impatient-%d-b", g)}
 	var sent, last [2]int64
@@ -223,7 +244,8 @@ func impatientCaller(lim *actorlimit.Limiter, p actorlimit.Policy, g int, closin
 	for {
 		ctx, cancel := randomContext(r)
 		var err error
-		if r.IntN(2) == 0 {
+		batch := r.IntN(2) != 0
+		if !batch {
 			sent[0]++
 			results[1] = actorlimit.Result{Count: last[1]}
 			results[0], err = lim.Hit(ctx, ids[0], p)
@@ -245,6 +267,9 @@ func impatientCaller(lim *actorlimit.Limiter, p actorlimit.Policy, g int, closin
 				return
 			}
 			last[j] = c
+		}
+		if batch {
+			calls.Add(1) // both ids were hit
 		}
 	}
 }

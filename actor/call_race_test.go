@@ -8,12 +8,16 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/table"
 )
 
 // startClient starts a limiter with a frozen clock in a system of its own.
@@ -47,16 +51,115 @@ func hit(id string, n int64) algo.Check {
 	return algo.Check{Op: algo.OpHit, ID: id, Period: time.Hour, Limit: 1 << 50, N: n}
 }
 
+// slowTable is the embedded table behind a Decide that yields the
+// processor a random few times first, as a networked store waits on its
+// round trip, so that the limiter holds each call a while. Only the
+// limiter calls Decide, so its rand needs no lock.
+type slowTable struct {
+	*table.Table
+	r *rand.Rand
+}
+
+func (s *slowTable) Decide(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
+	for range s.r.IntN(4) {
+		runtime.Gosched()
+	}
+	return s.Table.Decide(ctx, now, checks, out)
+}
+
+// cancellingClock is a frozen clock that ends callers' contexts exactly
+// while the limiter holds calls: the limiter reads the clock once per
+// message it serves, just before it decides and answers, and one read in
+// four cancels the contexts of all the callers that registered theirs (the
+// caller of the call being served, if it is one of them, and the others,
+// queued or parked).
+type cancellingClock struct {
+	frozenClock
+	mu      sync.Mutex
+	r       *rand.Rand
+	cancels []atomic.Pointer[context.CancelFunc] // one per caller that can give up
+}
+
+func (c *cancellingClock) Now() time.Time {
+	c.mu.Lock()
+	all := c.r.IntN(4) == 0
+	c.mu.Unlock()
+	if all {
+		for i := range c.cancels {
+			if cancel := c.cancels[i].Load(); cancel != nil {
+				(*cancel)()
+			}
+		}
+	}
+	return c.frozenClock.Now()
+}
+
+// register lets the clock cancel the i-th caller's context; the returned
+// function takes that back, once the call returned.
+func (c *cancellingClock) register(i int, cancel context.CancelFunc) (undo func()) {
+	c.cancels[i].Store(&cancel)
+	return func() { c.cancels[i].Store(nil) }
+}
+
 // TestCallsGivenUpAtRandomNeverConfuseAnswers races callers that give up
 // (contexts cancelled before, during and after the call, deadlines of a few
-// microseconds) against callers that never do, on a busy limiter. Every id
+// microseconds, and cancellations while the limiter serves the call)
+// against callers that never do, on a busy limiter, on the embedded table
+// and on a slow store (whose callers queue and are gathered). Every id
 // belongs to one goroutine, which hits it in sequence, so every answer can
 // be checked against its own call: a patient caller's i-th hit must see
 // exactly i, an impatient caller's successful answers must grow and never
 // pass the hits it sent, and a batch's decisions must be its own.
+//
+// Every caller parks at once (no yielding first), and the clock cancels
+// contexts while the limiter holds the calls. The test counts how the
+// abandons of parked calls ended, and fails if either side of the race,
+// the caller giving up first or the limiter answering first, won too
+// rarely for the race to have been tested.
 func TestCallsGivenUpAtRandomNeverConfuseAnswers(t *testing.T) {
-	c := startClient(t)
-	const patient, impatient, batchers, rounds = 64, 8, 4, 1500
+	tests := []struct {
+		name  string
+		store func() Store // nil: the embedded table
+		// the fewest abandons each side must win. The slow store is the
+		// case that must reach the race; on the embedded table most callers
+		// run the limiter's mailbox themselves, and how often they park
+		// depends on the scheduler.
+		minWon, minLost int64
+	}{
+		{"embedded table", nil, 0, 0},
+		{"slow store", func() Store { return &slowTable{Table: table.New(0), r: rand.New(rand.NewPCG(1, 2))} }, 1000, 300},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parkAtOnce(t)
+			tally := countAbandons(t)
+			cfg := Config{}
+			if tt.store != nil {
+				cfg.Store = tt.store()
+			}
+			raceCancellations(t, cfg)
+			won, lost := tally.won.Load(), tally.lost.Load()
+			t.Logf("abandons of parked calls: %d won by the caller, %d lost to the limiter's answer", won, lost)
+			assert.GreaterOrEqual(t, won, tt.minWon, "callers rarely gave up while the limiter held their call: the test saw too little")
+			assert.GreaterOrEqual(t, lost, tt.minLost, "the limiter rarely answered a caller giving up: the test saw too little")
+		})
+	}
+}
+
+// raceCancellations runs the callers of TestCallsGivenUpAtRandomNeverConfuseAnswers
+// on a limiter started with cfg and a cancelling clock, checks every answer,
+// and checks that the limiter still answers and stops afterwards.
+func raceCancellations(t *testing.T, cfg Config) {
+	const patient, impatient, batchers, rounds = 16, 8, 4, 3000
+	clk := &cancellingClock{r: rand.New(rand.NewPCG(3, 4)), cancels: make([]atomic.Pointer[context.CancelFunc], impatient+batchers)}
+	cfg.Clock = clk
+	sys := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
+		func(*protoactor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	c, err := Start(sys.Root, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+
 	var wg sync.WaitGroup
 	errs := make(chan error, patient+impatient+batchers)
 	for g := range patient {
@@ -82,8 +185,10 @@ func TestCallsGivenUpAtRandomNeverConfuseAnswers(t *testing.T) {
 			var sent, last int64
 			for range rounds {
 				ctx, cancel := impatientContext(r)
+				undo := clk.register(g, cancel)
 				sent++
 				d, err := c.Do(ctx, hit(id, 1))
+				undo()
 				cancel()
 				switch {
 				case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
@@ -111,9 +216,11 @@ func TestCallsGivenUpAtRandomNeverConfuseAnswers(t *testing.T) {
 			var last [2]int64
 			for range rounds / 2 {
 				ctx, cancel := impatientContext(r)
+				undo := clk.register(impatient+g, cancel)
 				sent[0], sent[1] = sent[0]+1, sent[1]+2
 				out[0], out[1] = algo.Decision{Count: -7}, algo.Decision{Count: -7}
 				err := c.DoMany(ctx, checks, out)
+				undo()
 				cancel()
 				if err != nil {
 					if out[0].Count != -7 || out[1].Count != -7 {
@@ -192,7 +299,7 @@ func TestAnswerNeverBlocks(t *testing.T) {
 		finished := make(chan struct{})
 		go func() {
 			k.answer(nil)
-			k.answer(nil) // a second answer (a panic after answering) must not block either
+			k.answer(nil) // nor does a second one, though the limiter never answers twice (TestScreenPanicAnswersEachCallOnce)
 			close(finished)
 		}()
 		select {

@@ -15,8 +15,9 @@ import (
 )
 
 // spins is how many times a caller yields, waiting for its answer, before
-// it parks.
-const spins = 16
+// it parks. It is a variable only so that tests can set it to 0 and make
+// every caller park (export_test.go); nothing else changes it.
+var spins = 16
 
 // startTimeout bounds how long [Start] waits for the limiter's first start.
 const startTimeout = 10 * time.Second
@@ -224,11 +225,18 @@ func (c *Client) post(k *call) {
 // (its last touch of k, which never blocks) and returns the answer.
 func abandon(k *call, why error) error {
 	if k.state.CompareAndSwap(parked, abandoned) {
+		traceAbandon(true)
 		return why
 	}
+	traceAbandon(false)
 	<-k.done
 	return k.err
 }
+
+// traceAbandon is told how each abandon ended: won is false when the
+// limiter had answered first. It does nothing, except in tests that count
+// how often the races they are about happened (export_test.go).
+var traceAbandon = func(won bool) {}
 
 func (c *Client) release(k *call) {
 	k.err = nil

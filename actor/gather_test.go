@@ -438,6 +438,7 @@ func TestGatherScreensEachCall(t *testing.T) {
 		a := <-answers
 		if a.i == 4 {
 			assert.ErrorIs(t, a.err, errOdd)
+			assert.ErrorIs(t, a.err, algo.ErrInvalid, "a refusal counts nothing, like bad input")
 			continue
 		}
 		require.NoError(t, a.err, "caller %d", a.i)

@@ -69,13 +69,21 @@ func (l *limiter) serve(c protoactor.Context, k *call) {
 // serveGather decides the checks of every call in g that still has a
 // caller in one Decide, at one instant, and answers each call with its own
 // decisions, or every one of them with the store's error.
+//
+// Every call in g.calls is answered exactly once: a call leaves g.calls
+// when it is answered, and a call kept for the Decide is moved down, never
+// copied, so that [answerAllOnPanic] answers each call not yet answered
+// once and no other (a second answer could reach the call's next use).
 func (l *limiter) serveGather(g *gather) {
 	live := 0
-	for _, k := range g.calls {
+	for i, k := range g.calls {
 		if k.gone() {
+			g.calls[i] = nil
 			continue
 		}
-		if err := l.h.screen(k.batch); err != nil {
+		err := l.h.screen(k.batch) // if it panics, k is still in g.calls, once
+		g.calls[i] = nil
+		if err != nil {
 			k.answer(err) // a check the store refuses fails its own call only
 			continue
 		}

@@ -62,10 +62,14 @@ var _ Store = (*table.Table)(nil)
 
 // Screener is a [Store] that refuses some valid checks (a networked store
 // whose scripts cannot decide them exactly) and can tell which before a
-// batch is sent. The limiter gathers the calls of many callers into one
-// Decide, which fails as a whole; it screens each call's checks first, so a
-// call the store would refuse gets the error alone and the others of its
-// batch are decided. Screen must be cheap, touch no state and not block.
+// batch is sent. Decide refuses a batch holding such a check whole, before
+// applying any of it. The limiter gathers the calls of many callers into
+// one Decide, which fails as a whole; it screens each call's checks first,
+// so a call the store would refuse gets the error alone and the others of
+// its batch are decided. The caller's error wraps both the store's error
+// and [algo.ErrInvalid] (the root's ErrInvalidArgument): nothing was
+// counted, as for bad input. Screen must be cheap, touch no state and not
+// block.
 type Screener interface {
 	// Screen returns the error Decide would return for a batch holding c,
 	// or nil if Decide accepts it.

@@ -153,9 +153,13 @@ func (h *heir) stopped() {
 
 // decide has the store decide checks at now, writing their decisions to
 // out. A store's error is translated so that callers can test it with
-// errors.Is against the store's own sentinel and see it came from the store.
+// errors.Is against the store's own sentinel and see it came from the store;
+// a batch the store refused for one of its checks gets screen's error.
 func (h *heir) decide(checks []algo.Check, out []algo.Decision, now int64) error {
 	if err := h.store.Decide(context.Background(), now, checks, out); err != nil {
+		if refused := h.screen(checks); refused != nil {
+			return refused
+		}
 		return fmt.Errorf("actorlimit: store: %w", err)
 	}
 	if h.snap != nil {
@@ -164,16 +168,18 @@ func (h *heir) decide(checks []algo.Check, out []algo.Decision, now int64) error
 	return nil
 }
 
-// screen returns the error the store would fail a batch holding one of
-// checks with, translated as decide translates it; nil for a store that is
-// no Screener.
+// screen returns the error the store would refuse a batch holding one of
+// checks with, or nil (always, for a store that is no Screener). It wraps
+// [algo.ErrInvalid] as well as the store's error: a refused batch counts
+// nothing, like bad input, so a caller that retries its checks one by one
+// after bad input (httpadapter does) keeps the others.
 func (h *heir) screen(checks []algo.Check) error {
 	if h.screener == nil {
 		return nil
 	}
 	for i := range checks {
 		if err := h.screener.Screen(&checks[i]); err != nil {
-			return fmt.Errorf("actorlimit: store: %w", err)
+			return fmt.Errorf("%w: store: %w", algo.ErrInvalid, err)
 		}
 	}
 	return nil

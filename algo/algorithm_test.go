@@ -62,11 +62,11 @@ func TestValidate(t *testing.T) {
 		{"negative limit", algo.GCRA, -1, ms, 0, "Policy.Limit is -1, negative"},
 		{"negative burst", algo.GCRA, 1, ms, -1, "Policy.Burst is -1, negative"},
 		{"zero period", algo.TokenBucket, 1, 0, 0, "Policy.Period is 0s, not positive"},
-		{"period past MaxSpan", algo.SlidingWindow, 1, algo.MaxSpan + ms, 0, "too long for SlidingWindow"},
+		{"period past MaxSpan", algo.SlidingWindow, 1, algo.MaxSpan + ms, 0, "longer than about 100 years, too long for SlidingWindow"},
 		{"windowed, not whole ms", algo.SlidingLog, 1, 1500 * time.Microsecond, 0, "not a whole number of milliseconds"},
 		{"sliding log too large", algo.SlidingLog, algo.MaxSlidingLogLimit + 1, ms, 0, "too large a log for SlidingLog"},
 		{"bucket at the nanosecond", algo.LeakyBucket, 3, 7 * time.Nanosecond, 0, ""},
-		{"drain past MaxSpan", algo.TokenBucket, 1, day, 50_000, "takes longer than"},
+		{"drain past MaxSpan", algo.TokenBucket, 1, day, 50_000, "takes longer than about 100 years to drain"},
 		{"huge burst", algo.GCRA, 1, ms, math.MaxInt64, "takes longer than"},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,10 @@ import (
 // as ErrInvalidArgument.
 var ErrInvalid = errors.New("actorlimit: invalid argument")
 
+// maxSpanText is [MaxSpan] in the words of an error message: a person who
+// wrote a rules file reads "876000h0m0s" less easily.
+const maxSpanText = "about 100 years"
+
 // Validate reports what is wrong with a policy of algorithm a that allows
 // limit hits per period, with burst (0 meaning limit) for the bucket
 // algorithms: an error wrapping [ErrInvalid] that names the field (as the
@@ -27,7 +31,7 @@ func Validate(a Algorithm, limit int64, period time.Duration, burst int64) error
 	case period <= 0:
 		return fmt.Errorf("%w: Policy.Period is %v, not positive", ErrInvalid, period)
 	case a != FixedWindow && period > MaxSpan:
-		return fmt.Errorf("%w: Policy.Period %v is longer than %v, too long for %v", ErrInvalid, period, MaxSpan, a)
+		return fmt.Errorf("%w: Policy.Period %v is longer than %s, too long for %v", ErrInvalid, period, maxSpanText, a)
 	}
 	s := list[a]
 	if s.windowed {
@@ -44,7 +48,7 @@ func Validate(a Algorithm, limit int64, period time.Duration, burst int64) error
 	}
 	c := Capacity(a, limit, burst)
 	if _, ok := DrainTime(int64(period), limit, c); !ok {
-		return fmt.Errorf("%w: a bucket of %d hits (Policy.Burst) takes longer than %v to drain at %d per %v", ErrInvalid, c, MaxSpan, limit, period)
+		return fmt.Errorf("%w: a bucket of %d hits (Policy.Burst) takes longer than %s to drain at %d per %v", ErrInvalid, c, maxSpanText, limit, period)
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/actorlimit/actorlimit/algo"
-	"github.com/actorlimit/actorlimit/table"
 )
 
 // localShards is how many locks the local copies are spread over.
@@ -86,7 +85,7 @@ func (s *localShard) entry(k localKey, w int64, create bool) *localEntry {
 func (l *local) decide(c *algo.Check, now, members int64) algo.Decision {
 	period := int64(c.Period)
 	k := localKey{id: c.ID, period: period}
-	w := table.FloorDiv(now, period)
+	w := algo.FloorDiv(now, period)
 	s := l.shard(c.ID)
 	s.mu.Lock()
 	var count int64
@@ -195,7 +194,7 @@ func (l *local) takeActive(now int64, out []pending) []pending {
 			if e == nil {
 				continue
 			}
-			if e.window < table.FloorDiv(now, k.period) || (e.own <= e.acked && e.idle >= lingerSyncs) {
+			if e.window < algo.FloorDiv(now, k.period) || (e.own <= e.acked && e.idle >= lingerSyncs) {
 				e.active = false
 				continue
 			}
@@ -248,7 +247,7 @@ func (l *local) sweep(now int64) int {
 		s := &l.shards[i]
 		s.mu.Lock()
 		for k, e := range s.entries {
-			if !e.active && e.window < table.FloorDiv(now, k.period) {
+			if !e.active && e.window < algo.FloorDiv(now, k.period) {
 				delete(s.entries, k)
 				n++
 			}

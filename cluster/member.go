@@ -13,7 +13,6 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/actorlimit/actorlimit"
-	"github.com/actorlimit/actorlimit/actor"
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
@@ -274,12 +273,12 @@ func (m *Member) Sweep(ctx context.Context) (int, error) {
 }
 
 // Stats reports the member's own copies as Entries.
-func (m *Member) Stats(ctx context.Context) (actor.Stats, error) {
+func (m *Member) Stats(ctx context.Context) (actorlimit.BackendStats, error) {
 	if err := m.enter(ctx); err != nil {
-		return actor.Stats{}, err
+		return actorlimit.BackendStats{}, err
 	}
 	defer m.mu.RUnlock()
-	return actor.Stats{Entries: m.local.len()}, nil
+	return actorlimit.BackendStats{Entries: m.local.len()}, nil
 }
 
 // PID is nil: a member has no single actor to message.

@@ -130,7 +130,7 @@ func (o *owner) tidy() {
 	now := o.clock.Now().UnixNano()
 	o.table.Expire(now, expireEvery)
 	for k, w := range o.windows {
-		if table.FloorDiv(now, k.period) > w.window {
+		if algo.FloorDiv(now, k.period) > w.window {
 			delete(o.windows, k)
 		}
 	}

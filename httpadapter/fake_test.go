@@ -28,6 +28,9 @@ type fakeLimiter struct {
 	// input, failing the whole call and counting nothing, as
 	// *actorlimit.Limiter does.
 	Refuse []string
+	// RefuseErr, when set, is the error of a call refused for hits[i];
+	// default: one wrapping actorlimit.ErrInvalidArgument.
+	RefuseErr func(i int) error
 }
 
 func newFake() *fakeLimiter {
@@ -44,6 +47,9 @@ func (f *fakeLimiter) HitMany(_ context.Context, hits []actorlimit.HitRequest, r
 	for i, h := range hits {
 		for _, p := range f.Refuse {
 			if strings.HasPrefix(h.ID, p) {
+				if f.RefuseErr != nil {
+					return f.RefuseErr(i)
+				}
 				return fmt.Errorf("hits[%d]: %w: refused", i, actorlimit.ErrInvalidArgument)
 			}
 		}

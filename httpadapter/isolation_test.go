@@ -2,6 +2,8 @@ package httpadapter_test
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/httpadapter"
 )
 
@@ -113,6 +116,67 @@ func TestRefusedRule(t *testing.T) {
 			assert.Equal(t, uint64(1), s.Rules[1].Matched)
 			assert.Zero(t, s.Rules[1].Errors)
 			assert.NotContains(t, w.Header().Get("RateLimit"), `"bad"`)
+		})
+	}
+}
+
+// TestRefusalErrors: how the middleware reads the error of a call refused
+// for one rule's hit. Any error wrapping actorlimit.ErrInvalidArgument is a
+// refusal of that rule alone, however deeply wrapped: the store refusal
+// that *actorlimit.Limiter returns (a WithStore store such as redisstore
+// refusing a check it cannot decide) wraps the store's own sentinel too.
+// Any other error is a failure of the limiter as a whole, and every rule
+// fails open.
+func TestRefusalErrors(t *testing.T) {
+	errStore := errors.New("somestore: check not supported")
+	tests := []struct {
+		name     string
+		err      func(i int) error
+		want     []int // the answers to three requests
+		wantStat httpadapter.Stats
+	}{
+		{
+			name: "bad input",
+			err:  func(i int) error { return fmt.Errorf("hits[%d]: %w: refused", i, actorlimit.ErrInvalidArgument) },
+			want: []int{200, 200, 429},
+			wantStat: httpadapter.Stats{Rules: []httpadapter.RuleStats{
+				{Rule: "bad", Matched: 3, Errors: 3}, {Rule: "per-ip", Matched: 3, Allowed: 2, Blocked: 1},
+			}},
+		},
+		{
+			name: "a store's refusal",
+			err:  func(int) error { return fmt.Errorf("%w: store: %w", actorlimit.ErrInvalidArgument, errStore) },
+			want: []int{200, 200, 429},
+			wantStat: httpadapter.Stats{Rules: []httpadapter.RuleStats{
+				{Rule: "bad", Matched: 3, Errors: 3}, {Rule: "per-ip", Matched: 3, Allowed: 2, Blocked: 1},
+			}},
+		},
+		{
+			name: "a failure of the limiter",
+			err:  func(int) error { return fmt.Errorf("actorlimit: store: %w", errStore) },
+			want: []int{200, 200, 200},
+			wantStat: httpadapter.Stats{LimiterErrors: 3, Rules: []httpadapter.RuleStats{
+				{Rule: "bad", Matched: 3, Errors: 3}, {Rule: "per-ip", Matched: 3, Errors: 3},
+			}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim := newFake()
+			lim.Refuse, lim.RefuseErr = []string{"3:bad"}, tt.err
+			m := newMW(t, lim, httpadapter.Config{Rules: []httpadapter.Rule{
+				{Name: "bad", Policy: perMinute(10)},
+				{Name: "per-ip", GroupBy: []string{"ip"}, Policy: perHour(2)},
+			}})
+			h := m.Handler(&okHandler{})
+			var codes []int
+			for range 3 {
+				codes = append(codes, serve(h, req("/")).Code)
+			}
+			assert.Equal(t, tt.want, codes)
+			s := m.Stats()
+			assert.Equal(t, tt.wantStat.LimiterErrors, s.LimiterErrors)
+			assert.Equal(t, tt.wantStat.Rules, s.Rules)
 		})
 	}
 }

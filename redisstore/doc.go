@@ -66,7 +66,11 @@
 // anything, a windowed Period that is not a whole number of milliseconds, a
 // sliding or bucket Limit above 2^52, and a bucket that takes longer than
 // MaxSpan to drain; and a backlog that a change of Limit would stretch past
-// MaxSpan saturates there (the table saturates at algo.MaxSpan).
+// MaxSpan saturates there (the table saturates at algo.MaxSpan). Through a
+// Limiter, such a check fails its own call with an error that wraps both
+// ErrUnsupported and actorlimit.ErrInvalidArgument (nothing was counted),
+// so the other calls and, in httpadapter, the other rules of a request are
+// still decided.
 //
 // # Time
 //

@@ -9,14 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/actorlimit/actorlimit/actor"
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/redisstore"
-)
-
-var (
-	_ actor.Store    = (*redisstore.Store)(nil)
-	_ actor.Screener = (*redisstore.Store)(nil)
 )
 
 // TestScreenAgreesWithDecide: Screen refuses exactly what Decide refuses
@@ -33,6 +27,19 @@ func TestScreenAgreesWithDecide(t *testing.T) {
 		{"window not whole ms", hit(algo.SlidingWindow, "a", 10, 1, 1500*time.Microsecond), true},
 		{"sliding limit above 2^52", hit(algo.SlidingLog, "a", 1<<53, 1, time.Second), true},
 		{"bucket limit above 2^52", hit(algo.GCRA, "a", 1<<53, 1, time.Second), true},
+		{"an algorithm not in the list", hit(algo.Algorithm(len(algo.All())), "a", 10, 1, time.Second), true},
+	}
+	// Every algorithm of the one list has its script: one added to the list
+	// and not here is refused, and fails this test, instead of going to
+	// another algorithm's script.
+	for _, a := range algo.All() {
+		c := hit(a, "a", 10, 1, time.Second)
+		c.Burst = 10
+		cases = append(cases, struct {
+			name  string
+			check algo.Check
+			bad   bool
+		}{"every algorithm: " + a.String(), c, false})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -197,12 +198,14 @@ func (s *Store) plan(ctx context.Context, now int64, c *algo.Check) call {
 			args[4], cl.never = "1", true // denied and counted nowhere
 		}
 		args = append(args, kind, pms, c.Limit, min(n, c.Limit+1))
-	default:
+	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
 		if c.Limit <= 0 || capacity(c) <= 0 {
 			return call{local: true, never: true}
 		}
 		args[1] = drainLua.Hash()
 		args, cl.never = drainArgs(c, n, args)
+	default:
+		panic(unscreened(c.Algorithm))
 	}
 	cl.cmd = redis.NewCmd(ctx, args...)
 	cl.cmd.SetFirstKeyPos(3)
@@ -242,12 +245,20 @@ func (s *Store) decision(c *algo.Check, cl *call, now int64) algo.Decision {
 		return fixedDecision(c, r)
 	case algo.SlidingWindow, algo.SlidingLog:
 		return countDecision(c, cl, r)
+	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
+		d := drainDecision(c, cl, r)
+		if c.Algorithm != algo.LeakyBucket {
+			d.Delay = 0
+		}
+		return d
 	}
-	d := drainDecision(c, cl, r)
-	if c.Algorithm != algo.LeakyBucket {
-		d.Delay = 0
-	}
-	return d
+	panic(unscreened(c.Algorithm))
+}
+
+// unscreened is the panic of a switch over the algorithms that meets one
+// [supported] should have refused: an impossible state.
+func unscreened(a algo.Algorithm) string {
+	return fmt.Sprintf("redisstore: algorithm %v got past supported", a)
 }
 
 func fixedDecision(c *algo.Check, r reply) algo.Decision {

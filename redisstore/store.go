@@ -272,7 +272,9 @@ func (s *Store) outage(now int64, checks []algo.Check, out []algo.Decision, caus
 // alone and not the others whose checks it gathered into the same batch.
 func (s *Store) Screen(c *algo.Check) error { return supported(c) }
 
-// supported reports a check the scripts cannot decide exactly.
+// supported reports a check the scripts cannot decide exactly, and one of
+// an algorithm that has no script here: every switch over the algorithms
+// in this package then has a case for each check that gets past it.
 func supported(c *algo.Check) error {
 	switch c.Algorithm {
 	case algo.FixedWindow, algo.SlidingWindow, algo.SlidingLog:
@@ -283,6 +285,9 @@ func supported(c *algo.Check) error {
 			return fmt.Errorf("%w: %v Limit %d is above 2^52", ErrUnsupported, c.Algorithm, c.Limit)
 		}
 		return nil
+	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
+	default:
+		return fmt.Errorf("%w: no script for algorithm %v", ErrUnsupported, c.Algorithm)
 	}
 	if c.Limit > maxExact {
 		return fmt.Errorf("%w: %v Limit %d is above 2^52", ErrUnsupported, c.Algorithm, c.Limit)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // BenchmarkDecide measures one hit of each algorithm on the table alone,
@@ -11,7 +13,7 @@ import (
 // second per key, the clock moving 1 µs a hit.
 func BenchmarkDecide(b *testing.B) {
 	const keys = 10_000
-	fixed := tableAlgo{name: "FixedWindow", hit: func(t *Table, k Key, l, _, n, now int64) Decision { return t.FixedWindow(k, l, n, now) }}
+	fixed := tableAlgo{name: "FixedWindow", hit: func(t *Table, k Key, l, _, n, now int64) algo.Decision { return t.FixedWindow(k, l, n, now) }}
 	for _, a := range append([]tableAlgo{fixed}, algos...) {
 		b.Run(fmt.Sprintf("alg=%s/keys=%d", a.name, keys), func(b *testing.B) {
 			tbl := New(0)

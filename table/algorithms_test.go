@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // algoStep is one call of a stateful sequence: a hit of n (a peek when n is 0)
@@ -13,7 +15,7 @@ import (
 type algoStep struct {
 	at   time.Duration
 	n    int64
-	want Decision
+	want algo.Decision
 }
 
 // runAlgoSteps runs steps against a and fails at the first wrong answer,
@@ -22,7 +24,7 @@ func runAlgoSteps(t *testing.T, a tableAlgo, tbl *Table, k Key, limit, burst int
 	t.Helper()
 	for i, s := range steps {
 		now := start + int64(s.at)
-		var got Decision
+		var got algo.Decision
 		if s.n == 0 {
 			got = a.peek(tbl, k, limit, burst, now)
 		} else {
@@ -48,13 +50,13 @@ func algoNamed(name string) tableAlgo {
 func TestGCRAFrenchArticle(t *testing.T) {
 	var steps []algoStep
 	for i := range int64(10) {
-		steps = append(steps, algoStep{0, 1, Decision{Allowed: true, Count: i + 1, Remaining: 9 - i, ResetAfter: time.Duration(i+1) * 6 * time.Second}})
+		steps = append(steps, algoStep{0, 1, algo.Decision{Allowed: true, Count: i + 1, Remaining: 9 - i, ResetAfter: time.Duration(i+1) * 6 * time.Second}})
 	}
-	full := Decision{Count: 10, ResetAfter: time.Minute, RetryAfter: 6 * time.Second}
+	full := algo.Decision{Count: 10, ResetAfter: time.Minute, RetryAfter: 6 * time.Second}
 	steps = append(steps,
 		algoStep{0, 1, full},
-		algoStep{6*time.Second - 1, 1, Decision{Count: 10, ResetAfter: time.Minute - 6*time.Second + 1, RetryAfter: 1}},
-		algoStep{6 * time.Second, 1, Decision{Allowed: true, Count: 10, ResetAfter: time.Minute}},
+		algoStep{6*time.Second - 1, 1, algo.Decision{Count: 10, ResetAfter: time.Minute - 6*time.Second + 1, RetryAfter: 1}},
+		algoStep{6 * time.Second, 1, algo.Decision{Allowed: true, Count: 10, ResetAfter: time.Minute}},
 		algoStep{6 * time.Second, 1, full},
 	)
 	runAlgoSteps(t, algoNamed("GCRA"), New(0), Key{Kind: 2, Scale: int64(time.Minute), ID: "admin"}, 10, 10, 0, steps)
@@ -65,17 +67,17 @@ func TestGCRAFrenchArticle(t *testing.T) {
 func TestLeakyBucketNginx(t *testing.T) {
 	var steps []algoStep
 	for i := range int64(5) {
-		steps = append(steps, algoStep{0, 1, Decision{
+		steps = append(steps, algoStep{0, 1, algo.Decision{
 			Allowed: true, Count: i + 1, Remaining: 4 - i,
 			ResetAfter: time.Duration(i+1) * 500 * time.Millisecond,
 			Delay:      time.Duration(i) * 500 * time.Millisecond,
 		}})
 	}
 	steps = append(steps,
-		algoStep{0, 1, Decision{Count: 5, ResetAfter: 2500 * time.Millisecond, RetryAfter: 500 * time.Millisecond}},
-		algoStep{0, 0, Decision{Count: 5, ResetAfter: 2500 * time.Millisecond, RetryAfter: 500 * time.Millisecond}},
-		algoStep{500 * time.Millisecond, 0, Decision{Allowed: true, Count: 4, Remaining: 1, ResetAfter: 2 * time.Second, Delay: 2 * time.Second}},
-		algoStep{500 * time.Millisecond, 1, Decision{Allowed: true, Count: 5, ResetAfter: 2500 * time.Millisecond, Delay: 2 * time.Second}},
+		algoStep{0, 1, algo.Decision{Count: 5, ResetAfter: 2500 * time.Millisecond, RetryAfter: 500 * time.Millisecond}},
+		algoStep{0, 0, algo.Decision{Count: 5, ResetAfter: 2500 * time.Millisecond, RetryAfter: 500 * time.Millisecond}},
+		algoStep{500 * time.Millisecond, 0, algo.Decision{Allowed: true, Count: 4, Remaining: 1, ResetAfter: 2 * time.Second, Delay: 2 * time.Second}},
+		algoStep{500 * time.Millisecond, 1, algo.Decision{Allowed: true, Count: 5, ResetAfter: 2500 * time.Millisecond, Delay: 2 * time.Second}},
 	)
 	runAlgoSteps(t, algoNamed("LeakyBucket"), New(0), Key{Kind: 4, Scale: int64(time.Second), ID: "ip"}, 2, 4, 0, steps)
 }
@@ -125,12 +127,12 @@ func TestSlidingWindowFigma(t *testing.T) {
 func TestSlidingLogMillisecond(t *testing.T) {
 	a, ms := algoNamed("SlidingLog"), time.Millisecond
 	runAlgoSteps(t, a, New(0), Key{Kind: 5, Scale: int64(time.Second), ID: "x"}, 2, 0, 0, []algoStep{
-		{ms / 2, 1, Decision{Allowed: true, Count: 1, Remaining: 1, ResetAfter: time.Second + ms/2}},
-		{2 * ms, 1, Decision{Allowed: true, Count: 2, ResetAfter: time.Second + ms}},
-		{2 * ms, 1, Decision{Count: 2, ResetAfter: time.Second + ms, RetryAfter: time.Second - ms}},
-		{time.Second + ms - 1, 1, Decision{Count: 2, ResetAfter: 2*ms + 1, RetryAfter: 1}},
-		{time.Second + ms, 1, Decision{Allowed: true, Count: 2, ResetAfter: time.Second + ms}},
-		{time.Second + ms, 3, Decision{Count: 2, ResetAfter: time.Second + ms, RetryAfter: Never}},
+		{ms / 2, 1, algo.Decision{Allowed: true, Count: 1, Remaining: 1, ResetAfter: time.Second + ms/2}},
+		{2 * ms, 1, algo.Decision{Allowed: true, Count: 2, ResetAfter: time.Second + ms}},
+		{2 * ms, 1, algo.Decision{Count: 2, ResetAfter: time.Second + ms, RetryAfter: time.Second - ms}},
+		{time.Second + ms - 1, 1, algo.Decision{Count: 2, ResetAfter: 2*ms + 1, RetryAfter: 1}},
+		{time.Second + ms, 1, algo.Decision{Allowed: true, Count: 2, ResetAfter: time.Second + ms}},
+		{time.Second + ms, 3, algo.Decision{Count: 2, ResetAfter: time.Second + ms, RetryAfter: algo.Never}},
 	})
 }
 
@@ -143,7 +145,7 @@ func TestNeverAllowed(t *testing.T) {
 			k := Key{Kind: 9, Scale: int64(time.Second), ID: "x"}
 			for _, c := range []struct{ limit, n int64 }{{3, 100}, {0, 1}} {
 				d := a.hit(tbl, k, c.limit, c.limit, c.n, 0)
-				if d.Allowed || d.RetryAfter != Never || tbl.Len() != 0 {
+				if d.Allowed || d.RetryAfter != algo.Never || tbl.Len() != 0 {
 					t.Errorf("limit %d n %d: %+v with %d entries, want denied for ever and no entry", c.limit, c.n, d, tbl.Len())
 				}
 			}
@@ -218,7 +220,7 @@ func TestExpireAtDeath(t *testing.T) {
 				now := r.Int64N(1 << 60)
 				start := now
 				var moves, hits int
-				var last Decision
+				var last algo.Decision
 				var lastAt int64
 				for range 1 + r.IntN(30) {
 					now += randomGap(r, period) / 4

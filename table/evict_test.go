@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // clockModel is the reference for the eviction ring, written the obvious
@@ -103,8 +105,8 @@ func checkRing(t *testing.T, tb *Table) {
 // algorithm of the table.
 var fixedAlgo = tableAlgo{
 	name: "FixedWindow", window: true,
-	hit:  func(t *Table, k Key, l, _, n, now int64) Decision { return t.FixedWindow(k, l, n, now) },
-	peek: func(t *Table, k Key, l, _, now int64) Decision { return t.PeekFixedWindow(k, l, now) },
+	hit:  func(t *Table, k Key, l, _, n, now int64) algo.Decision { return t.FixedWindow(k, l, n, now) },
+	peek: func(t *Table, k Key, l, _, now int64) algo.Decision { return t.PeekFixedWindow(k, l, now) },
 }
 
 // allAlgos is every algorithm of the table.

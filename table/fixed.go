@@ -4,26 +4,20 @@ import (
 	"github.com/actorlimit/actorlimit/algo"
 )
 
-// Never is the RetryAfter of a hit that no wait can allow: [algo.Never].
-const Never = algo.Never
-
-// Decision is the outcome of one check of a limit: [algo.Decision].
-type Decision = algo.Decision
-
 // FixedWindow counts n hits for k at now (Unix nanoseconds) and decides them
 // by [algo.FixedWindowHit], with k.Scale as the period: the window is bucket
 // floor(now / k.Scale), every hit is counted, denied ones too, and the hits
 // are allowed iff the window's count after them is at most limit. The
 // entry's Bucket is the window, Count its hits, Created and Modified Unix
 // ms ([algo.FixedState]).
-func (t *Table) FixedWindow(k Key, limit, n, now int64) Decision {
-	var d Decision
+func (t *Table) FixedWindow(k Key, limit, n, now int64) algo.Decision {
+	var d algo.Decision
 	t.fixedWindow(k, limit, n, now, &d)
 	return d
 }
 
 // fixedWindow is [Table.FixedWindow], writing the decision to d.
-func (t *Table) fixedWindow(k Key, limit, n, now int64, d *Decision) {
+func (t *Table) fixedWindow(k Key, limit, n, now int64, d *algo.Decision) {
 	e := t.lookup(k)
 	if e == nil {
 		var s algo.FixedState
@@ -48,7 +42,7 @@ func (t *Table) fixedWindow(k Key, limit, n, now int64, d *Decision) {
 // [Table.FixedWindow] would see it, and whether one more hit would be
 // allowed, without changing anything. A key with nothing counted in the
 // current window has ResetAfter 0: it is at full capacity.
-func (t *Table) PeekFixedWindow(k Key, limit, now int64) Decision {
+func (t *Table) PeekFixedWindow(k Key, limit, now int64) algo.Decision {
 	var s algo.FixedState
 	if e := t.lookup(k); e != nil {
 		s = e.FixedState

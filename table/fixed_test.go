@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 const ms = int64(time.Millisecond)
@@ -15,7 +17,7 @@ type fixedStep struct {
 	k        Key
 	limit, n int64
 	now      int64 // Unix ns
-	want     Decision
+	want     algo.Decision
 }
 
 func runFixed(t *testing.T, tb *Table, steps []fixedStep) {
@@ -37,7 +39,7 @@ func runFixed(t *testing.T, tb *Table, steps []fixedStep) {
 			t.Fatalf("step %d: FixedWindow(%+v, limit=%d, n=%d, now=%d) = %+v, want %+v", i, s.k, s.limit, s.n, s.now, got, s.want)
 		}
 		e, ok := tb.Get(s.k)
-		if !ok || e.Count != got.Count || e.Modified != FloorDiv(s.now, ms) || time.Duration(e.End()-s.now) != got.ResetAfter {
+		if !ok || e.Count != got.Count || e.Modified != algo.FloorDiv(s.now, ms) || time.Duration(e.End()-s.now) != got.ResetAfter {
 			t.Fatalf("step %d: after FixedWindow at %d, entry is %+v, %v; decision %+v", i, s.now, e, ok, got)
 		}
 	}
@@ -49,11 +51,11 @@ func TestFixedWindow(t *testing.T) {
 	// 1_700_000_010_000 ms is the start of bucket 56_666_667 of a 30 000 ms scale.
 	epoch := 1_700_000_010_000 * ms
 	t0 := 1_000 * sec // the start of a 1 s window
-	ok := func(count, remaining int64, reset time.Duration) Decision {
-		return Decision{Allowed: true, Count: count, Remaining: remaining, ResetAfter: reset}
+	ok := func(count, remaining int64, reset time.Duration) algo.Decision {
+		return algo.Decision{Allowed: true, Count: count, Remaining: remaining, ResetAfter: reset}
 	}
-	deny := func(count int64, retry, reset time.Duration) Decision {
-		return Decision{Count: count, RetryAfter: retry, ResetAfter: reset}
+	deny := func(count int64, retry, reset time.Duration) algo.Decision {
+		return algo.Decision{Count: count, RetryAfter: retry, ResetAfter: reset}
 	}
 	tests := []struct {
 		name  string
@@ -76,16 +78,16 @@ func TestFixedWindow(t *testing.T) {
 			{k: k, limit: 2, n: 2, now: t0 + sec, want: deny(3, time.Second, time.Second)},
 		}},
 		{"more than the limit can never go", []fixedStep{
-			{k: k, limit: 3, n: 4, now: t0, want: deny(4, Never, time.Second)},
+			{k: k, limit: 3, n: 4, now: t0, want: deny(4, algo.Never, time.Second)},
 			{k: k, limit: 3, n: 1, now: t0 + 250*ms, want: deny(5, 750*time.Millisecond, 750*time.Millisecond)},
 			{peek: true, k: k, limit: 3, now: t0 + 500*ms, want: deny(5, 500*time.Millisecond, 500*time.Millisecond)},
 			{k: k, limit: 3, n: 3, now: t0 + sec, want: ok(3, 0, time.Second)},
 		}},
 		{"limit 0 always denies", []fixedStep{
-			{peek: true, k: k, limit: 0, now: t0, want: deny(0, Never, 0)},
-			{k: k, limit: 0, n: 1, now: t0, want: deny(1, Never, time.Second)},
-			{peek: true, k: k, limit: 0, now: t0 + 1, want: deny(1, Never, time.Second-1)},
-			{k: k, limit: 0, n: 1, now: t0 + 5*sec, want: deny(1, Never, time.Second)},
+			{peek: true, k: k, limit: 0, now: t0, want: deny(0, algo.Never, 0)},
+			{k: k, limit: 0, n: 1, now: t0, want: deny(1, algo.Never, time.Second)},
+			{peek: true, k: k, limit: 0, now: t0 + 1, want: deny(1, algo.Never, time.Second-1)},
+			{k: k, limit: 0, n: 1, now: t0 + 5*sec, want: deny(1, algo.Never, time.Second)},
 		}},
 		{"peek at a key with nothing counted", []fixedStep{
 			{peek: true, k: k, limit: 5, now: t0 + 300*ms, want: ok(0, 5, 0)},
@@ -143,7 +145,7 @@ func TestFloorDiv(t *testing.T) {
 		{-1, sec, -1}, {-sec, sec, -1}, {-sec - 1, sec, -2},
 	}
 	for _, tt := range tests {
-		if got := FloorDiv(tt.a, tt.b); got != tt.want {
+		if got := algo.FloorDiv(tt.a, tt.b); got != tt.want {
 			t.Errorf("FloorDiv(%d, %d) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}
 	}

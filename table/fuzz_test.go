@@ -5,6 +5,8 @@ import (
 	"math/big"
 	"testing"
 	"time"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // The fuzz targets drive one key of one algorithm with a script of hits and
@@ -106,7 +108,7 @@ func fuzzRun(t *testing.T, a tableAlgo, p fuzzPolicy, now int64, script []byte) 
 	tbl := New(0)
 	k := Key{Kind: 1, Scale: p.period, ID: "f"}
 	var hits []allowedHit
-	var denied Decision
+	var denied algo.Decision
 	deniedN := int64(0)
 	for i := 0; i+2 < len(script) && i < 1500; i += 3 {
 		gap := p.period/128*int64(script[i]) + int64(script[i+2])
@@ -119,7 +121,7 @@ func fuzzRun(t *testing.T, a tableAlgo, p fuzzPolicy, now int64, script []byte) 
 		if script[i+1]&0x20 != 0 && !retry {
 			fuzzHuge(t, a, p, tbl, k, math.MaxInt64-int64(script[i+2]), now)
 		}
-		var peek Decision
+		var peek algo.Decision
 		if script[i+1]&0x40 != 0 {
 			n = 1
 			peek = a.peek(tbl, k, p.limit, p.burst, now)
@@ -151,7 +153,7 @@ func fuzzHuge(t *testing.T, a tableAlgo, p fuzzPolicy, tbl *Table, k Key, n, now
 	before := a.peek(tbl, k, p.limit, p.burst, now)
 	d := a.hit(tbl, k, p.limit, p.burst, n, now)
 	checkDecision(t, a, d)
-	if d.Allowed || d.RetryAfter != Never {
+	if d.Allowed || d.RetryAfter != algo.Never {
 		t.Fatalf("a hit of %d: %+v, want denied for ever", n, d)
 	}
 	if after := a.peek(tbl, k, p.limit, p.burst, now); after != before {
@@ -159,7 +161,7 @@ func fuzzHuge(t *testing.T, a tableAlgo, p fuzzPolicy, tbl *Table, k Key, n, now
 	}
 }
 
-func checkDecision(t *testing.T, a tableAlgo, d Decision) {
+func checkDecision(t *testing.T, a tableAlgo, d algo.Decision) {
 	t.Helper()
 	switch {
 	case d.Count < 0 || d.Remaining < 0:
@@ -174,7 +176,7 @@ func checkDecision(t *testing.T, a tableAlgo, d Decision) {
 }
 
 // checkPeek compares a peek with the hit of 1 made right after it.
-func checkPeek(t *testing.T, peek, hit Decision) {
+func checkPeek(t *testing.T, peek, hit algo.Decision) {
 	t.Helper()
 	if !hit.Allowed {
 		if peek != hit {
@@ -279,7 +281,7 @@ func FuzzFixedWindow(f *testing.F) {
 		now, window, exact := start%(1<<61), int64(math.MinInt64), new(big.Int)
 		for i := 0; i+2 < len(script) && i < 1500; i += 3 {
 			now += scale/128*int64(script[i]) + int64(script[i+2])
-			if w := FloorDiv(now, scale); w > window {
+			if w := algo.FloorDiv(now, scale); w > window {
 				window, exact = w, new(big.Int)
 			}
 			n := 1 + int64(script[i+1]&3)
@@ -298,7 +300,7 @@ func FuzzFixedWindow(f *testing.F) {
 
 // checkFixed holds d to the window's exact count: d.Count is count, or
 // MaxInt64 if count is more, and d allows iff count+more is at most limit.
-func checkFixed(t *testing.T, what string, d Decision, count *big.Int, more, limit int64) {
+func checkFixed(t *testing.T, what string, d algo.Decision, count *big.Int, more, limit int64) {
 	t.Helper()
 	want := int64(math.MaxInt64)
 	if count.IsInt64() {

@@ -1,37 +1,22 @@
 package table
 
 import (
-	"time"
-
 	"github.com/actorlimit/actorlimit/algo"
 )
-
-// MaxSpan is the longest Period, and the longest time a full bucket may take
-// to drain, that the algorithms other than the fixed window accept:
-// [algo.MaxSpan].
-const MaxSpan = algo.MaxSpan
-
-// DrainTime returns how long a bucket that holds capacity hits takes to drain
-// at limit hits per period (ns), rounded up, and whether that is at most
-// [MaxSpan]: [algo.DrainTime]. limit and period must be positive, capacity
-// not negative.
-func DrainTime(period, limit, capacity int64) (time.Duration, bool) {
-	return algo.DrainTime(period, limit, capacity)
-}
 
 // GCRA decides n hits for k at now (Unix ns) by [algo.GCRAHit], with
 // k.Scale as the period: with the emission interval T = k.Scale/limit, the
 // hits are allowed iff max(TAT, now) + n*T - now <= burst*T, and then TAT
 // becomes max(TAT, now) + n*T. Denied hits change nothing. limit and burst
-// must be positive and burst*T at most [MaxSpan].
-func (t *Table) GCRA(k Key, limit, burst, n, now int64) Decision {
-	var d Decision
+// must be positive and burst*T at most [algo.MaxSpan].
+func (t *Table) GCRA(k Key, limit, burst, n, now int64) algo.Decision {
+	var d algo.Decision
 	t.gcra(k, limit, burst, n, now, &d)
 	return d
 }
 
 // gcra is [Table.GCRA], writing the decision to d.
-func (t *Table) gcra(k Key, limit, burst, n, now int64, d *Decision) {
+func (t *Table) gcra(k Key, limit, burst, n, now int64, d *algo.Decision) {
 	e, s := t.bucketOf(k)
 	var changed bool
 	*d, changed = algo.GCRAHit(&s, k.Scale, limit, burst, n, now)
@@ -40,7 +25,7 @@ func (t *Table) gcra(k Key, limit, burst, n, now int64, d *Decision) {
 
 // PeekGCRA reports k's state at now as [Table.GCRA] sees it, and whether one
 // more hit would be allowed, without changing anything.
-func (t *Table) PeekGCRA(k Key, limit, burst, now int64) Decision {
+func (t *Table) PeekGCRA(k Key, limit, burst, now int64) algo.Decision {
 	_, s := t.bucketOf(k)
 	return algo.GCRAPeek(s, k.Scale, limit, burst, now)
 }
@@ -63,7 +48,7 @@ func (t *Table) bucketOf(k Key) (*node, algo.BucketState) {
 // s's death: now plus d.ResetAfter, the wait until the key is back to full
 // capacity, which is [algo.BucketState.Death]. An existing entry gets the
 // hit's chances against eviction.
-func (t *Table) putBucket(k Key, e *node, s *algo.BucketState, d *Decision, changed bool, now int64) {
+func (t *Table) putBucket(k Key, e *node, s *algo.BucketState, d *algo.Decision, changed bool, now int64) {
 	if e != nil {
 		record(e, d.Allowed)
 	}

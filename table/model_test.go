@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // The reference models: each keeps its state the obvious way (a list of
@@ -15,7 +17,7 @@ import (
 
 // algoModel decides hits like one algorithm of the table.
 type algoModel interface {
-	hit(now, limit, burst, n int64, peek bool) Decision
+	hit(now, limit, burst, n int64, peek bool) algo.Decision
 }
 
 func rat(a, b int64) *big.Rat { return big.NewRat(a, b) }
@@ -45,7 +47,7 @@ type tatModel struct {
 	l0     int64
 }
 
-func (m *tatModel) hit(now, limit, burst, n int64, peek bool) Decision {
+func (m *tatModel) hit(now, limit, burst, n int64, peek bool) algo.Decision {
 	T := rat(m.period, limit)
 	nowR := ratInt(now)
 	back := new(big.Rat)
@@ -59,9 +61,9 @@ func (m *tatModel) hit(now, limit, burst, n int64, peek bool) Decision {
 		}
 	}
 	count := ceilRat(new(big.Rat).Quo(back, T))
-	d := Decision{Count: count, Remaining: max(0, burst-count), ResetAfter: time.Duration(ceilRat(back))}
+	d := algo.Decision{Count: count, Remaining: max(0, burst-count), ResetAfter: time.Duration(ceilRat(back))}
 	if n > burst {
-		d.RetryAfter = Never
+		d.RetryAfter = algo.Never
 		return d
 	}
 	// allowed iff max(TAT, now) + n*T - now <= burst*T
@@ -93,7 +95,7 @@ type levelModel struct {
 	l0     int64
 }
 
-func (m *levelModel) hit(now, limit, burst, n int64, peek bool) Decision {
+func (m *levelModel) hit(now, limit, burst, n int64, peek bool) algo.Decision {
 	c := burst
 	if m.leaky {
 		c = burst + 1
@@ -110,9 +112,9 @@ func (m *levelModel) hit(now, limit, burst, n int64, peek bool) Decision {
 		return time.Duration(ceilRat(new(big.Rat).Mul(hits, rat(m.period, limit))))
 	}
 	count := ceilRat(level)
-	d := Decision{Count: count, Remaining: max(0, c-count), ResetAfter: wait(level)}
+	d := algo.Decision{Count: count, Remaining: max(0, c-count), ResetAfter: wait(level)}
 	if n > c {
-		d.RetryAfter = Never
+		d.RetryAfter = algo.Never
 		return d
 	}
 	after := new(big.Rat).Add(level, ratInt(n))
@@ -156,10 +158,10 @@ func slidingDeath(p int64) func(int64) int64 {
 // a Period after the end of its millisecond.
 func logDeath(p int64) func(int64) int64 {
 	ms := int64(time.Millisecond)
-	return func(t int64) int64 { return (FloorDiv(t, ms)+1)*ms + p }
+	return func(t int64) int64 { return (algo.FloorDiv(t, ms)+1)*ms + p }
 }
 
-func (m *logModel) hit(now, limit, _, n int64, peek bool) Decision {
+func (m *logModel) hit(now, limit, _, n int64, peek bool) algo.Decision {
 	var alive []loggedHit
 	var count, last int64
 	for _, h := range m.hits {
@@ -169,12 +171,12 @@ func (m *logModel) hit(now, limit, _, n int64, peek bool) Decision {
 			last = max(last, h.death)
 		}
 	}
-	d := Decision{Count: count, Remaining: max(0, limit-count)}
+	d := algo.Decision{Count: count, Remaining: max(0, limit-count)}
 	if count > 0 {
 		d.ResetAfter = time.Duration(last - now)
 	}
 	if n > limit {
-		d.RetryAfter = Never
+		d.RetryAfter = algo.Never
 		return d
 	}
 	if count+n > limit {
@@ -204,40 +206,40 @@ func (m *logModel) hit(now, limit, _, n int64, peek bool) Decision {
 type tableAlgo struct {
 	name   string
 	window bool // whole-millisecond periods, no burst
-	hit    func(t *Table, k Key, limit, burst, n, now int64) Decision
-	peek   func(t *Table, k Key, limit, burst, now int64) Decision
+	hit    func(t *Table, k Key, limit, burst, n, now int64) algo.Decision
+	peek   func(t *Table, k Key, limit, burst, now int64) algo.Decision
 	model  func(period int64) algoModel
 }
 
 var algos = []tableAlgo{
 	{
 		name: "SlidingWindow", window: true,
-		hit:   func(t *Table, k Key, l, _, n, now int64) Decision { return t.SlidingWindow(k, l, n, now) },
-		peek:  func(t *Table, k Key, l, _, now int64) Decision { return t.PeekSlidingWindow(k, l, now) },
+		hit:   func(t *Table, k Key, l, _, n, now int64) algo.Decision { return t.SlidingWindow(k, l, n, now) },
+		peek:  func(t *Table, k Key, l, _, now int64) algo.Decision { return t.PeekSlidingWindow(k, l, now) },
 		model: func(p int64) algoModel { return &logModel{death: slidingDeath(p)} },
 	},
 	{
 		name: "SlidingLog", window: true,
-		hit:   func(t *Table, k Key, l, _, n, now int64) Decision { return t.SlidingLog(k, l, n, now) },
-		peek:  func(t *Table, k Key, l, _, now int64) Decision { return t.PeekSlidingLog(k, l, now) },
+		hit:   func(t *Table, k Key, l, _, n, now int64) algo.Decision { return t.SlidingLog(k, l, n, now) },
+		peek:  func(t *Table, k Key, l, _, now int64) algo.Decision { return t.PeekSlidingLog(k, l, now) },
 		model: func(p int64) algoModel { return &logModel{death: logDeath(p)} },
 	},
 	{
 		name:  "GCRA",
-		hit:   func(t *Table, k Key, l, b, n, now int64) Decision { return t.GCRA(k, l, b, n, now) },
-		peek:  func(t *Table, k Key, l, b, now int64) Decision { return t.PeekGCRA(k, l, b, now) },
+		hit:   func(t *Table, k Key, l, b, n, now int64) algo.Decision { return t.GCRA(k, l, b, n, now) },
+		peek:  func(t *Table, k Key, l, b, now int64) algo.Decision { return t.PeekGCRA(k, l, b, now) },
 		model: func(p int64) algoModel { return &tatModel{period: p} },
 	},
 	{
 		name:  "TokenBucket",
-		hit:   func(t *Table, k Key, l, b, n, now int64) Decision { return t.TokenBucket(k, l, b, n, now) },
-		peek:  func(t *Table, k Key, l, b, now int64) Decision { return t.PeekTokenBucket(k, l, b, now) },
+		hit:   func(t *Table, k Key, l, b, n, now int64) algo.Decision { return t.TokenBucket(k, l, b, n, now) },
+		peek:  func(t *Table, k Key, l, b, now int64) algo.Decision { return t.PeekTokenBucket(k, l, b, now) },
 		model: func(p int64) algoModel { return &levelModel{period: p} },
 	},
 	{
 		name:  "LeakyBucket",
-		hit:   func(t *Table, k Key, l, b, n, now int64) Decision { return t.LeakyBucket(k, l, b, n, now) },
-		peek:  func(t *Table, k Key, l, b, now int64) Decision { return t.PeekLeakyBucket(k, l, b, now) },
+		hit:   func(t *Table, k Key, l, b, n, now int64) algo.Decision { return t.LeakyBucket(k, l, b, n, now) },
+		peek:  func(t *Table, k Key, l, b, now int64) algo.Decision { return t.PeekLeakyBucket(k, l, b, now) },
 		model: func(p int64) algoModel { return &levelModel{period: p, leaky: true} },
 	},
 }
@@ -312,7 +314,7 @@ func runModelSequence(t *testing.T, r *rand.Rand, a tableAlgo, seq int) {
 			n = 1 + r.Int64N(limit+3)
 		}
 		peek := r.IntN(6) == 0
-		var got Decision
+		var got algo.Decision
 		if peek {
 			got, n = a.peek(tbl, k, limit, burst, now), 1
 		} else {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // satStep is one hit of a saturation sequence: n hits at offset at, and
@@ -116,7 +118,7 @@ func runSaturation(t *testing.T, a tableAlgo, limit int64, steps []satStep) {
 		checkSaturated(t, i, a, limit, d)
 		switch {
 		case d.Allowed:
-		case s.never && d.RetryAfter != Never:
+		case s.never && d.RetryAfter != algo.Never:
 			t.Fatalf("step %d: %+v, want RetryAfter Never", i, d)
 		case !s.never && d.RetryAfter <= 0:
 			t.Fatalf("step %d: %+v, want a positive RetryAfter", i, d)
@@ -136,12 +138,12 @@ func runSaturation(t *testing.T, a tableAlgo, limit int64, steps []satStep) {
 
 // checkSaturated fails on a decision that shows a wrapped number, for a
 // limit whose capacity (the most hits its state holds) is capacity.
-func checkSaturated(t *testing.T, step int, a tableAlgo, capacity int64, d Decision) {
+func checkSaturated(t *testing.T, step int, a tableAlgo, capacity int64, d algo.Decision) {
 	t.Helper()
 	switch {
 	case d.Count < 0 || d.Remaining < 0 || d.Remaining > capacity:
 		t.Fatalf("step %d: Count or Remaining out of range: %+v", step, d)
-	case d.ResetAfter < 0 || d.Delay < 0 || d.RetryAfter < Never:
+	case d.ResetAfter < 0 || d.Delay < 0 || d.RetryAfter < algo.Never:
 		t.Fatalf("step %d: negative time: %+v", step, d)
 	case d.Allowed && d.RetryAfter != 0:
 		t.Fatalf("step %d: allowed with RetryAfter: %+v", step, d)
@@ -198,7 +200,7 @@ func TestFixedWindowSaturatedPeek(t *testing.T) {
 // MaxInt64 to 1 on a full bucket, whose backlog must clamp to MaxSpan, not
 // wrap.
 func TestBucketExtremes(t *testing.T) {
-	const big, span = math.MaxInt64, int64(MaxSpan)
+	const big, span = math.MaxInt64, int64(algo.MaxSpan)
 	type hit struct {
 		at           int64 // ns from the start
 		limit, burst int64
@@ -260,7 +262,7 @@ func TestBucketExtremes(t *testing.T) {
 						t.Fatalf("step %d: %+v, want allowed %v", i, d, h.allowed)
 					}
 					checkSaturated(t, i, a, h.burst, d)
-					if !d.Allowed && d.RetryAfter != Never && (d.RetryAfter <= 0 || int64(d.RetryAfter) > 2*span) {
+					if !d.Allowed && d.RetryAfter != algo.Never && (d.RetryAfter <= 0 || int64(d.RetryAfter) > 2*span) {
 						t.Fatalf("step %d: RetryAfter out of range: %+v", i, d)
 					}
 				}

@@ -12,20 +12,20 @@ const SubWindows = algo.SubWindows
 // milliseconds) as the Period: a count per Period/[SubWindows], and never
 // more than limit allowed hits in any interval of length Period. Denied hits
 // change nothing.
-func (t *Table) SlidingWindow(k Key, limit, n, now int64) Decision {
-	var d Decision
+func (t *Table) SlidingWindow(k Key, limit, n, now int64) algo.Decision {
+	var d algo.Decision
 	t.slidingWindow(k, limit, n, now, &d)
 	return d
 }
 
 // slidingWindow is [Table.SlidingWindow], writing the decision to d.
-func (t *Table) slidingWindow(k Key, limit, n, now int64, d *Decision) {
+func (t *Table) slidingWindow(k Key, limit, n, now int64, d *algo.Decision) {
 	t.slotsHit(algo.SlidingWindowHit, k, limit, n, now, d)
 }
 
 // PeekSlidingWindow reports k's state at now as [Table.SlidingWindow] sees
 // it, and whether one more hit would be allowed, without changing anything.
-func (t *Table) PeekSlidingWindow(k Key, limit, now int64) Decision {
+func (t *Table) PeekSlidingWindow(k Key, limit, now int64) algo.Decision {
 	return t.slotsPeek(algo.SlidingWindowPeek, k, limit, now)
 }
 
@@ -33,8 +33,8 @@ func (t *Table) PeekSlidingWindow(k Key, limit, now int64) Decision {
 // [algo.SlotState] (the sliding window and the sliding log), to k's entry,
 // writing the decision to d: it records the decision's eviction chances and
 // files the entry anew when hit changed its state.
-func (t *Table) slotsHit(hit func(s *algo.SlotState, period, limit, n, now int64) (Decision, bool),
-	k Key, limit, n, now int64, d *Decision) {
+func (t *Table) slotsHit(hit func(s *algo.SlotState, period, limit, n, now int64) (algo.Decision, bool),
+	k Key, limit, n, now int64, d *algo.Decision) {
 	var s algo.SlotState
 	e, x := t.slotsOf(k, &s)
 	var changed bool
@@ -49,7 +49,7 @@ func (t *Table) slotsHit(hit func(s *algo.SlotState, period, limit, n, now int64
 
 // slotsPeek is [Table.slotsHit]'s read-only twin: peek sees a copy of k's
 // state.
-func (t *Table) slotsPeek(peek func(s algo.SlotState, period, limit, now int64) Decision, k Key, limit, now int64) Decision {
+func (t *Table) slotsPeek(peek func(s algo.SlotState, period, limit, now int64) algo.Decision, k Key, limit, now int64) algo.Decision {
 	var s algo.SlotState
 	t.slotsOf(k, &s)
 	return peek(s, k.Scale, limit, now)

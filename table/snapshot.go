@@ -57,7 +57,8 @@ func (t *Table) Record(c *algo.Check) algo.Record {
 }
 
 // appendState appends the encoding of e's state to b and returns it with
-// the state's death (Unix ns); ok is false if e's Kind is no algorithm.
+// the state's death (Unix ns); ok is false if a sliding entry has lost its
+// pairs.
 func (t *Table) appendState(b []byte, e *node) (_ []byte, death int64, ok bool) {
 	switch a := algo.Algorithm(e.Kind); a {
 	case algo.FixedWindow:
@@ -79,7 +80,7 @@ func (t *Table) appendState(b []byte, e *node) (_ []byte, death int64, ok bool) 
 		}
 		return b, algo.SlidingWindowDeath(&s, e.Scale), true
 	}
-	return b, 0, false
+	panic(unknown(algo.Algorithm(e.Kind))) // entries are made by checks and records of known algorithms
 }
 
 // Load puts r's state in the table, replacing the key's own: a record with
@@ -122,7 +123,7 @@ func (t *Table) Load(now int64, r algo.Record) error {
 		death = s.Death()
 		bucket = deathBucket(death, k.Scale)
 		set = func(e *node) { e.Modified, e.Created, e.Count = s.Empty, s.Frac, s.Rate }
-	default: // the sliding window and log
+	case algo.SlidingWindow, algo.SlidingLog:
 		var s algo.SlotState
 		if err = s.UnmarshalBinary(r.State); err == nil {
 			if r.Algorithm == algo.SlidingLog {
@@ -141,6 +142,8 @@ func (t *Table) Load(now int64, r algo.Record) error {
 			t.ext[e] = &s.Pairs
 			e.Count, e.Created, e.Modified = s.Count, s.Base, s.Newest
 		}
+	default: // checkKey let through an algorithm with no case here
+		return fmt.Errorf("%w: %s", ErrRecord, unknown(r.Algorithm))
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %v %v %q: %w", ErrRecord, r.Algorithm, r.Period, r.ID, err)
@@ -166,8 +169,8 @@ func checkKey(r *algo.Record) error {
 		return fmt.Errorf("%w: %v period %v, not positive", ErrRecord, r.Algorithm, p)
 	case r.Algorithm.Windowed() && p%time.Millisecond != 0:
 		return fmt.Errorf("%w: %v period %v, not whole milliseconds", ErrRecord, r.Algorithm, p)
-	case r.Algorithm != algo.FixedWindow && p > MaxSpan:
-		return fmt.Errorf("%w: %v period %v, longer than %v", ErrRecord, r.Algorithm, p, MaxSpan)
+	case r.Algorithm != algo.FixedWindow && p > algo.MaxSpan:
+		return fmt.Errorf("%w: %v period %v, longer than %v", ErrRecord, r.Algorithm, p, algo.MaxSpan)
 	}
 	return nil
 }

@@ -263,7 +263,7 @@ func (t *Table) move(e *node, bucket int64) {
 // after death, so that [Table.Expire] deletes the entry only once its state
 // is dead.
 func deathBucket(death, scale int64) int64 {
-	return FloorDiv(death-1, scale)
+	return algo.FloorDiv(death-1, scale)
 }
 
 // Delete removes k's entry and reports whether there was one.
@@ -315,7 +315,7 @@ func (t *Table) Expire(before int64, max int) (removed int, more bool) {
 	for _, r := range t.groups {
 		// Window b ended at or before `before` iff (b+1)*scale <= before,
 		// that is iff b < floor(before/scale).
-		cutoff := FloorDiv(before, r.scale)
+		cutoff := algo.FloorDiv(before, r.scale)
 		for {
 			e, ok := r.tree.Min()
 			if !ok || e.Window >= cutoff {
@@ -359,7 +359,3 @@ func (t *Table) ascend(fn func(*node) bool) {
 		}
 	}
 }
-
-// FloorDiv returns floor(a/b) for b > 0, rounding toward minus infinity where
-// Go's / rounds toward zero: [algo.FloorDiv].
-func FloorDiv(a, b int64) int64 { return algo.FloorDiv(a, b) }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 const (
@@ -313,9 +315,9 @@ func TestExpireMaxAcrossScales(t *testing.T) {
 			dead, live := 0, 0
 			for i, s := range scales {
 				for j := range 10 {
-					b := FloorDiv(before, s) - 1 - int64(j) // ended at or before `before`
+					b := algo.FloorDiv(before, s) - 1 - int64(j) // ended at or before `before`
 					if j%3 == 0 {
-						b = FloorDiv(before, s) + int64(j%2) // not ended yet
+						b = algo.FloorDiv(before, s) + int64(j%2) // not ended yet
 						live++
 					} else {
 						dead++
@@ -522,7 +524,7 @@ func TestRandomOps(t *testing.T) {
 func randomAdd(t *testing.T, step int, tb *Table, m model, ring *clockModel, k Key, n, now int64) {
 	t.Helper()
 	_, had := m[k]
-	got := tb.Add(k, FloorDiv(now, k.Scale), n, now/1e6)
+	got := tb.Add(k, algo.FloorDiv(now, k.Scale), n, now/1e6)
 	switch {
 	case had:
 		ring.hit(k)
@@ -535,7 +537,7 @@ func randomAdd(t *testing.T, step int, tb *Table, m model, ring *clockModel, k K
 	default:
 		ring.insert(k)
 	}
-	if want := m.add(k, FloorDiv(now, k.Scale), n, now/1e6); got != want {
+	if want := m.add(k, algo.FloorDiv(now, k.Scale), n, now/1e6); got != want {
 		t.Fatalf("step %d: Add(%+v) = %+v, want %+v", step, k, got, want)
 	}
 }

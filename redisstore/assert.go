@@ -1,5 +1,0 @@
-package redisstore
-
-import "github.com/actorlimit/actorlimit/actor"
-
-var _ actor.Store = (*Store)(nil)

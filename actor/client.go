@@ -84,7 +84,10 @@ func (c *Client) PID() *protoactor.PID { return c.pid }
 // limiter stops) first, Do returns at once with that error, and the check
 // may or may not have been applied: the limiter skips a call whose caller
 // has gone, unless it was already serving it (as net/http says of a request
-// whose context ends).
+// whose context ends). With the embedded table the caller runs its check
+// itself when its turn comes (see the package doc): a context that ends
+// while it waits for its turn is seen when the turn comes, after at most
+// one message of each caller ahead of it, and the check is then skipped.
 func (c *Client) Do(ctx context.Context, chk algo.Check) (algo.Decision, error) {
 	k := c.calls.Get().(*call)
 	k.kind = callCheck
@@ -181,7 +184,11 @@ func (c *Client) roundTrip(ctx context.Context, k *call) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("actorlimit: %w", err)
 	}
-	c.post(k)
+	if !c.post(ctx, k) {
+		// Its context ended while it waited for its turn: k never reached
+		// the limiter, and nothing was counted.
+		return fmt.Errorf("actorlimit: %w", ctx.Err())
+	}
 	// A caller that ran the mailbox itself is answered already. Others
 	// yield the processor a few times before they park: on a busy limiter
 	// the answer usually comes within a batch, and a parked goroutine costs
@@ -210,14 +217,17 @@ func (c *Client) roundTrip(ctx context.Context, k *call) error {
 // (which queues k behind a busy limiter, to be gathered with other calls).
 // A turn keeps the actor's contract: k is still a message run by the
 // mailbox, one at a time, with panics escalated to the supervisor.
-func (c *Client) post(k *call) {
+//
+// A caller that had to wait for its turn and finds ctx ended when it comes
+// does not post k, and post reports false.
+func (c *Client) post(ctx context.Context, k *call) bool {
 	if c.h.turns {
 		if m := c.h.mailbox.Load(); m != nil {
-			m.Take(k)
-			return
+			return m.Take(k, ctx.Done())
 		}
 	}
 	c.root.Send(c.pid, k)
+	return true
 }
 
 // abandon gives up on a parked call and returns why, unless the limiter

@@ -40,8 +40,22 @@
 // over and the caller returns. When nothing is queued, such a caller's
 // message is not queued at all: it goes straight to the actor, with none of
 // the queue's lock, counter and slices, whose cache lines would otherwise
-// move between the cores of two callers taking turns. Callers that find it
-// busy only enqueue and wait. The mailbox still serializes every message, system messages first.
+// move between the cores of two callers taking turns. The mailbox still
+// serializes every message, system messages first.
+//
+// What a caller does when it finds the mailbox busy depends on the store.
+// With the embedded table, whose checks take well under a microsecond, it
+// waits for its turn and then runs the mailbox itself, its own message
+// behind whatever is queued: the check runs on the caller's processor, with
+// no hand-off and no wake-up. The goroutine holding the turn hands it over
+// as soon as its own message has run, so a caller waits for at most one
+// message of each caller ahead of it. Among no more callers than there are
+// processors a waiting caller parks, and the one running keeps the state's
+// cache lines on its core, check after check; among more, it spins for a
+// while, since parking would only give its processor to another caller that
+// would park too. With a store across the network a caller only enqueues
+// and waits, so that the calls queued behind a round trip go in the next
+// one.
 //
 // # The mailbox as a pipeline
 //

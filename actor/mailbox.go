@@ -106,14 +106,25 @@ const takeSpins = 2048
 //     its own message has run: see [mailbox.process]); then parks. Once its
 //     check is done it yields its processor to the callers queued there.
 //
-// Take must not be called from the goroutine running the mailbox (the
-// limiter's own Receive).
-func (m *mailbox) Take(msg any) {
+// If cancel (which may be nil) is closed when a caller that had to wait
+// gets its turn, Take does not run msg and reports false: the caller gave
+// up while it waited, which is at most one message for each caller ahead of
+// it. Otherwise it reports true. Take must not be called from the goroutine
+// running the mailbox (the limiter's own Receive).
+func (m *mailbox) Take(msg any, cancel <-chan struct{}) bool {
 	if m.turn.TryLock() {
 		m.runOwn(msg)
-		return
+		return true
 	}
 	crowded := m.wait()
+	select {
+	case <-cancel:
+		if m.release() { // the turn is taken: pass on what is queued
+			m.process(m.batch, nil)
+		}
+		return false
+	default:
+	}
 	m.runOwn(msg)
 	if crowded {
 		// Let the callers queued on this processor have their go: a caller
@@ -121,6 +132,7 @@ func (m *mailbox) Take(msg any) {
 		// would keep it for its whole time slice, check after check.
 		runtime.Gosched()
 	}
+	return true
 }
 
 // wait returns once the caller holds the turn, waiting as [mailbox.Take]

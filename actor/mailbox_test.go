@@ -191,7 +191,7 @@ func isIdle(m *mailbox) bool {
 
 func TestMailboxTakeRunsOnTheCaller(t *testing.T) {
 	m, r := newRecorded(300)
-	m.Take("a")
+	m.Take("a", nil)
 	assert.Equal(t, []any{"a"}, r.user, "Take returned before its message ran")
 	assert.True(t, isIdle(m))
 }
@@ -203,7 +203,7 @@ func TestMailboxTakeWaitsForTheTurnBehindTheQueue(t *testing.T) {
 	taken := make(chan struct{})
 	go func() {
 		defer close(taken)
-		m.Take("mine")
+		m.Take("mine", nil)
 	}()
 	select {
 	case <-taken:
@@ -232,7 +232,7 @@ func TestMailboxTakeKeepsEveryCallersOrder(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				if p%2 == 0 {
-					m.Take(msg{p, i})
+					m.Take(msg{p, i}, nil)
 				} else {
 					m.PostUserMessage(msg{p, i})
 				}
@@ -268,7 +268,7 @@ func TestMailboxRunnerHandsTheTurnToAWaitingCaller(t *testing.T) {
 			// A caller comes for its turn while we run.
 			go func() {
 				defer close(taken)
-				m.Take("t")
+				m.Take("t", nil)
 			}()
 			for m.takers.Load() == 0 {
 				runtime.Gosched()
@@ -292,5 +292,28 @@ func TestMailboxRunnerHandsTheTurnToAWaitingCaller(t *testing.T) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	assert.Equal(t, []any{"a", "b", "t"}, r.user)
+	assert.True(t, isIdle(m))
+}
+
+func TestMailboxTakeGivesUpWhenCancelledWhileWaiting(t *testing.T) {
+	m, r := newRecorded(300)
+	cancelled := make(chan struct{})
+	close(cancelled)
+	// Not waiting: the message runs, whatever the channel says.
+	assert.True(t, m.Take("now", cancelled))
+
+	m.turn.Lock() // another goroutine runs the mailbox
+	m.PostUserMessage("queued")
+	ran := make(chan bool)
+	go func() { ran <- m.Take("mine", cancelled) }()
+	for m.takers.Load() == 0 {
+		runtime.Gosched()
+	}
+	m.turn.Unlock()
+	assert.False(t, <-ran, "a caller that gave up while it waited had its message run")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// the queue it found was run, its own message was not
+	assert.Equal(t, []any{"now", "queued"}, r.user)
 	assert.True(t, isIdle(m))
 }

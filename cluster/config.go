@@ -37,6 +37,11 @@ const (
 	DefaultRequestTimeout = time.Second
 	// DefaultMaxEntries bounds each partition owner's table.
 	DefaultMaxEntries = 1 << 16
+	// DefaultMaxCopies bounds a member's own copies.
+	DefaultMaxCopies = 1 << 20
+	// DefaultSweepEvery is how often a LocalFirst member deletes the state
+	// of ended windows.
+	DefaultSweepEvery = 10 * time.Second
 	// DefaultDeadAfter is how long a silent member is given before it is
 	// taken for dead.
 	DefaultDeadAfter = 5 * time.Second
@@ -78,9 +83,20 @@ type Config struct {
 	// others take it for dead and drop it from their member lists; its
 	// partitions then move. Default [DefaultDeadAfter].
 	DeadAfter time.Duration
-	// MaxEntries bounds each partition owner's table; default
-	// [DefaultMaxEntries].
+	// MaxEntries bounds each partition owner's table, and its state of
+	// the LocalFirst windows; default [DefaultMaxEntries].
 	MaxEntries int
+	// MaxCopies bounds the member's own LocalFirst copies. A full shard of
+	// copies evicts, among a few, one of an ended window, else the one that
+	// loses least: the lowest count plus hits not yet sent, so that a flood of
+	// new ids evicts its own copies before a busy key's. Default
+	// [DefaultMaxCopies].
+	MaxCopies int
+	// SweepEvery is how often a LocalFirst member's sync deletes the state of
+	// ended windows (its copies, and the owner's state of the partitions it
+	// owns), as the single-process limiter's janitor does; default
+	// [DefaultSweepEvery].
+	SweepEvery time.Duration
 	// Clock is read for every decision and ticks the sync; default the wall
 	// clock.
 	Clock actorlimit.TickerClock
@@ -104,6 +120,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: cluster.Config: DeadAfter %v is negative", actorlimit.ErrInvalidArgument, c.DeadAfter)
 	case c.MaxEntries < 0:
 		return c, fmt.Errorf("%w: cluster.Config: MaxEntries %d is negative", actorlimit.ErrInvalidArgument, c.MaxEntries)
+	case c.MaxCopies < 0:
+		return c, fmt.Errorf("%w: cluster.Config: MaxCopies %d is negative", actorlimit.ErrInvalidArgument, c.MaxCopies)
+	case c.SweepEvery < 0:
+		return c, fmt.Errorf("%w: cluster.Config: SweepEvery %v is negative", actorlimit.ErrInvalidArgument, c.SweepEvery)
 	case c.Port < 0 || c.Port > 65535:
 		return c, fmt.Errorf("%w: cluster.Config: Port %d is not a port", actorlimit.ErrInvalidArgument, c.Port)
 	}
@@ -130,6 +150,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxEntries == 0 {
 		c.MaxEntries = DefaultMaxEntries
+	}
+	if c.MaxCopies == 0 {
+		c.MaxCopies = DefaultMaxCopies
+	}
+	if c.SweepEvery == 0 {
+		c.SweepEvery = DefaultSweepEvery
 	}
 	if c.Clock == nil {
 		c.Clock = wallClock{}

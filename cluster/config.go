@@ -19,7 +19,9 @@ const (
 	// LocalFirst answers from the member's own copy at once and syncs with
 	// the key's owner in the background: a burst may be over-admitted for
 	// about one sync interval. It applies to FixedWindow hits and peeks;
-	// every other check is decided by the owner, as in Owner mode.
+	// every other check is decided by the owner, as in Owner mode, except
+	// while the owner cannot be reached: then the member decides it alone
+	// with its share of the policy (limit/members) instead of failing.
 	LocalFirst Mode = iota
 	// Owner sends every check to the owner of its key's partition and waits
 	// for the answer: exact, at the cost of a round trip when another member
@@ -86,16 +88,16 @@ type Config struct {
 	// MaxEntries bounds each partition owner's table, and its state of
 	// the LocalFirst windows; default [DefaultMaxEntries].
 	MaxEntries int
-	// MaxCopies bounds the member's own LocalFirst copies. A full shard of
-	// copies evicts, among a few, one of an ended window, else the one that
-	// loses least: the lowest count plus hits not yet sent, so that a flood of
-	// new ids evicts its own copies before a busy key's. Default
-	// [DefaultMaxCopies].
+	// MaxCopies bounds the member's own state: its LocalFirst copies, and the
+	// fallback's states (each up to MaxCopies). A full shard of copies evicts,
+	// among a few, one of an ended window, else the one that loses least: the
+	// lowest count plus hits not yet sent, so that a flood of new ids evicts
+	// its own copies before a busy key's. Default [DefaultMaxCopies].
 	MaxCopies int
 	// SweepEvery is how often a LocalFirst member's sync deletes the state of
-	// ended windows (its copies, and the owner's state of the partitions it
-	// owns), as the single-process limiter's janitor does; default
-	// [DefaultSweepEvery].
+	// ended windows (its copies, the fallback's states, the owner's state of
+	// the partitions it owns), as the single-process limiter's janitor does;
+	// default [DefaultSweepEvery].
 	SweepEvery time.Duration
 	// Clock is read for every decision and ticks the sync; default the wall
 	// clock.

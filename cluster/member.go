@@ -30,6 +30,7 @@ type Member struct {
 	node     string                // the member's name to the owners: its address
 	cluster  *protocluster.Cluster // nil for a member made by a test without one
 	local    *local
+	fallback *fallback
 	parts    []partState  // partition number -> what the member knows of it
 	live     atomic.Int64 // the live members at the last sync: the fallback's divisor
 	ids      []string     // partition number -> identity
@@ -113,9 +114,10 @@ func Start(cfg Config) (*Member, error) {
 func newMember(cfg Config, node string, send func(partition int, msg any) (any, error)) *Member {
 	m := &Member{
 		cfg: cfg, node: node, send: send,
-		local:  newLocal(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano())),
-		parts:  make([]partState, cfg.Partitions),
-		closed: make(chan struct{}), syncDone: make(chan struct{}),
+		local:    newLocal(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano())),
+		fallback: newFallback(cfg.MaxCopies),
+		parts:    make([]partState, cfg.Partitions),
+		closed:   make(chan struct{}), syncDone: make(chan struct{}),
 	}
 	m.live.Store(1)
 	m.ids = make([]string, cfg.Partitions)
@@ -180,8 +182,15 @@ func (m *Member) isLocal(c *algo.Check) bool {
 	return m.cfg.Mode == LocalFirst && c.Algorithm == algo.FixedWindow && c.Op != algo.OpReset
 }
 
+// fallsBack reports whether c, if its owner cannot be reached, is decided
+// by the fallback rather than failing: LocalFirst's checks (not resets).
+func (m *Member) fallsBack(c *algo.Check) bool {
+	return m.cfg.Mode == LocalFirst && c.Op != algo.OpReset
+}
+
 // Do decides one check: from the member's own copy (LocalFirst fixed
-// windows), or by the owner of its partition.
+// windows), or by the owner of its partition; in LocalFirst mode, by the
+// fallback while the owner cannot be reached.
 func (m *Member) Do(ctx context.Context, c algo.Check) (algo.Decision, error) {
 	if err := m.enter(ctx); err != nil {
 		return algo.Decision{}, err
@@ -229,17 +238,50 @@ func (m *Member) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 }
 
 // decideRemote has partition p's owner decide checks, writing its
-// decisions to out.
+// decisions to out. In LocalFirst mode, while the owner cannot be reached
+// (a sync or a check failed to reach it, and no sync has reached it
+// since), the fallback decides them instead, at once; a check that fails
+// to reach the owner marks it so and falls back too. A reset is never
+// decided by the fallback: it fails.
 func (m *Member) decideRemote(ctx context.Context, p int, checks []algo.Check, out []algo.Decision) error {
-	if err := m.remote(ctx, p, checks, out); err != nil {
+	ps := &m.parts[p]
+	back := true
+	for i := range checks {
+		back = back && m.fallsBack(&checks[i])
+	}
+	if back && ps.cut.Load() {
+		m.decideFallback(checks, out)
+		return nil
+	}
+	err := m.remote(ctx, p, checks, out)
+	if err != nil && back && ctx.Err() == nil {
+		if ps.cut.CompareAndSwap(false, true) {
+			m.cfg.Logger.Warn("actorlimit cluster: owner unreachable, checks fall back to this member's share", "partition", p, "error", err)
+		}
+		m.decideFallback(checks, out)
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	for i := range checks {
-		if checks[i].Op == algo.OpReset && checks[i].Algorithm == algo.FixedWindow {
+		if checks[i].Op != algo.OpReset {
+			continue
+		}
+		if checks[i].Algorithm == algo.FixedWindow {
 			m.local.reset(&checks[i])
 		}
+		m.fallback.decide(checks[i], 0, 1)
 	}
 	return nil
+}
+
+// decideFallback decides checks with the fallback, at one instant.
+func (m *Member) decideFallback(checks []algo.Check, out []algo.Decision) {
+	now, live := m.cfg.Clock.Now().UnixNano(), m.live.Load()
+	for i := range checks {
+		out[i] = m.fallback.decide(checks[i], now, live)
+	}
 }
 
 // enter takes the read lock unless the member is closed or ctx has ended.
@@ -317,8 +359,8 @@ func (m *Member) request(p int, msg any) (any, error) {
 	return resp, nil
 }
 
-// Sweep deletes the state of ended windows now: the member's copies and
-// the owner's state of the partitions it owns. The
+// Sweep deletes the state of ended windows now: the member's copies, the
+// fallback's states, and the owner's state of the partitions it owns. The
 // sync loop does it every Config.SweepEvery.
 func (m *Member) Sweep(ctx context.Context) (int, error) {
 	if err := m.enter(ctx); err != nil {
@@ -330,7 +372,7 @@ func (m *Member) Sweep(ctx context.Context) (int, error) {
 
 // sweep deletes the state of windows that ended before now.
 func (m *Member) sweep(now int64) int {
-	n := m.local.sweep(now)
+	n := m.local.sweep(now) + m.fallback.sweep(now)
 	for p := range m.parts {
 		if op := m.parts[p].owned.Load(); op != nil {
 			n += op.sweep(now)
@@ -341,17 +383,18 @@ func (m *Member) sweep(now int64) int {
 	return n
 }
 
-// Stats reports the member's own copies as Entries (not the owner's state
-// of the partitions it owns), what the bound (Config.MaxCopies) evicted,
-// and its sweeps.
+// Stats reports the member's own state: its copies and the fallback's
+// states as Entries (not the owner's state of the partitions it owns),
+// what the bound (Config.MaxCopies) evicted, and its sweeps.
 func (m *Member) Stats(ctx context.Context) (actor.Stats, error) {
 	if err := m.enter(ctx); err != nil {
 		return actor.Stats{}, err
 	}
 	defer m.mu.RUnlock()
+	entries, evictions := m.fallback.stats()
 	return actor.Stats{
-		Entries:   m.local.len(),
-		Evictions: m.local.evictions.Load(),
+		Entries:   m.local.len() + entries,
+		Evictions: m.local.evictions.Load() + evictions,
 		Expired:   m.expired.Load(),
 		Sweeps:    m.sweeps.Load(),
 	}, nil

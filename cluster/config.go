@@ -77,9 +77,13 @@ type Config struct {
 	Partitions int
 	// SyncEvery is the LocalFirst sync interval; default [DefaultSyncEvery].
 	SyncEvery time.Duration
-	// RequestTimeout bounds one request to an owner (a sync, or a check in
-	// Owner mode when the caller's context has no earlier deadline);
-	// default [DefaultRequestTimeout].
+	// RequestTimeout bounds one request to an owner: a check in Owner mode
+	// (when the caller's context has no earlier deadline), or in LocalFirst
+	// mode a check of an algorithm other than FixedWindow. A sync's
+	// request is bounded by the shorter of RequestTimeout and 4 × SyncEvery
+	// (at least 100 ms), so that an owner that stops answering is found
+	// out, and the fallback applies, within a few sync intervals. Default
+	// [DefaultRequestTimeout].
 	RequestTimeout time.Duration
 	// DeadAfter is how long a member may go without a heartbeat before the
 	// others take it for dead and drop it from their member lists; its
@@ -166,6 +170,12 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
+}
+
+// syncTimeout bounds one request of a sync: 4 × SyncEvery, at least
+// 100 ms, at most RequestTimeout.
+func (c Config) syncTimeout() time.Duration {
+	return min(c.RequestTimeout, max(4*c.SyncEvery, 100*time.Millisecond))
 }
 
 // wallClock is the default clock.

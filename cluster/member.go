@@ -348,8 +348,12 @@ func (m *Member) call(ctx context.Context, p int, msg any) (any, error) {
 // request is the default send: a request to partition p's grain, wherever
 // the engine has placed it.
 func (m *Member) request(p int, msg any) (any, error) {
+	timeout := m.cfg.RequestTimeout
+	if _, ok := msg.(*clusterpb.SyncRequest); ok {
+		timeout = m.cfg.syncTimeout()
+	}
 	resp, err := m.cluster.Request(m.ids[p], kind, msg,
-		protocluster.WithTimeout(m.cfg.RequestTimeout), protocluster.WithRetryCount(3))
+		protocluster.WithTimeout(timeout), protocluster.WithRetryCount(3))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: partition %d: %w", p, err)
 	}

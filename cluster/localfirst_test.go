@@ -304,3 +304,21 @@ func TestLocalFirstNewOwnerRebuildsIdleKeys(t *testing.T) {
 	}
 	assert.Equal(t, 49, d.hit(t, 2, "k", p, 50), "the limit holds across the move")
 }
+
+// TestLocalFirstLongOutageLosesNoHits: an outage that outlasts the rounds
+// a key stays active after its last hit loses nothing either: a key keeps
+// its unacknowledged total until an owner has it.
+func TestLocalFirstLongOutageLosesNoHits(t *testing.T) {
+	d := newDetached(t, 2, newFakeClock())
+	p := actorlimit.Policy{Limit: 100, Period: time.Minute}
+	d.down.Store(true)
+	d.hit(t, 0, "k", p, 8)
+	for range 5 {
+		d.syncAll()
+	}
+	d.down.Store(false)
+	d.hit(t, 1, "k", p, 1)
+	d.syncAll()
+	d.syncAll()
+	assert.EqualValues(t, 9, peekCount(t, d.members[1], "k", p).Count)
+}

@@ -43,7 +43,7 @@ func DetachedBatched(cfg Config, node string, send func(partition int, msg any) 
 // it, as the grain stopping would.
 func (m *Member) Own(p int) (handle func(msg any) any, release func()) {
 	o := newOwner(m.cfg.Clock, m.cfg.MaxEntries)
-	o.m = m
+	o.m, o.part.self = m, m.local
 	o.start(strconv.Itoa(p))
 	var mu sync.Mutex
 	return func(msg any) any {

@@ -34,6 +34,11 @@ type localEntry struct {
 	part   int32  // the key's partition
 	idle   int32  // syncs with nothing new to send since the last hit here
 	active bool   // on the shard's active list: synced at every round
+	// When this member owns the key's partition: the other members'
+	// totals (and this member's evicted copies'), as the owner's state
+	// othersInc last counted them.
+	others    int64
+	othersInc uint64
 }
 
 // estimate is the window's count as this member knows it: the owner's
@@ -50,6 +55,8 @@ type localShard struct {
 // local holds this member's LocalFirst copies. It is safe for concurrent
 // use: checks lock one shard for a map lookup and a few additions.
 type local struct {
+	name      atomic.Pointer[string] // the member's name to the owners, once known
+	parts     []partState            // the member's, by partition
 	seed      maphash.Seed
 	perShard  int // the most copies a shard holds; 0: no bound
 	epoch     atomic.Uint64
@@ -58,9 +65,10 @@ type local struct {
 }
 
 // newLocal makes the copies of a member that holds at most maxCopies of
-// them (0: no bound); epochs count up from first.
-func newLocal(maxCopies int, first uint64) *local {
-	l := &local{seed: maphash.MakeSeed()}
+// them (0: no bound); epochs count up from first; parts is what the member
+// knows of each partition.
+func newLocal(maxCopies int, first uint64, parts []partState) *local {
+	l := &local{seed: maphash.MakeSeed(), parts: parts}
 	if maxCopies > 0 {
 		l.perShard = (maxCopies + localShards - 1) / localShards
 	}
@@ -78,14 +86,14 @@ func (l *local) shard(id string) *localShard {
 // entry returns k's copy for window w, starting it afresh when its window
 // ended, and making it, evicting another if the shard is full, when there
 // is none. The shard's lock is held.
-func (l *local) entry(s *localShard, k localKey, w, now int64, p int, ps *partState) *localEntry {
+func (l *local) entry(s *localShard, k localKey, w, now int64, p int, ps *partState, node string) *localEntry {
 	e := s.entries[k]
 	if e != nil && e.window >= w {
 		return e
 	}
 	if e == nil {
 		if l.perShard > 0 && len(s.entries) >= l.perShard {
-			l.evict(s, now)
+			l.evict(s, now, node)
 		}
 		e = &localEntry{}
 		s.entries[k] = e
@@ -103,8 +111,9 @@ func (l *local) entry(s *localShard, k localKey, w, now int64, p int, ps *partSt
 // count: a key over its limit would be admitted again. So the cost of a
 // copy is its count plus its unsent hits, and a flood of new ids, with a
 // hit or two each, evicts its own copies before a busy key's. The shard's
-// lock is held.
-func (l *local) evict(s *localShard, now int64) {
+// lock is held. When this member owns the copy's partition, the copy's
+// hits go into the owner's state first (as node's).
+func (l *local) evict(s *localShard, now int64, node string) {
 	var (
 		victim localKey
 		best   int64
@@ -122,20 +131,26 @@ func (l *local) evict(s *localShard, now int64) {
 			break
 		}
 	}
-	if seen > 0 {
-		delete(s.entries, victim)
-		l.evictions.Add(1)
+	if seen == 0 {
+		return
 	}
+	e := s.entries[victim]
+	if op := l.parts[e.part].owned.Load(); op != nil && e.own > 0 {
+		op.add(node, victim, e.window, e.epoch, e.own)
+	}
+	delete(s.entries, victim)
+	l.evictions.Add(1)
 }
 
 // decide counts a FixedWindow hit (or peeks) at now, as the table's
 // FixedWindow does, against this member's estimate of the window's count.
 // Denied hits are counted, as the algorithm says. When this member owns
-// the key's partition (ps.owned) the hit goes into the owner's state at
-// once, and the count is the owner's. While the partition's owner cannot
-// be reached (ps.cut), the hits counted here since the owner last answered
-// may not exceed this member's share of the limit, limit/members: the
-// fallback. node is this member's name in the owner's state.
+// the key's partition (ps.owned) the hit is in the owner's state at once
+// (the owner's count is the others' totals plus this member's copy, read
+// as it answers), and the count is the owner's. While the partition's
+// owner cannot be reached (ps.cut), the hits counted here since the owner
+// last answered may not exceed this member's share of the limit,
+// limit/members: the fallback. node is this member's name to the owners.
 func (l *local) decide(c *algo.Check, now int64, p int, ps *partState, members int64, node string) algo.Decision {
 	period := int64(c.Period)
 	k := localKey{id: c.ID, period: period}
@@ -145,28 +160,27 @@ func (l *local) decide(c *algo.Check, now int64, p int, ps *partState, members i
 	s.mu.Lock()
 	if c.Op == algo.OpPeek {
 		var count int64
-		if e := s.entries[k]; e != nil && e.window >= w {
+		e := s.entries[k]
+		switch {
+		case e != nil && e.window >= w:
 			w, count = e.window, e.estimate()
-		}
-		if op != nil {
-			count = max(count, op.count(k, w))
+			if op != nil {
+				count = max(count, satAdd(e.own, e.othersOf(op, k)))
+			}
+		case op != nil:
+			count = op.count(k, w)
 		}
 		s.mu.Unlock()
 		return peekDecision(count, c.Limit, w, period, now)
 	}
-	e := l.entry(s, k, w, now, p, ps)
+	e := l.entry(s, k, w, now, p, ps, node)
 	e.own = satAdd(e.own, c.N)
 	e.idle = 0
-	direct := false
 	if op != nil {
-		// The owner's state is here: the hit goes into it at once.
-		var ow, count int64
-		if ow, count = op.add(node, k, e.window, e.epoch, e.own); ow == e.window {
-			e.acked, e.owner, direct = e.own, max(e.owner, count), true
-			ps.known.CompareAndSwap(0, op.inc)
-		}
-	}
-	if !direct && !e.active {
+		e.others, e.othersInc = e.othersOf(op, k), op.inc
+		e.acked, e.owner = e.own, max(e.owner, satAdd(e.own, e.others))
+		ps.known.CompareAndSwap(0, op.inc)
+	} else if !e.active {
 		e.active = true
 		s.active = append(s.active, k)
 	}
@@ -184,6 +198,43 @@ func (l *local) decide(c *algo.Check, now int64, p int, ps *partState, members i
 		d.Remaining = min(d.Remaining, max(0, share-unacked))
 	}
 	return d
+}
+
+// othersOf returns the others' totals for e's window in the owner's state
+// op: e.others if op counted them, else op's count (which holds no hit of
+// e's copy). The shard's lock is held.
+func (e *localEntry) othersOf(op *ownerPart, k localKey) int64 {
+	if e.othersInc == op.inc {
+		return e.others
+	}
+	return op.count(k, e.window)
+}
+
+// setName records the member's name to the owners.
+func (l *local) setName(node string) { l.name.Store(&node) }
+
+// isSelf reports whether node is this member.
+func (l *local) isSelf(node string) bool {
+	n := l.name.Load()
+	return n != nil && *n == node
+}
+
+// ownerCount is the owner's answer, here, for k's window after op counted
+// the others' totals for it, others: those plus this member's own hits in
+// the window. It records others in this member's copy.
+func (l *local) ownerCount(op *ownerPart, k localKey, window, others int64) int64 {
+	s := l.shard(k.id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[k]
+	if e == nil || e.window != window {
+		return others
+	}
+	if e.othersInc != op.inc {
+		e.others, e.othersInc = 0, op.inc
+	}
+	e.others = max(e.others, others)
+	return satAdd(e.own, e.others)
 }
 
 func hitDecision(count, limit, n, w, period, now int64) algo.Decision {

@@ -74,7 +74,7 @@ func Start(cfg Config) (*Member, error) {
 	m := newMember(cfg, "", nil)
 	props := protoactor.PropsFromProducer(func() protoactor.Actor {
 		o := newOwner(cfg.Clock, cfg.MaxEntries)
-		o.m = m
+		o.m, o.part.self = m, m.local
 		return o
 	})
 	if _, err := system.Root.SpawnNamed(protoactor.PropsFromProducer(func() protoactor.Actor { return syncReceiver{m} }), syncActor); err != nil {
@@ -99,6 +99,7 @@ func Start(cfg Config) (*Member, error) {
 		return nil, err
 	}
 	m.node = c.ActorSystem.Address()
+	m.local.setName(m.node)
 	m.cluster = c
 	m.send = m.request
 	m.sendTo = m.requestMember
@@ -114,10 +115,13 @@ func Start(cfg Config) (*Member, error) {
 func newMember(cfg Config, node string, send func(partition int, msg any) (any, error)) *Member {
 	m := &Member{
 		cfg: cfg, node: node, send: send,
-		local:    newLocal(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano())),
 		fallback: newFallback(cfg.MaxCopies),
 		parts:    make([]partState, cfg.Partitions),
 		closed:   make(chan struct{}), syncDone: make(chan struct{}),
+	}
+	m.local = newLocal(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()), m.parts)
+	if node != "" {
+		m.local.setName(node)
 	}
 	m.live.Store(1)
 	m.ids = make([]string, cfg.Partitions)

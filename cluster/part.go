@@ -40,13 +40,16 @@ func (ps *partState) holdUntil(end int64) {
 }
 
 // ownerPart is the owner's state of one partition's LocalFirst windows:
-// for each key, the total each member counted in its current window, and
-// their sum. The partition's grain holds it; when its member owns the
-// partition, the member's own hits go into it directly (partState.owned).
-// It is safe for concurrent use.
+// for each key, the total each other member counted in its current window,
+// and their sum. The partition's grain holds it. The member it runs on
+// (self) keeps its own hits in its copies, where its checks count them: the
+// owner's count is the sum plus that copy's hits, read when the owner
+// answers, so they are in it at once; a copy that member evicts puts its
+// hits in the sum. It is safe for concurrent use.
 type ownerPart struct {
 	inc   uint64 // the incarnation: random, not 0, new each time the partition starts
 	limit int    // the most keys it holds; 0: no bound
+	self  *local // the copies of the member it runs on; nil for a test's owner
 
 	mu      sync.Mutex
 	windows map[localKey]*ownerWindow
@@ -142,6 +145,17 @@ func (o *ownerPart) count(k localKey, window int64) int64 {
 	return 0
 }
 
+// window returns the window the owner holds for k, or window if it holds
+// none or an earlier one, and the owner's sum for it.
+func (o *ownerPart) window(k localKey, window int64) (int64, int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if w := o.windows[k]; w != nil && w.window >= window {
+		return w.window, w.sum
+	}
+	return window, 0
+}
+
 // sync applies node's totals and answers with the owner's counts.
 func (o *ownerPart) sync(node string, totals []*clusterpb.Total) *clusterpb.PartReply {
 	reply := &clusterpb.PartReply{Incarnation: o.inc, Counts: make([]*clusterpb.Count, len(totals))}
@@ -151,7 +165,18 @@ func (o *ownerPart) sync(node string, totals []*clusterpb.Total) *clusterpb.Part
 			reply.Counts[i] = &clusterpb.Count{}
 			continue
 		}
-		w, c := o.add(node, k, t.GetWindow(), t.GetEpoch(), t.GetHits())
+		var w, c int64
+		switch {
+		case o.self == nil:
+			w, c = o.add(node, k, t.GetWindow(), t.GetEpoch(), t.GetHits())
+		case o.self.isSelf(node):
+			// The member's own totals: its copies, which the owner reads.
+			w, c = o.window(k, t.GetWindow())
+			c = o.self.ownerCount(o, k, w, c)
+		default:
+			w, c = o.add(node, k, t.GetWindow(), t.GetEpoch(), t.GetHits())
+			c = o.self.ownerCount(o, k, w, c)
+		}
 		reply.Counts[i] = &clusterpb.Count{Window: w, Count: c}
 	}
 	return reply

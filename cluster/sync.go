@@ -52,7 +52,8 @@ func (m *Member) killed() bool {
 // answers with a new incarnation (it moved, or restarted, and starts
 // empty) gets, in the same round, the totals of every copy of a current
 // window this member holds in it, so that the new owner rebuilds its
-// counts. The partitions this member owns take its totals directly. Every
+// counts. The partitions this member owns have its totals already: their
+// owner's state reads its copies. Every
 // Config.SweepEvery the round ends with a sweep. The sync loop calls it
 // every SyncEvery; tests call it to sync at a moment of their choosing.
 // Checks never wait for it.
@@ -68,18 +69,14 @@ func (m *Member) SyncNow() {
 	for _, p := range m.local.takeActive(now, m.round, nil) {
 		work[p.part] = append(work[p.part], p)
 	}
-	var owned map[int]bool // partitions owned here that lack some of this member's totals
 	for p := range m.parts {
 		ps := &m.parts[p]
 		if op := ps.owned.Load(); op != nil {
-			if ps.known.Load() != op.inc {
-				if owned == nil {
-					owned = make(map[int]bool)
-				}
-				owned[p] = true
-			}
+			// The owner's state reads this member's copies as it answers:
+			// it has every total this member holds.
+			ps.known.Store(op.inc)
 			for _, pd := range work[p] {
-				m.applyOwned(op, pd)
+				m.local.applied(pd, pd.window, pd.hits)
 			}
 			delete(work, p)
 			continue
@@ -87,9 +84,6 @@ func (m *Member) SyncNow() {
 		if _, ok := work[p]; !ok && (ps.until.Load() > now || ps.cut.Load()) {
 			work[p] = nil // a probe
 		}
-	}
-	if owned != nil {
-		m.takeOwned(owned, now)
 	}
 	if changed := m.exchange(work); len(changed) > 0 {
 		again := make(map[int][]pending, len(changed))
@@ -102,31 +96,6 @@ func (m *Member) SyncNow() {
 		m.sweep(now)
 		m.nextSweep = now + int64(m.cfg.SweepEvery)
 	}
-}
-
-// takeOwned puts into the owner's state of each partition in owned, which
-// this member owns, the totals of every copy it holds there.
-func (m *Member) takeOwned(owned map[int]bool, now int64) {
-	ops := make(map[int]*ownerPart, len(owned))
-	for p := range owned {
-		ops[p] = m.parts[p].owned.Load()
-	}
-	for _, pd := range m.local.copiesOf(owned, now, false, nil) {
-		if op := ops[pd.part]; op != nil {
-			m.applyOwned(op, pd)
-		}
-	}
-	for p, op := range ops {
-		if op != nil {
-			m.parts[p].known.Store(op.inc)
-		}
-	}
-}
-
-// applyOwned puts one total into the owner's state op, here.
-func (m *Member) applyOwned(op *ownerPart, pd pending) {
-	w, c := op.add(m.node, pd.key, pd.window, pd.epoch, pd.hits)
-	m.local.applied(pd, w, c)
 }
 
 // exchange sends work (each partition's totals; none for a probe) to the

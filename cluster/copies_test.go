@@ -119,3 +119,19 @@ func (d *detachedCluster) send(t *testing.T) func(p int, msg any) (any, error) {
 		return wire(t, d.owners.Handle(p, wire(t, msg))), nil
 	}
 }
+
+// TestLocalFirstOwnerEvictionKeepsHits: a member that owns a partition
+// keeps its own hits in its copies; a copy it evicts puts them into the
+// owner's state first, so the count does not drop.
+func TestLocalFirstOwnerEvictionKeepsHits(t *testing.T) {
+	d := detachedWith(t, 2, cluster.Config{Clock: newFakeClock(), MaxCopies: 64}) // 1 a shard
+	p := actorlimit.Policy{Limit: 100, Period: time.Hour}
+	d.own(0, cluster.Partition("k", 16))
+	d.hit(t, 0, "k", p, 10)
+	for i := range 1000 { // evicts k's copy at member 0
+		d.hit(t, 0, fmt.Sprintf("flood:%d", i), p, 1)
+	}
+	d.hit(t, 1, "k", p, 1)
+	d.members[1].SyncNow()
+	assert.EqualValues(t, 11, peekCount(t, d.members[1], "k", p).Count)
+}

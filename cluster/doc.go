@@ -25,8 +25,9 @@
 // largest total (so a retried or repeated sync counts once) and answers
 // with the sum over the members. The member's copy becomes that sum plus
 // what it counted since it sent. A sync that fails is sent again at the
-// next round: no hit is lost. A member that owns a partition puts its own
-// hits into the owner's state as it counts them.
+// next round: no hit is lost. The hits of a member that owns a partition
+// are in the owner's count at once: the owner's count is the other
+// members' totals plus that member's copy, read as the owner answers.
 //
 // The owner's state of a partition has an incarnation, new each time the
 // partition starts on a member. Every round, each member asks the owner of

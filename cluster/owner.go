@@ -23,8 +23,9 @@ const expireEvery = 64
 // owner is the virtual actor (grain) that owns one partition: a table for
 // the checks it decides itself (Owner mode, and LocalFirst's other checks),
 // and the owner's state of the LocalFirst fixed windows (ownerPart), which
-// it shares with its member so that the member's own hits go into it
-// directly. When the partition moves to another member the engine starts
+// it shares with its member: the member's checks read it, and it reads the
+// member's copies, so that the member's own hits are in its count at once.
+// When the partition moves to another member the engine starts
 // it there empty, with a new incarnation; the members see the change in
 // their next sync and send the totals they hold for the current window
 // again, which rebuilds it.

@@ -19,7 +19,9 @@ const (
 	// LocalFirst answers from the member's own copy at once and syncs with
 	// the key's owner in the background: a burst may be over-admitted for
 	// about one sync interval. It applies to FixedWindow hits and peeks;
-	// every other check is decided by the owner, as in Owner mode.
+	// every other check is decided by the owner, as in Owner mode, except
+	// while the owner cannot be reached: then the member decides it alone
+	// with its share of the policy (limit/members) instead of failing.
 	LocalFirst Mode = iota
 	// Owner sends every check to the owner of its key's partition and waits
 	// for the answer: exact, at the cost of a round trip when another member
@@ -37,6 +39,11 @@ const (
 	DefaultRequestTimeout = time.Second
 	// DefaultMaxEntries bounds each partition owner's table.
 	DefaultMaxEntries = 1 << 16
+	// DefaultMaxCopies bounds a member's own copies.
+	DefaultMaxCopies = 1 << 20
+	// DefaultSweepEvery is how often a LocalFirst member deletes the state
+	// of ended windows.
+	DefaultSweepEvery = 10 * time.Second
 	// DefaultDeadAfter is how long a silent member is given before it is
 	// taken for dead.
 	DefaultDeadAfter = 5 * time.Second
@@ -70,17 +77,32 @@ type Config struct {
 	Partitions int
 	// SyncEvery is the LocalFirst sync interval; default [DefaultSyncEvery].
 	SyncEvery time.Duration
-	// RequestTimeout bounds one request to an owner (a sync, or a check in
-	// Owner mode when the caller's context has no earlier deadline);
-	// default [DefaultRequestTimeout].
+	// RequestTimeout bounds one request to an owner: a check in Owner mode
+	// (when the caller's context has no earlier deadline), or in LocalFirst
+	// mode a check of an algorithm other than FixedWindow. A sync's
+	// request is bounded by the shorter of RequestTimeout and 4 × SyncEvery
+	// (at least 100 ms), so that an owner that stops answering is found
+	// out, and the fallback applies, within a few sync intervals. Default
+	// [DefaultRequestTimeout].
 	RequestTimeout time.Duration
 	// DeadAfter is how long a member may go without a heartbeat before the
 	// others take it for dead and drop it from their member lists; its
 	// partitions then move. Default [DefaultDeadAfter].
 	DeadAfter time.Duration
-	// MaxEntries bounds each partition owner's table; default
-	// [DefaultMaxEntries].
+	// MaxEntries bounds each partition owner's table, and its state of
+	// the LocalFirst windows; default [DefaultMaxEntries].
 	MaxEntries int
+	// MaxCopies bounds the member's own state: its LocalFirst copies, and the
+	// fallback's states (each up to MaxCopies). A full shard of copies evicts,
+	// among a few, one of an ended window, else the one that loses least: the
+	// lowest count plus hits not yet sent, so that a flood of new ids evicts
+	// its own copies before a busy key's. Default [DefaultMaxCopies].
+	MaxCopies int
+	// SweepEvery is how often a LocalFirst member's sync deletes the state of
+	// ended windows (its copies, the fallback's states, the owner's state of
+	// the partitions it owns), as the single-process limiter's janitor does;
+	// default [DefaultSweepEvery].
+	SweepEvery time.Duration
 	// Clock is read for every decision and ticks the sync; default the wall
 	// clock.
 	Clock actorlimit.TickerClock
@@ -104,6 +126,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: cluster.Config: DeadAfter %v is negative", actorlimit.ErrInvalidArgument, c.DeadAfter)
 	case c.MaxEntries < 0:
 		return c, fmt.Errorf("%w: cluster.Config: MaxEntries %d is negative", actorlimit.ErrInvalidArgument, c.MaxEntries)
+	case c.MaxCopies < 0:
+		return c, fmt.Errorf("%w: cluster.Config: MaxCopies %d is negative", actorlimit.ErrInvalidArgument, c.MaxCopies)
+	case c.SweepEvery < 0:
+		return c, fmt.Errorf("%w: cluster.Config: SweepEvery %v is negative", actorlimit.ErrInvalidArgument, c.SweepEvery)
 	case c.Port < 0 || c.Port > 65535:
 		return c, fmt.Errorf("%w: cluster.Config: Port %d is not a port", actorlimit.ErrInvalidArgument, c.Port)
 	}
@@ -131,6 +157,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxEntries == 0 {
 		c.MaxEntries = DefaultMaxEntries
 	}
+	if c.MaxCopies == 0 {
+		c.MaxCopies = DefaultMaxCopies
+	}
+	if c.SweepEvery == 0 {
+		c.SweepEvery = DefaultSweepEvery
+	}
 	if c.Clock == nil {
 		c.Clock = wallClock{}
 	}
@@ -138,6 +170,12 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
+}
+
+// syncTimeout bounds one request of a sync: 4 × SyncEvery, at least
+// 100 ms, at most RequestTimeout.
+func (c Config) syncTimeout() time.Duration {
+	return min(c.RequestTimeout, max(4*c.SyncEvery, 100*time.Millisecond))
 }
 
 // wallClock is the default clock.

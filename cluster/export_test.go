@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"strconv"
 	"sync"
 
 	protocluster "github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
 
 // Detached makes a member without a cluster: its requests go to send, and
@@ -19,6 +22,39 @@ func Detached(cfg Config, node string, send func(partition int, msg any) (any, e
 	go m.syncLoop()
 	return m, nil
 }
+
+// DetachedBatched is Detached with batched syncs: ownerOf names the member
+// that owns each partition, and sendTo carries a batch to the member it
+// names (to its [Member.HandleSync]).
+func DetachedBatched(cfg Config, node string, send func(partition int, msg any) (any, error),
+	ownerOf func(partition int) string, sendTo func(addr string, msg any) (any, error)) (*Member, error) {
+	m, err := Detached(cfg, node, send)
+	if err != nil {
+		return nil, err
+	}
+	m.ownerOf = ownerOf
+	m.sendTo = func(addr string, msg *clusterpb.SyncRequest) (any, error) { return sendTo(addr, msg) }
+	return m, nil
+}
+
+// Own makes m the owner of partition p, as the partition's grain starting
+// on m would, and returns that grain's handler of the requests sent to the
+// partition (one at a time, as a grain's mailbox would). release undoes
+// it, as the grain stopping would.
+func (m *Member) Own(p int) (handle func(msg any) any, release func()) {
+	o := newOwner(m.cfg.Clock, m.cfg.MaxEntries)
+	o.m, o.part.self = m, m.local
+	o.start(strconv.Itoa(p))
+	var mu sync.Mutex
+	return func(msg any) any {
+		mu.Lock()
+		defer mu.Unlock()
+		return o.handle(msg)
+	}, func() { m.release(p, o.part) }
+}
+
+// HandleSync answers a batched sync as m's sync actor would.
+func (m *Member) HandleSync(msg any) any { return m.handleSync(msg.(*clusterpb.SyncRequest)) }
 
 // Partition returns the partition of id in a cluster of n partitions.
 func Partition(id string, n int) int { return int(fnv1a(id) % uint64(n)) }
@@ -44,6 +80,7 @@ func (o *Owners) Handle(p int, msg any) any {
 	w := o.owners[p]
 	if w == nil {
 		w = newOwner(o.clock.Clock, 1<<10)
+		w.p = p
 		o.owners[p] = w
 	}
 	return w.handle(msg)

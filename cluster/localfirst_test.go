@@ -2,8 +2,8 @@ package cluster_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,33 +17,39 @@ import (
 )
 
 // detachedCluster is n LocalFirst members whose requests go, through a
-// protobuf round trip, to in-memory owners; down makes every send fail.
+// protobuf round trip, to in-memory owners, or to the members that own
+// their partitions (own); down makes every send fail.
 type detachedCluster struct {
 	members []*cluster.Member
 	owners  *cluster.Owners
 	down    atomic.Bool
 	sends   atomic.Int64
+
+	mu       sync.Mutex
+	handlers map[int]func(msg any) any // partition -> the grain of the member that owns it
 }
 
 func newDetached(t *testing.T, n int, clock *fakeClock) *detachedCluster {
 	t.Helper()
-	cfg := cluster.Config{Clock: clock, Partitions: 16}
-	d := &detachedCluster{owners: cluster.NewOwners(cfg)}
-	send := func(p int, msg any) (any, error) {
-		d.sends.Add(1)
-		if d.down.Load() {
-			return nil, errors.New("owner unreachable")
-		}
-		reply := d.owners.Handle(p, wire(t, msg))
-		return wire(t, reply), nil
+	return detachedWith(t, n, cluster.Config{Clock: clock})
+}
+
+// own makes member i the owner of partition p: the requests to p go to it.
+func (d *detachedCluster) own(i, p int) {
+	h, _ := d.members[i].Own(p)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.handlers == nil {
+		d.handlers = make(map[int]func(any) any)
 	}
-	for i := range n {
-		m, err := cluster.Detached(cfg, fmt.Sprintf("node-%d", i), send)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = m.Close() })
-		d.members = append(d.members, m)
-	}
-	return d
+	d.handlers[p] = h
+}
+
+// handler returns the grain of the member that owns p, nil if none does.
+func (d *detachedCluster) handler(p int) func(msg any) any {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.handlers[p]
 }
 
 // wire sends msg through its protobuf encoding, as the network would.
@@ -274,4 +280,45 @@ func TestLocalFirstFallbackShare(t *testing.T) {
 	d.syncAll()
 	assert.EqualValues(t, 16, peekCount(t, d.members[1], "k", p).Count, "nothing was lost")
 	assert.Equal(t, 12, d.hit(t, 0, "k", p, 12), "recovered: past the share, up to the limit")
+}
+
+// TestLocalFirstNewOwnerRebuildsIdleKeys: the audit's case. Member 0
+// counted 50 and went idle on the key (its hits acknowledged long ago);
+// the owner dies and the partition starts empty elsewhere. Member 0 sees
+// the new owner's incarnation at its next sync and sends its total again,
+// in the same round, so the new owner's count is the window's 51 and not
+// the 1 it was told since.
+func TestLocalFirstNewOwnerRebuildsIdleKeys(t *testing.T) {
+	d := newDetached(t, 3, newFakeClock())
+	p := actorlimit.Policy{Limit: 100, Period: time.Minute}
+	d.hit(t, 0, "k", p, 50)
+	for range 4 {
+		d.syncAll() // acknowledged, then idle
+	}
+	d.owners.Drop(cluster.Partition("k", 16))
+	d.hit(t, 2, "k", p, 1)
+	d.syncAll()
+	d.syncAll()
+	for _, i := range []int{0, 2} {
+		assert.EqualValues(t, 51, peekCount(t, d.members[i], "k", p).Count, "member %d", i)
+	}
+	assert.Equal(t, 49, d.hit(t, 2, "k", p, 50), "the limit holds across the move")
+}
+
+// TestLocalFirstLongOutageLosesNoHits: an outage that outlasts the rounds
+// a key stays active after its last hit loses nothing either: a key keeps
+// its unacknowledged total until an owner has it.
+func TestLocalFirstLongOutageLosesNoHits(t *testing.T) {
+	d := newDetached(t, 2, newFakeClock())
+	p := actorlimit.Policy{Limit: 100, Period: time.Minute}
+	d.down.Store(true)
+	d.hit(t, 0, "k", p, 8)
+	for range 5 {
+		d.syncAll()
+	}
+	d.down.Store(false)
+	d.hit(t, 1, "k", p, 1)
+	d.syncAll()
+	d.syncAll()
+	assert.EqualValues(t, 9, peekCount(t, d.members[1], "k", p).Count)
 }

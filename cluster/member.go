@@ -10,6 +10,7 @@ import (
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/actorlimit/actorlimit"
@@ -24,12 +25,21 @@ type Member struct {
 	// cluster. Closing it closes the member.
 	Limiter *actorlimit.Limiter
 
-	cfg     Config
-	node    string                // the member's name to the owners: its address
-	cluster *protocluster.Cluster // nil for a member made by a test without one
-	local   *local
-	live    atomic.Int64 // the live members at the last sync: the fallback's divisor
-	ids     []string     // partition number -> identity
+	cfg      Config
+	node     string                // the member's name to the owners: its address
+	cluster  *protocluster.Cluster // nil for a member made by a test without one
+	local    *local
+	fallback *fallback
+	parts    []partState  // partition number -> what the member knows of it
+	live     atomic.Int64 // the live members at the last sync: the fallback's divisor
+	ids      []string     // partition number -> identity
+	topology *eventstream.Subscription
+
+	syncMu    sync.Mutex // held by a sync round
+	round     uint64
+	nextSweep int64
+	sweeps    atomic.Uint64
+	expired   atomic.Uint64
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -37,8 +47,13 @@ type Member struct {
 	mu        sync.RWMutex // held for reading by calls, for writing by Close
 	down      bool
 
-	// send makes one request to a partition's owner; tests replace it.
+	// send makes one request to a partition's grain; tests replace it.
 	send func(partition int, msg any) (any, error)
+	// ownerOf returns the address of the member that owns a partition, ""
+	// if unknown; sendTo sends a batch of syncs to the member at an
+	// address. Without them every sync goes to its partition's grain.
+	ownerOf func(partition int) string
+	sendTo  func(addr string, msg *clusterpb.SyncRequest) (any, error)
 }
 
 var _ actorlimit.Backend = (*Member)(nil)
@@ -55,20 +70,41 @@ func Start(cfg Config) (*Member, error) {
 	logger := cfg.Logger
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
-	props := protoactor.PropsFromProducer(func() protoactor.Actor { return newOwner(cfg.Clock, cfg.MaxEntries) })
+	m := newMember(cfg, "", nil)
+	props := protoactor.PropsFromProducer(func() protoactor.Actor {
+		o := newOwner(cfg.Clock, cfg.MaxEntries)
+		o.m, o.part.self = m, m.local
+		return o
+	})
+	if _, err := system.Root.SpawnNamed(protoactor.PropsFromProducer(func() protoactor.Actor { return syncReceiver{m} }), syncActor); err != nil {
+		system.Shutdown()
+		return nil, fmt.Errorf("cluster: starting member: %w", err)
+	}
 	pc := protocluster.Configure(cfg.Name, cfg.Provider, cfg.Lookup,
 		remote.Configure(cfg.Host, cfg.Port),
 		protocluster.WithKinds(protocluster.NewKind(kind, props)),
 		protocluster.WithRequestTimeout(cfg.RequestTimeout),
 		protocluster.WithHeartbeatExpiration(cfg.DeadAfter))
 	c := protocluster.New(system, pc)
+	owners := protocluster.NewRendezvous()
+	m.topology = system.EventStream.Subscribe(func(ev any) {
+		if t, ok := ev.(*protocluster.ClusterTopology); ok {
+			owners.UpdateMembers(t.Members)
+		}
+	})
 	if err := startMember(c); err != nil {
+		system.EventStream.Unsubscribe(m.topology)
 		system.Shutdown()
 		return nil, err
 	}
-	m := newMember(cfg, c.ActorSystem.Address(), nil)
+	m.node = c.ActorSystem.Address()
+	m.local.setName(m.node)
 	m.cluster = c
 	m.send = m.request
+	m.sendTo = m.requestMember
+	m.ownerOf = func(p int) string {
+		return owners.GetByClusterIdentity(protocluster.NewClusterIdentity(m.ids[p], kind))
+	}
 	go m.syncLoop()
 	return m, nil
 }
@@ -76,7 +112,16 @@ func Start(cfg Config) (*Member, error) {
 // newMember makes a member that sends its requests with send, and no
 // sync loop yet; node names it to the owners.
 func newMember(cfg Config, node string, send func(partition int, msg any) (any, error)) *Member {
-	m := &Member{cfg: cfg, node: node, local: newLocal(), closed: make(chan struct{}), syncDone: make(chan struct{}), send: send}
+	m := &Member{
+		cfg: cfg, node: node, send: send,
+		fallback: newFallback(cfg.MaxCopies),
+		parts:    make([]partState, cfg.Partitions),
+		closed:   make(chan struct{}), syncDone: make(chan struct{}),
+	}
+	m.local = newLocal(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()), m.parts)
+	if node != "" {
+		m.local.setName(node)
+	}
 	m.live.Store(1)
 	m.ids = make([]string, cfg.Partitions)
 	for i := range m.ids {
@@ -85,6 +130,11 @@ func newMember(cfg Config, node string, send func(partition int, msg any) (any, 
 	m.Limiter, _ = actorlimit.Over(m)
 	return m
 }
+
+// epochStart is where a member's copies' epochs start: the time it started,
+// so that a member that restarts at the same address names its new copies
+// with larger epochs than its old ones.
+func epochStart(now int64) uint64 { return uint64(max(now, 1)) }
 
 // startMember starts c, turning the engine's panics into an error.
 func startMember(c *protocluster.Cluster) (err error) {
@@ -135,22 +185,29 @@ func (m *Member) isLocal(c *algo.Check) bool {
 	return m.cfg.Mode == LocalFirst && c.Algorithm == algo.FixedWindow && c.Op != algo.OpReset
 }
 
+// fallsBack reports whether c, if its owner cannot be reached, is decided
+// by the fallback rather than failing: LocalFirst's checks (not resets).
+func (m *Member) fallsBack(c *algo.Check) bool {
+	return m.cfg.Mode == LocalFirst && c.Op != algo.OpReset
+}
+
 // Do decides one check: from the member's own copy (LocalFirst fixed
-// windows), or by the owner of its partition.
+// windows), or by the owner of its partition; in LocalFirst mode, by the
+// fallback while the owner cannot be reached.
 func (m *Member) Do(ctx context.Context, c algo.Check) (algo.Decision, error) {
 	if err := m.enter(ctx); err != nil {
 		return algo.Decision{}, err
 	}
 	defer m.mu.RUnlock()
+	p := m.partition(c.ID)
 	if m.isLocal(&c) {
-		return m.local.decide(&c, m.cfg.Clock.Now().UnixNano(), m.live.Load()), nil
+		return m.local.decide(&c, m.cfg.Clock.Now().UnixNano(), p, &m.parts[p], m.live.Load(), m.node), nil
 	}
 	var d [1]algo.Decision
-	err := m.remote(ctx, m.partition(c.ID), []algo.Check{c}, d[:])
-	if err == nil && c.Op == algo.OpReset && c.Algorithm == algo.FixedWindow {
-		m.local.reset(&c)
+	if err := m.decideRemote(ctx, p, []algo.Check{c}, d[:]); err != nil {
+		return algo.Decision{}, err
 	}
-	return d[0], err
+	return d[0], nil
 }
 
 // DoMany decides checks in order. Local checks are decided at one instant;
@@ -164,27 +221,70 @@ func (m *Member) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 	res := make([]algo.Decision, len(checks))
 	now := m.cfg.Clock.Now().UnixNano()
 	for i := 0; i < len(checks); {
+		p := m.partition(checks[i].ID)
 		if m.isLocal(&checks[i]) {
-			res[i] = m.local.decide(&checks[i], now, m.live.Load())
+			res[i] = m.local.decide(&checks[i], now, p, &m.parts[p], m.live.Load(), m.node)
 			i++
 			continue
 		}
-		p, j := m.partition(checks[i].ID), i+1
+		j := i + 1
 		for j < len(checks) && !m.isLocal(&checks[j]) && m.partition(checks[j].ID) == p {
 			j++
 		}
-		if err := m.remote(ctx, p, checks[i:j], res[i:j]); err != nil {
+		if err := m.decideRemote(ctx, p, checks[i:j], res[i:j]); err != nil {
 			return err
-		}
-		for _, c := range checks[i:j] {
-			if c.Op == algo.OpReset && c.Algorithm == algo.FixedWindow {
-				m.local.reset(&c)
-			}
 		}
 		i = j
 	}
 	copy(out, res)
 	return nil
+}
+
+// decideRemote has partition p's owner decide checks, writing its
+// decisions to out. In LocalFirst mode, while the owner cannot be reached
+// (a sync or a check failed to reach it, and no sync has reached it
+// since), the fallback decides them instead, at once; a check that fails
+// to reach the owner marks it so and falls back too. A reset is never
+// decided by the fallback: it fails.
+func (m *Member) decideRemote(ctx context.Context, p int, checks []algo.Check, out []algo.Decision) error {
+	ps := &m.parts[p]
+	back := true
+	for i := range checks {
+		back = back && m.fallsBack(&checks[i])
+	}
+	if back && ps.cut.Load() {
+		m.decideFallback(checks, out)
+		return nil
+	}
+	err := m.remote(ctx, p, checks, out)
+	if err != nil && back && ctx.Err() == nil {
+		if ps.cut.CompareAndSwap(false, true) {
+			m.cfg.Logger.Warn("actorlimit cluster: owner unreachable, checks fall back to this member's share", "partition", p, "error", err)
+		}
+		m.decideFallback(checks, out)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for i := range checks {
+		if checks[i].Op != algo.OpReset {
+			continue
+		}
+		if checks[i].Algorithm == algo.FixedWindow {
+			m.local.reset(&checks[i])
+		}
+		m.fallback.decide(checks[i], 0, 1)
+	}
+	return nil
+}
+
+// decideFallback decides checks with the fallback, at one instant.
+func (m *Member) decideFallback(checks []algo.Check, out []algo.Decision) {
+	now, live := m.cfg.Clock.Now().UnixNano(), m.live.Load()
+	for i := range checks {
+		out[i] = m.fallback.decide(checks[i], now, live)
+	}
 }
 
 // enter takes the read lock unless the member is closed or ctx has ended.
@@ -251,8 +351,12 @@ func (m *Member) call(ctx context.Context, p int, msg any) (any, error) {
 // request is the default send: a request to partition p's grain, wherever
 // the engine has placed it.
 func (m *Member) request(p int, msg any) (any, error) {
+	timeout := m.cfg.RequestTimeout
+	if _, ok := msg.(*clusterpb.SyncRequest); ok {
+		timeout = m.cfg.syncTimeout()
+	}
 	resp, err := m.cluster.Request(m.ids[p], kind, msg,
-		protocluster.WithTimeout(m.cfg.RequestTimeout), protocluster.WithRetryCount(3))
+		protocluster.WithTimeout(timeout), protocluster.WithRetryCount(3))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: partition %d: %w", p, err)
 	}
@@ -262,23 +366,45 @@ func (m *Member) request(p int, msg any) (any, error) {
 	return resp, nil
 }
 
-// Sweep deletes the member's copies of ended windows. Owners expire their
-// own state as they go.
+// Sweep deletes the state of ended windows now: the member's copies, the
+// fallback's states, and the owner's state of the partitions it owns. The
+// sync loop does it every Config.SweepEvery.
 func (m *Member) Sweep(ctx context.Context) (int, error) {
 	if err := m.enter(ctx); err != nil {
 		return 0, err
 	}
 	defer m.mu.RUnlock()
-	return m.local.sweep(m.cfg.Clock.Now().UnixNano()), nil
+	return m.sweep(m.cfg.Clock.Now().UnixNano()), nil
 }
 
-// Stats reports the member's own copies as Entries.
+// sweep deletes the state of windows that ended before now.
+func (m *Member) sweep(now int64) int {
+	n := m.local.sweep(now) + m.fallback.sweep(now)
+	for p := range m.parts {
+		if op := m.parts[p].owned.Load(); op != nil {
+			n += op.sweep(now)
+		}
+	}
+	m.expired.Add(uint64(n))
+	m.sweeps.Add(1)
+	return n
+}
+
+// Stats reports the member's own state: its copies and the fallback's
+// states as Entries (not the owner's state of the partitions it owns),
+// what the bound (Config.MaxCopies) evicted, and its sweeps.
 func (m *Member) Stats(ctx context.Context) (actorlimit.BackendStats, error) {
 	if err := m.enter(ctx); err != nil {
 		return actorlimit.BackendStats{}, err
 	}
 	defer m.mu.RUnlock()
-	return actorlimit.BackendStats{Entries: m.local.len()}, nil
+	entries, evictions := m.fallback.stats()
+	return actorlimit.BackendStats{
+		Entries:   m.local.len() + entries,
+		Evictions: m.local.evictions.Load() + evictions,
+		Expired:   m.expired.Load(),
+		Sweeps:    m.sweeps.Load(),
+	}, nil
 }
 
 // PID is nil: a member has no single actor to message.
@@ -293,9 +419,7 @@ func (m *Member) Close() error {
 		m.mu.Lock()
 		m.down = true
 		m.mu.Unlock()
-		if m.cluster != nil {
-			m.cluster.Shutdown(true)
-		}
+		m.shutdown(true)
 	})
 	return nil
 }
@@ -309,8 +433,31 @@ func (m *Member) Kill() {
 		m.mu.Unlock()
 		close(m.closed)
 		<-m.syncDone
-		if m.cluster != nil {
-			m.cluster.Shutdown(false)
-		}
+		m.shutdown(false)
 	})
+}
+
+// shutdown leaves the cluster, gracefully or not, and stops the actor
+// system.
+func (m *Member) shutdown(graceful bool) {
+	if m.cluster == nil {
+		return
+	}
+	m.cluster.ActorSystem.EventStream.Unsubscribe(m.topology)
+	m.cluster.Shutdown(graceful)
+}
+
+// claim records that this member owns partition p, whose owner's state is
+// part: its own hits go into it from now on.
+func (m *Member) claim(p int, part *ownerPart) {
+	if p < len(m.parts) {
+		m.parts[p].owned.Store(part)
+	}
+}
+
+// release records that partition p's grain stopped here.
+func (m *Member) release(p int, part *ownerPart) {
+	if p < len(m.parts) {
+		m.parts[p].owned.CompareAndSwap(part, nil)
+	}
 }

@@ -131,3 +131,46 @@ func TestMemberLeaves(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalFirstMembersAgree: 3 real LocalFirst members count hits on ids
+// spread over all their partitions; after their syncs (batched per owner
+// member, the owners' own hits applied directly) every member sees every
+// id's exact total, and the owner of each id's partition sees it without
+// a sync of its own.
+func TestLocalFirstMembersAgree(t *testing.T) {
+	clock := newFakeClock()
+	members, _ := startMembersWith(t, 3, cluster.Config{Clock: clock, Partitions: 64})
+	p := actorlimit.Policy{Limit: 1000, Period: time.Minute}
+	const ids = 200
+	ctx := context.Background()
+	for i, m := range members {
+		for id := range ids {
+			for range i + 1 {
+				_, err := m.Limiter.Hit(ctx, fmt.Sprintf("agree:%d", id), p)
+				require.NoError(t, err)
+			}
+		}
+	}
+	for _, m := range members {
+		m.SyncNow()
+	}
+	byAddr := map[string]*cluster.Member{}
+	for _, m := range members {
+		byAddr[m.Address()] = m
+	}
+	for id := range ids {
+		key := fmt.Sprintf("agree:%d", id)
+		owner := byAddr[members[0].OwnerOf(key)]
+		require.NotNil(t, owner, key)
+		assert.EqualValues(t, 6, peekCount(t, owner, key, p).Count, "%s at its owner", key)
+	}
+	for _, m := range members {
+		m.SyncNow()
+	}
+	for _, m := range members {
+		for id := range ids {
+			key := fmt.Sprintf("agree:%d", id)
+			assert.EqualValues(t, 6, peekCount(t, m, key, p).Count, "%s at %s", key, m.Address())
+		}
+	}
+}

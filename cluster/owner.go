@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
+	protocluster "github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
@@ -20,35 +22,54 @@ const expireEvery = 64
 
 // owner is the virtual actor (grain) that owns one partition: a table for
 // the checks it decides itself (Owner mode, and LocalFirst's other checks),
-// and the totals the members sync for their LocalFirst fixed windows. When
-// the partition moves to another member the engine starts it there empty;
-// the members' next syncs, which carry their totals for the current
-// window, rebuild it.
+// and the owner's state of the LocalFirst fixed windows (ownerPart), which
+// it shares with its member: the member's checks read it, and it reads the
+// member's copies, so that the member's own hits are in its count at once.
+// When the partition moves to another member the engine starts
+// it there empty, with a new incarnation; the members see the change in
+// their next sync and send the totals they hold for the current window
+// again, which rebuilds it.
 type owner struct {
-	clock   interface{ Now() time.Time }
-	table   *table.Table
-	windows map[localKey]*ownerWindow
-	seen    int
-	out     []algo.Decision
-	checks  []algo.Check
-}
-
-// ownerWindow is one key's current fixed window as the owner sees it: each
-// member's total, and their sum.
-type ownerWindow struct {
-	window int64
-	sum    int64
-	nodes  map[string]int64
+	clock  interface{ Now() time.Time }
+	m      *Member // the member it runs on; nil for a test's in-memory owner
+	p      int     // the partition; -1 until the engine names it
+	table  *table.Table
+	part   *ownerPart
+	seen   int
+	out    []algo.Decision
+	checks []algo.Check
 }
 
 func newOwner(clock interface{ Now() time.Time }, maxEntries int) *owner {
-	return &owner{clock: clock, table: table.New(maxEntries), windows: make(map[localKey]*ownerWindow)}
+	return &owner{clock: clock, p: -1, table: table.New(maxEntries), part: newOwnerPart(maxEntries)}
 }
 
 // Receive decides checks and applies syncs.
 func (o *owner) Receive(c protoactor.Context) {
-	if reply := o.handle(c.Message()); reply != nil {
-		c.Respond(reply)
+	switch msg := c.Message().(type) {
+	case *protocluster.ClusterInit:
+		o.start(msg.Identity.GetIdentity())
+	case *protoactor.Stopping:
+		if o.m != nil && o.p >= 0 {
+			o.m.release(o.p, o.part)
+		}
+	default:
+		if reply := o.handle(msg); reply != nil {
+			c.Respond(reply)
+		}
+	}
+}
+
+// start learns the partition from the grain's identity and, on a member,
+// puts the owner's state where the member's own hits reach it.
+func (o *owner) start(identity string) {
+	p, err := strconv.Atoi(identity)
+	if err != nil || p < 0 {
+		return
+	}
+	o.p = p
+	if o.m != nil {
+		o.m.claim(p, o.part)
 	}
 }
 
@@ -85,7 +106,7 @@ func (o *owner) decide(m *clusterpb.DecideRequest) *clusterpb.DecideReply {
 	}
 	for i := range o.checks {
 		if o.checks[i].Op == algo.OpReset && o.checks[i].Algorithm == algo.FixedWindow {
-			delete(o.windows, localKey{id: o.checks[i].ID, period: int64(o.checks[i].Period)})
+			o.part.reset(localKey{id: o.checks[i].ID, period: int64(o.checks[i].Period)})
 		}
 	}
 	reply := &clusterpb.DecideReply{Decisions: make([]*clusterpb.Decision, len(out))}
@@ -95,28 +116,16 @@ func (o *owner) decide(m *clusterpb.DecideRequest) *clusterpb.DecideReply {
 	return reply
 }
 
-// sync applies a member's totals: a member's total for a window only grows,
-// so the owner keeps the largest it has seen from each member, and a total
-// sent twice (a retry) counts once.
+// sync applies a member's totals for this partition (see ownerPart.add);
+// parts for other partitions are answered absent.
 func (o *owner) sync(m *clusterpb.SyncRequest) *clusterpb.SyncReply {
-	node := m.GetNode()
-	reply := &clusterpb.SyncReply{Counts: make([]*clusterpb.Count, len(m.GetTotals()))}
-	for i, t := range m.GetTotals() {
-		k := localKey{id: t.GetId(), period: t.GetPeriodNs()}
-		w := o.windows[k]
-		switch {
-		case w == nil || w.window < t.GetWindow():
-			w = &ownerWindow{window: t.GetWindow(), nodes: make(map[string]int64, 4)}
-			o.windows[k] = w
-		case w.window > t.GetWindow():
-			reply.Counts[i] = &clusterpb.Count{Window: w.window, Count: w.sum}
+	reply := &clusterpb.SyncReply{Parts: make([]*clusterpb.PartReply, len(m.GetParts()))}
+	for i, ps := range m.GetParts() {
+		if int64(ps.GetPartition()) != int64(o.p) {
+			reply.Parts[i] = &clusterpb.PartReply{Absent: true}
 			continue
 		}
-		if prev := w.nodes[node]; t.GetHits() > prev {
-			w.sum = satAdd(w.sum, t.GetHits()-prev)
-			w.nodes[node] = t.GetHits()
-		}
-		reply.Counts[i] = &clusterpb.Count{Window: w.window, Count: w.sum}
+		reply.Parts[i] = o.part.sync(m.GetNode(), ps.GetTotals())
 	}
 	return reply
 }
@@ -129,11 +138,7 @@ func (o *owner) tidy() {
 	}
 	now := o.clock.Now().UnixNano()
 	o.table.Expire(now, expireEvery)
-	for k, w := range o.windows {
-		if algo.FloorDiv(now, k.period) > w.window {
-			delete(o.windows, k)
-		}
-	}
+	o.part.sweep(now)
 }
 
 // satAdd adds two non-negative counts, saturating.

@@ -1,10 +1,16 @@
 package cluster
 
 import (
+	"fmt"
 	"sync"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
+
+// syncActor is the name of each member's actor that takes batched syncs.
+const syncActor = "actorlimit-sync"
 
 // syncLoop runs a sync every SyncEvery on the clock's ticker until Close,
 // then one last one.
@@ -37,55 +43,221 @@ func (m *Member) killed() bool {
 }
 
 // SyncNow runs one sync round and returns when every owner has answered or
-// failed: each owner gets the totals of the keys of its partitions counted
-// since the last sync, one request per partition, all at once; answers
-// correct the member's copies, and the totals a failed request carried are
-// sent again by the next round. The sync loop calls it every SyncEvery;
-// tests call it to sync at a moment of their choosing. Checks never wait
-// for it.
+// failed. Each owner gets, in one request (one per member that owns
+// partitions, or one per partition where the owner is not known), the
+// totals of the keys counted since the last sync, and a probe of every
+// other partition of which this member holds a copy of a current window;
+// answers correct the member's copies, and the totals a failed request
+// carried are sent again by the next round. A partition whose owner
+// answers with a new incarnation (it moved, or restarted, and starts
+// empty) gets, in the same round, the totals of every copy of a current
+// window this member holds in it, so that the new owner rebuilds its
+// counts. The partitions this member owns have its totals already: their
+// owner's state reads its copies. Every
+// Config.SweepEvery the round ends with a sweep. The sync loop calls it
+// every SyncEvery; tests call it to sync at a moment of their choosing.
+// Checks never wait for it.
 func (m *Member) SyncNow() {
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
 	if m.cluster != nil {
 		m.live.Store(int64(max(1, len(m.Members()))))
 	}
-	batch := m.local.takeActive(m.cfg.Clock.Now().UnixNano(), nil)
-	if len(batch) == 0 {
-		return
+	now := m.cfg.Clock.Now().UnixNano()
+	m.round++
+	work := make(map[int][]pending)
+	for _, p := range m.local.takeActive(now, m.round, nil) {
+		work[p.part] = append(work[p.part], p)
 	}
-	byPartition := make(map[int][]pending)
-	for _, p := range batch {
-		n := m.partition(p.key.id)
-		byPartition[n] = append(byPartition[n], p)
+	for p := range m.parts {
+		ps := &m.parts[p]
+		if op := ps.owned.Load(); op != nil {
+			// The owner's state reads this member's copies as it answers:
+			// it has every total this member holds.
+			ps.known.Store(op.inc)
+			for _, pd := range work[p] {
+				m.local.applied(pd, pd.window, pd.hits)
+			}
+			delete(work, p)
+			continue
+		}
+		if _, ok := work[p]; !ok && (ps.until.Load() > now || ps.cut.Load()) {
+			work[p] = nil // a probe
+		}
 	}
-	var wg sync.WaitGroup
-	for n, ps := range byPartition {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m.syncPartition(m.node, n, ps)
-		}()
+	if changed := m.exchange(work); len(changed) > 0 {
+		again := make(map[int][]pending, len(changed))
+		for _, p := range m.local.copiesOf(changed, now, true, nil) {
+			again[p.part] = append(again[p.part], p)
+		}
+		m.exchange(again) // an owner that changes again waits for the next round
 	}
-	wg.Wait()
+	if now >= m.nextSweep {
+		m.sweep(now)
+		m.nextSweep = now + int64(m.cfg.SweepEvery)
+	}
 }
 
-// syncPartition sends one partition's totals to its owner and applies the
-// answer.
-func (m *Member) syncPartition(node string, n int, ps []pending) {
-	req := &clusterpb.SyncRequest{Node: node, Totals: make([]*clusterpb.Total, len(ps))}
-	for i, p := range ps {
-		req.Totals[i] = &clusterpb.Total{Id: p.key.id, PeriodNs: p.key.period, Window: p.window, Hits: p.hits}
+// exchange sends work (each partition's totals; none for a probe) to the
+// owners, batched by owner where the owner is known, and applies the
+// answers. It returns the partitions whose owner is not the one that had
+// this member's totals before.
+func (m *Member) exchange(work map[int][]pending) map[int]bool {
+	if len(work) == 0 {
+		return nil
 	}
-	resp, err := m.send(n, req)
-	reply, ok := resp.(*clusterpb.SyncReply)
-	if err != nil || !ok || len(reply.GetCounts()) != len(ps) {
+	var (
+		mu      sync.Mutex
+		replies = make(map[int]*clusterpb.PartReply, len(work))
+		wg      sync.WaitGroup
+	)
+	record := func(p int, r *clusterpb.PartReply) {
+		mu.Lock()
+		replies[p] = r
+		mu.Unlock()
+	}
+	one := func(p int) { record(p, m.syncPartition(p, work[p])) }
+	byOwner := make(map[string][]int)
+	for p := range work {
+		if addr := m.ownerAt(p); addr != "" && addr != m.node && m.sendTo != nil {
+			byOwner[addr] = append(byOwner[addr], p)
+		} else {
+			wg.Go(func() { one(p) })
+		}
+	}
+	for addr, ps := range byOwner {
+		wg.Go(func() {
+			for i, r := range m.syncMember(addr, ps, work) {
+				if r != nil && r.GetAbsent() {
+					// The member does not run the partition's grain (yet):
+					// the request to the grain starts it where it belongs.
+					wg.Go(func() { one(ps[i]) })
+					continue
+				}
+				record(ps[i], r)
+			}
+		})
+	}
+	wg.Wait()
+	var changed map[int]bool
+	for p, r := range replies {
+		if m.answered(p, work[p], r) {
+			if changed == nil {
+				changed = make(map[int]bool)
+			}
+			changed[p] = true
+		}
+	}
+	return changed
+}
+
+// answered applies partition p's answer r to ps, the totals sent (nil: the
+// request failed), and reports whether the owner is not the one that had
+// this member's totals before.
+func (m *Member) answered(p int, ps []pending, r *clusterpb.PartReply) bool {
+	st := &m.parts[p]
+	if r == nil || r.GetAbsent() || len(r.GetCounts()) != len(ps) {
 		// The keys stay active with their hits unacknowledged: the next
 		// sync sends their totals again.
-		m.cfg.Logger.Debug("actorlimit cluster: sync failed, will retry", "partition", n, "error", err)
-		for _, p := range ps {
-			m.local.unreached(p)
+		if st.cut.CompareAndSwap(false, true) {
+			m.cfg.Logger.Warn("actorlimit cluster: sync failed, this member's share applies until an owner answers", "partition", p)
 		}
-		return
+		return false
 	}
-	for i, c := range reply.GetCounts() {
+	if st.cut.CompareAndSwap(true, false) {
+		m.cfg.Logger.Info("actorlimit cluster: sync reached the owner again", "partition", p)
+	}
+	for i, c := range r.GetCounts() {
 		m.local.applied(ps[i], c.GetWindow(), c.GetCount())
+	}
+	known := st.known.Swap(r.GetIncarnation())
+	return known != 0 && known != r.GetIncarnation()
+}
+
+// ownerAt returns the address of partition p's owner, "" if unknown.
+func (m *Member) ownerAt(p int) string {
+	if m.ownerOf == nil {
+		return ""
+	}
+	return m.ownerOf(p)
+}
+
+// syncPart returns partition p's part of a sync request: the totals ps.
+func syncPart(p int, ps []pending) *clusterpb.PartSync {
+	part := &clusterpb.PartSync{Partition: uint32(p), Totals: make([]*clusterpb.Total, len(ps))}
+	for i, pd := range ps {
+		part.Totals[i] = &clusterpb.Total{Id: pd.key.id, PeriodNs: pd.key.period, Window: pd.window, Hits: pd.hits, Epoch: pd.epoch}
+	}
+	return part
+}
+
+// syncPartition sends partition p's totals ps to its grain and returns its
+// answer, nil if it failed.
+func (m *Member) syncPartition(p int, ps []pending) *clusterpb.PartReply {
+	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{syncPart(p, ps)}}
+	resp, err := m.send(p, req)
+	reply, ok := resp.(*clusterpb.SyncReply)
+	if err != nil || !ok || len(reply.GetParts()) != 1 {
+		m.cfg.Logger.Debug("actorlimit cluster: sync failed, will retry", "partition", p, "error", err)
+		return nil
+	}
+	return reply.GetParts()[0]
+}
+
+// syncMember sends the totals of partitions parts in one request to the
+// member at addr, which owns them, and returns its answer for each, nil
+// where it failed.
+func (m *Member) syncMember(addr string, parts []int, work map[int][]pending) []*clusterpb.PartReply {
+	req := &clusterpb.SyncRequest{Node: m.node, Parts: make([]*clusterpb.PartSync, len(parts))}
+	for i, p := range parts {
+		req.Parts[i] = syncPart(p, work[p])
+	}
+	out := make([]*clusterpb.PartReply, len(parts))
+	resp, err := m.sendTo(addr, req)
+	reply, ok := resp.(*clusterpb.SyncReply)
+	if err != nil || !ok || len(reply.GetParts()) != len(parts) {
+		m.cfg.Logger.Debug("actorlimit cluster: sync failed, will retry", "member", addr, "partitions", len(parts), "error", err)
+		return out
+	}
+	return reply.GetParts()
+}
+
+// requestMember is the default sendTo: a request to the sync actor of the
+// member at addr.
+func (m *Member) requestMember(addr string, msg *clusterpb.SyncRequest) (any, error) {
+	pid := protoactor.NewPID(addr, syncActor)
+	resp, err := m.cluster.ActorSystem.Root.RequestFuture(pid, msg, m.cfg.syncTimeout()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("cluster: member %s: %w", addr, err)
+	}
+	return resp, nil
+}
+
+// handleSync answers a batched sync as the owner of the partitions it
+// names: those whose grain does not run here are answered absent.
+func (m *Member) handleSync(req *clusterpb.SyncRequest) *clusterpb.SyncReply {
+	reply := &clusterpb.SyncReply{Parts: make([]*clusterpb.PartReply, len(req.GetParts()))}
+	for i, ps := range req.GetParts() {
+		var op *ownerPart
+		if p := int(ps.GetPartition()); p < len(m.parts) {
+			op = m.parts[p].owned.Load()
+		}
+		if op == nil {
+			reply.Parts[i] = &clusterpb.PartReply{Absent: true}
+			continue
+		}
+		reply.Parts[i] = op.sync(req.GetNode(), ps.GetTotals())
+	}
+	return reply
+}
+
+// syncReceiver is each member's actor that takes batched syncs. It never
+// waits: the owners' states it applies them to are behind short locks.
+type syncReceiver struct{ m *Member }
+
+// Receive answers a [clusterpb.SyncRequest].
+func (r syncReceiver) Receive(c protoactor.Context) {
+	if req, ok := c.Message().(*clusterpb.SyncRequest); ok {
+		c.Respond(r.m.handleSync(req))
 	}
 }

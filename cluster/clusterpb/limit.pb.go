@@ -302,13 +302,17 @@ func (x *DecideReply) GetError() string {
 }
 
 // Total is what one node has counted for one fixed window of one key, in
-// all, since the window began: sent again it changes nothing.
+// all, since its copy of the window began: sent again it changes nothing.
+// epoch names the copy: a node that drops its copy and makes another in the
+// same window gives the new one a larger epoch, and the owner adds the new
+// copy's hits to what it had from the old one.
 type Total struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	PeriodNs      int64                  `protobuf:"varint,2,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
 	Window        int64                  `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`
 	Hits          int64                  `protobuf:"varint,4,opt,name=hits,proto3" json:"hits,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -371,19 +375,82 @@ func (x *Total) GetHits() int64 {
 	return 0
 }
 
-// SyncRequest carries a node's totals for the keys of one partition that it
-// counted since its last sync.
+func (x *Total) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// PartSync is one partition's share of a sync: the node's totals for the
+// keys of that partition (none for a probe, which only asks the owner's
+// incarnation).
+type PartSync struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Totals        []*Total               `protobuf:"bytes,2,rep,name=totals,proto3" json:"totals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartSync) Reset() {
+	*x = PartSync{}
+	mi := &file_limit_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartSync) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartSync) ProtoMessage() {}
+
+func (x *PartSync) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartSync.ProtoReflect.Descriptor instead.
+func (*PartSync) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PartSync) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartSync) GetTotals() []*Total {
+	if x != nil {
+		return x.Totals
+	}
+	return nil
+}
+
+// SyncRequest carries a node's totals to one owner: to a partition's grain
+// (one part), or to the member that owns several partitions (one part for
+// each), batched.
 type SyncRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Totals        []*Total               `protobuf:"bytes,2,rep,name=totals,proto3" json:"totals,omitempty"`
+	Parts         []*PartSync            `protobuf:"bytes,3,rep,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_limit_proto_msgTypes[5]
+	mi := &file_limit_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +462,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[5]
+	mi := &file_limit_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +475,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{5}
+	return file_limit_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SyncRequest) GetNode() string {
@@ -418,9 +485,9 @@ func (x *SyncRequest) GetNode() string {
 	return ""
 }
 
-func (x *SyncRequest) GetTotals() []*Total {
+func (x *SyncRequest) GetParts() []*PartSync {
 	if x != nil {
-		return x.Totals
+		return x.Parts
 	}
 	return nil
 }
@@ -436,7 +503,7 @@ type Count struct {
 
 func (x *Count) Reset() {
 	*x = Count{}
-	mi := &file_limit_proto_msgTypes[6]
+	mi := &file_limit_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +515,7 @@ func (x *Count) String() string {
 func (*Count) ProtoMessage() {}
 
 func (x *Count) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[6]
+	mi := &file_limit_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +528,7 @@ func (x *Count) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Count.ProtoReflect.Descriptor instead.
 func (*Count) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{6}
+	return file_limit_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Count) GetWindow() int64 {
@@ -478,17 +545,81 @@ func (x *Count) GetCount() int64 {
 	return 0
 }
 
-// SyncReply answers a SyncRequest: the i-th count is for the i-th total.
+// PartReply answers one PartSync: the i-th count is for the i-th total.
+// incarnation names the owner's state of the partition, new each time the
+// partition starts on a member; absent says the member asked does not own
+// the partition (the node asks its grain instead).
+type PartReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Incarnation   uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Counts        []*Count               `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty"`
+	Absent        bool                   `protobuf:"varint,3,opt,name=absent,proto3" json:"absent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartReply) Reset() {
+	*x = PartReply{}
+	mi := &file_limit_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartReply) ProtoMessage() {}
+
+func (x *PartReply) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartReply.ProtoReflect.Descriptor instead.
+func (*PartReply) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PartReply) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *PartReply) GetCounts() []*Count {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *PartReply) GetAbsent() bool {
+	if x != nil {
+		return x.Absent
+	}
+	return false
+}
+
+// SyncReply answers a SyncRequest: the i-th part is for the i-th part.
 type SyncReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Counts        []*Count               `protobuf:"bytes,1,rep,name=counts,proto3" json:"counts,omitempty"`
+	Parts         []*PartReply           `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SyncReply) Reset() {
 	*x = SyncReply{}
-	mi := &file_limit_proto_msgTypes[7]
+	mi := &file_limit_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +631,7 @@ func (x *SyncReply) String() string {
 func (*SyncReply) ProtoMessage() {}
 
 func (x *SyncReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[7]
+	mi := &file_limit_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,12 +644,12 @@ func (x *SyncReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncReply.ProtoReflect.Descriptor instead.
 func (*SyncReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{7}
+	return file_limit_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *SyncReply) GetCounts() []*Count {
+func (x *SyncReply) GetParts() []*PartReply {
 	if x != nil {
-		return x.Counts
+		return x.Parts
 	}
 	return nil
 }
@@ -547,20 +678,28 @@ const file_limit_proto_rawDesc = "" +
 	"\x06checks\x18\x01 \x03(\v2\x19.actorlimit.cluster.CheckR\x06checks\"_\n" +
 	"\vDecideReply\x12:\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x1c.actorlimit.cluster.DecisionR\tdecisions\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"`\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"v\n" +
 	"\x05Total\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x16\n" +
 	"\x06window\x18\x03 \x01(\x03R\x06window\x12\x12\n" +
-	"\x04hits\x18\x04 \x01(\x03R\x04hits\"T\n" +
+	"\x04hits\x18\x04 \x01(\x03R\x04hits\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"[\n" +
+	"\bPartSync\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x121\n" +
+	"\x06totals\x18\x02 \x03(\v2\x19.actorlimit.cluster.TotalR\x06totals\"[\n" +
 	"\vSyncRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\x121\n" +
-	"\x06totals\x18\x02 \x03(\v2\x19.actorlimit.cluster.TotalR\x06totals\"5\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x122\n" +
+	"\x05parts\x18\x03 \x03(\v2\x1c.actorlimit.cluster.PartSyncR\x05partsJ\x04\b\x02\x10\x03\"5\n" +
 	"\x05Count\x12\x16\n" +
 	"\x06window\x18\x01 \x01(\x03R\x06window\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\">\n" +
-	"\tSyncReply\x121\n" +
-	"\x06counts\x18\x01 \x03(\v2\x19.actorlimit.cluster.CountR\x06countsB4Z2github.com/actorlimit/actorlimit/cluster/clusterpbb\x06proto3"
+	"\x05count\x18\x02 \x01(\x03R\x05count\"x\n" +
+	"\tPartReply\x12 \n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x121\n" +
+	"\x06counts\x18\x02 \x03(\v2\x19.actorlimit.cluster.CountR\x06counts\x12\x16\n" +
+	"\x06absent\x18\x03 \x01(\bR\x06absent\"F\n" +
+	"\tSyncReply\x123\n" +
+	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02B4Z2github.com/actorlimit/actorlimit/cluster/clusterpbb\x06proto3"
 
 var (
 	file_limit_proto_rawDescOnce sync.Once
@@ -574,27 +713,31 @@ func file_limit_proto_rawDescGZIP() []byte {
 	return file_limit_proto_rawDescData
 }
 
-var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_limit_proto_goTypes = []any{
 	(*Check)(nil),         // 0: actorlimit.cluster.Check
 	(*Decision)(nil),      // 1: actorlimit.cluster.Decision
 	(*DecideRequest)(nil), // 2: actorlimit.cluster.DecideRequest
 	(*DecideReply)(nil),   // 3: actorlimit.cluster.DecideReply
 	(*Total)(nil),         // 4: actorlimit.cluster.Total
-	(*SyncRequest)(nil),   // 5: actorlimit.cluster.SyncRequest
-	(*Count)(nil),         // 6: actorlimit.cluster.Count
-	(*SyncReply)(nil),     // 7: actorlimit.cluster.SyncReply
+	(*PartSync)(nil),      // 5: actorlimit.cluster.PartSync
+	(*SyncRequest)(nil),   // 6: actorlimit.cluster.SyncRequest
+	(*Count)(nil),         // 7: actorlimit.cluster.Count
+	(*PartReply)(nil),     // 8: actorlimit.cluster.PartReply
+	(*SyncReply)(nil),     // 9: actorlimit.cluster.SyncReply
 }
 var file_limit_proto_depIdxs = []int32{
 	0, // 0: actorlimit.cluster.DecideRequest.checks:type_name -> actorlimit.cluster.Check
 	1, // 1: actorlimit.cluster.DecideReply.decisions:type_name -> actorlimit.cluster.Decision
-	4, // 2: actorlimit.cluster.SyncRequest.totals:type_name -> actorlimit.cluster.Total
-	6, // 3: actorlimit.cluster.SyncReply.counts:type_name -> actorlimit.cluster.Count
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	4, // 2: actorlimit.cluster.PartSync.totals:type_name -> actorlimit.cluster.Total
+	5, // 3: actorlimit.cluster.SyncRequest.parts:type_name -> actorlimit.cluster.PartSync
+	7, // 4: actorlimit.cluster.PartReply.counts:type_name -> actorlimit.cluster.Count
+	8, // 5: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_limit_proto_init() }
@@ -608,7 +751,7 @@ func file_limit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_limit_proto_rawDesc), len(file_limit_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

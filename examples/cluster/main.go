@@ -1,16 +1,24 @@
 // Command cluster starts three members of an actorlimit cluster on
-// loopback, in this one process, drives load on one hot id spread over the
-// three for a few windows, and prints what each member allowed against the
-// limit.
+// loopback, drives load on one hot id spread over the three for a few
+// windows, and prints what each member allowed against the limit and the
+// predicted over-admission bound, limit + (members-1) × rate × sync.
+//
+// By default the three members run in this one process, with the engine's
+// in-memory test provider. With -procs they run as three OS processes (this
+// program, started again with -member), which find each other with the
+// engine's automanaged provider: seed addresses, no registry.
 //
 //	go run ./examples/cluster
+//	go run ./examples/cluster -procs
 //	go run ./examples/cluster -mode=owner -limit=500 -window=1s -windows=3
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"sync"
@@ -23,6 +31,18 @@ import (
 	"github.com/actorlimit/actorlimit/cluster"
 )
 
+// members is how many members the example runs.
+const members = 3
+
+// settings are the flags that both the parent and the members read.
+type settings struct {
+	mode      cluster.Mode
+	policy    actorlimit.Policy
+	windows   int
+	rate      int
+	syncEvery time.Duration
+}
+
 func main() {
 	mode := flag.String("mode", "local-first", "local-first or owner")
 	limit := flag.Int64("limit", 1000, "hits allowed per window, over the whole cluster")
@@ -30,81 +50,125 @@ func main() {
 	windows := flag.Int("windows", 3, "how many windows to drive")
 	rate := flag.Int("rate", 1000, "hits a second offered at each member")
 	syncEvery := flag.Duration("sync", cluster.DefaultSyncEvery, "local-first sync interval")
+	procs := flag.Bool("procs", false, "run the 3 members as 3 OS processes")
+	member := flag.Int("member", -1, "internal: run as member i of a -procs run")
+	ports := flag.String("ports", "", "internal: the members' ports, for -member")
 	flag.Parse()
-	m := cluster.LocalFirst
+	s := settings{policy: actorlimit.Policy{Limit: *limit, Period: *window}, windows: *windows, rate: *rate, syncEvery: *syncEvery}
 	switch *mode {
 	case "local-first":
 	case "owner":
-		m = cluster.Owner
+		s.mode = cluster.Owner
 	default:
 		fmt.Fprintf(os.Stderr, "-mode: %q is neither local-first nor owner\n", *mode)
 		os.Exit(2)
 	}
-	if err := run(m, actorlimit.Policy{Limit: *limit, Period: *window}, *windows, *rate, *syncEvery); err != nil {
+	if err := s.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if *member >= 0 {
+		if err := runMember(s, *member, *ports); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	run := runInProcess
+	if *procs {
+		run = runProcs
+	}
+	allowed, err := run(s)
+	if err != nil {
 		log.Fatal(err)
 	}
+	report(os.Stdout, s, allowed)
 }
 
-func run(mode cluster.Mode, p actorlimit.Policy, windows, rate int, syncEvery time.Duration) error {
-	if err := p.Validate(); err != nil {
+func (s settings) validate() error {
+	if err := s.policy.Validate(); err != nil {
 		return err
 	}
-	if rate <= 0 || windows <= 0 {
-		return fmt.Errorf("-rate and -windows must be positive")
+	if s.rate <= 0 || s.windows <= 0 {
+		return errors.New("-rate and -windows must be positive")
 	}
+	return nil
+}
+
+// runInProcess runs the three members in this process and returns what
+// each allowed in each window.
+func runInProcess(s settings) ([][]int64, error) {
 	agent := test.NewInMemAgent()
-	members := make([]*cluster.Member, 3)
-	for i := range members {
-		m, err := cluster.Start(cluster.Config{Name: "example", Provider: test.NewTestProvider(agent), Mode: mode, SyncEvery: syncEvery})
+	ms := make([]*cluster.Member, members)
+	for i := range ms {
+		m, err := cluster.Start(cluster.Config{Name: "example", Provider: test.NewTestProvider(agent), Mode: s.mode, SyncEvery: s.syncEvery})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer m.Limiter.Close()
-		members[i] = m
+		ms[i] = m
 	}
-	for len(members[0].Members()) < len(members) {
+	for len(ms[0].Members()) < len(ms) {
 		time.Sleep(50 * time.Millisecond) // the members find each other
 	}
 	// Start at the beginning of a window, so each window is whole.
-	time.Sleep(time.Until(time.Now().Truncate(p.Period).Add(p.Period)))
-	allowed := make([][]atomic.Int64, windows)
-	for w := range allowed {
-		allowed[w] = make([]atomic.Int64, len(members))
-	}
-	start := time.Now()
+	start := time.Now().Truncate(s.policy.Period).Add(s.policy.Period)
+	allowed := make([][]int64, len(ms))
 	var wg sync.WaitGroup
-	for i, m := range members {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(time.Second / time.Duration(rate))
-			defer tick.Stop()
-			for now := range tick.C {
-				w := int(now.Sub(start) / p.Period)
-				if w >= windows {
-					return
-				}
-				res, err := m.Limiter.Hit(context.Background(), "hot", p)
-				if err != nil {
-					log.Printf("member %d: %v", i, err)
-					continue
-				}
-				if res.Allowed {
-					allowed[w][i].Add(1)
-				}
-			}
-		}()
+	for i, m := range ms {
+		wg.Go(func() { allowed[i] = drive(m, s, start, func(err error) { log.Printf("member %d: %v", i+1, err) }) })
 	}
 	wg.Wait()
-	for w := range allowed {
-		var total int64
-		fmt.Printf("window %d:", w+1)
-		for i := range members {
-			n := allowed[w][i].Load()
-			total += n
-			fmt.Printf(" member %d allowed %d,", i+1, n)
+	return allowed, nil
+}
+
+// drive offers s.rate hits a second on one hot id at m from start for
+// s.windows windows, and returns how many it allowed in each.
+func drive(m *cluster.Member, s settings, start time.Time, fail func(error)) []int64 {
+	time.Sleep(time.Until(start))
+	allowed := make([]atomic.Int64, s.windows)
+	tick := time.NewTicker(time.Second / time.Duration(s.rate))
+	defer tick.Stop()
+	for now := range tick.C {
+		w := int(now.Sub(start) / s.policy.Period)
+		if w >= s.windows {
+			break
 		}
-		fmt.Printf(" total %d of limit %d (%.3f×)\n", total, p.Limit, float64(total)/float64(p.Limit))
+		res, err := m.Limiter.Hit(context.Background(), "hot", s.policy)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		if res.Allowed {
+			allowed[w].Add(1)
+		}
 	}
-	return nil
+	out := make([]int64, s.windows)
+	for w := range out {
+		out[w] = allowed[w].Load()
+	}
+	return out
+}
+
+// bound is the predicted most a window allows: the limit, plus in
+// LocalFirst mode what the other members admit in one sync interval.
+func (s settings) bound() int64 {
+	b := s.policy.Limit
+	if s.mode == cluster.LocalFirst {
+		b += int64(members-1) * int64(s.rate) * int64(s.syncEvery) / int64(time.Second)
+	}
+	return b
+}
+
+// report writes to w, for each window, what each member allowed
+// (allowed[i][w]), the total, and the predicted bound.
+func report(w io.Writer, s settings, allowed [][]int64) {
+	for win := range s.windows {
+		var total int64
+		fmt.Fprintf(w, "window %d:", win+1)
+		for i := range allowed {
+			total += allowed[i][win]
+			fmt.Fprintf(w, " member %d allowed %d,", i+1, allowed[i][win])
+		}
+		fmt.Fprintf(w, " total %d of limit %d (%.3f×), predicted bound %d\n", total, s.policy.Limit, float64(total)/float64(s.policy.Limit), s.bound())
+	}
 }

@@ -40,6 +40,7 @@ type Member struct {
 	nextSweep int64
 	sweeps    atomic.Uint64
 	expired   atomic.Uint64
+	outage    atomic.Bool // a partition was cut off and logged; see cutOff
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -258,9 +259,7 @@ func (m *Member) decideRemote(ctx context.Context, p int, checks []algo.Check, o
 	}
 	err := m.remote(ctx, p, checks, out)
 	if err != nil && back && ctx.Err() == nil {
-		if ps.cut.CompareAndSwap(false, true) {
-			m.cfg.Logger.Warn("actorlimit cluster: owner unreachable, checks fall back to this member's share", "partition", p, "error", err)
-		}
+		m.cutOff(p, err)
 		m.decideFallback(checks, out)
 		return nil
 	}

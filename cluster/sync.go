@@ -92,6 +92,7 @@ func (m *Member) SyncNow() {
 		}
 		m.exchange(again) // an owner that changes again waits for the next round
 	}
+	m.logRecovery()
 	if now >= m.nextSweep {
 		m.sweep(now)
 		m.nextSweep = now + int64(m.cfg.SweepEvery)
@@ -159,19 +160,43 @@ func (m *Member) answered(p int, ps []pending, r *clusterpb.PartReply) bool {
 	if r == nil || r.GetAbsent() || len(r.GetCounts()) != len(ps) {
 		// The keys stay active with their hits unacknowledged: the next
 		// sync sends their totals again.
-		if st.cut.CompareAndSwap(false, true) {
-			m.cfg.Logger.Warn("actorlimit cluster: sync failed, this member's share applies until an owner answers", "partition", p)
-		}
+		m.cutOff(p, nil)
 		return false
 	}
-	if st.cut.CompareAndSwap(true, false) {
-		m.cfg.Logger.Info("actorlimit cluster: sync reached the owner again", "partition", p)
-	}
+	st.cut.Store(false)
 	for i, c := range r.GetCounts() {
 		m.local.applied(ps[i], c.GetWindow(), c.GetCount())
 	}
 	known := st.known.Swap(r.GetIncarnation())
 	return known != 0 && known != r.GetIncarnation()
+}
+
+// cutOff marks partition p's owner unreachable: until a sync reaches it,
+// its checks fall back to this member's share. The first partition cut off
+// while none was is logged, at WARN, with why (err, which may be nil); the
+// others are not, so an owner that dies with hundreds of partitions, and
+// every round that fails after, make one line. logRecovery logs the end.
+func (m *Member) cutOff(p int, err error) {
+	if m.parts[p].cut.CompareAndSwap(false, true) && m.outage.CompareAndSwap(false, true) {
+		m.cfg.Logger.Warn("actorlimit cluster: owner unreachable, its partitions' checks fall back to this member's share until it answers (logged once)",
+			"partition", p, "error", err)
+	}
+}
+
+// logRecovery logs, at INFO and once, that no partition is cut off any
+// more, after cutOff logged that one was.
+func (m *Member) logRecovery() {
+	if !m.outage.Load() {
+		return
+	}
+	for p := range m.parts {
+		if m.parts[p].cut.Load() {
+			return
+		}
+	}
+	if m.outage.CompareAndSwap(true, false) {
+		m.cfg.Logger.Info("actorlimit cluster: every owner answers again")
+	}
 }
 
 // ownerAt returns the address of partition p's owner, "" if unknown.

@@ -73,8 +73,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("persist: %s %v is negative", f.name, f.d)
 		}
 	}
-	if c.MaxPending < 0 {
-		return fmt.Errorf("persist: MaxPending %d is negative", c.MaxPending)
+	if c.MaxPending < 0 || c.MaxPending > maxFrame {
+		return fmt.Errorf("persist: MaxPending %d is negative or above %d, a log frame's bound", c.MaxPending, maxFrame)
 	}
 	return nil
 }

@@ -259,12 +259,12 @@ func TestTornLogTail(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, full[:cut], 0o600))
 		got, ld, err := reload(t, dir, persist.Config{})
 		require.NoError(t, err, "cut at %d", cut)
-		// the log: a 22-byte header, frame 1 (a's second hit), frame 2 (c)
-		header := 22
+		// the log: a header, frame 1 (a's second hit), frame 2 (c)
+		header := logHeader
 		if cut < header {
 			header = 0 // a header cut short: torn too
 		}
-		intact := []int{header, 22 + 8 + int(binary.LittleEndian.Uint32(full[22:]))}[ld.Frames]
+		intact := []int{header, lastFrame(full)}[ld.Frames]
 		switch ld.Frames {
 		case 1:
 			assert.Equal(t, map[string]int64{"a": 2, "b": 1}, got, "cut at %d", cut)
@@ -294,6 +294,11 @@ func TestDamagedFiles(t *testing.T) {
 		{"foreign log", "log", func([]byte) []byte { return []byte("#!/bin/sh\necho this is not a log\n") }},
 		{"log header", "log", func(b []byte) []byte { return flip(b, 12) }},
 		{"log first frame", "log", func(b []byte) []byte { return flip(b, 30+8+1) }},
+		// a length that claims more than the file holds: a torn tail in
+		// format 1, which dropped this frame and the intact one after it
+		{"log first frame length", "log", func(b []byte) []byte { return flip(b, logHeader+1) }},
+		{"log last frame length", "log", func(b []byte) []byte { return flip(b, lastFrame(b)+1) }},
+		{"log last frame header checksum", "log", func(b []byte) []byte { return flip(b, lastFrame(b)+9) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -321,6 +326,54 @@ func TestDamagedFiles(t *testing.T) {
 	}
 }
 
+// The log's layout, format version 2: a header, then frames of a 12-byte
+// header (length, payload checksum, header checksum) and a payload.
+const (
+	logHeader   = 22
+	frameHeader = 12
+)
+
+// lastFrame returns the offset of the last frame of log b.
+func lastFrame(b []byte) int {
+	off, last := logHeader, logHeader
+	for off+frameHeader <= len(b) {
+		last = off
+		off += frameHeader + int(binary.LittleEndian.Uint32(b[off:]))
+	}
+	return last
+}
+
+// TestLogByteFlips flips every bit of a log of two frames, one at a time:
+// damage before the last frame's payload is an error and nothing is
+// applied; damage in the last payload is what a crash mid-write leaves, so
+// that frame alone is left out, as a torn tail.
+func TestLogByteFlips(t *testing.T) {
+	dir := t.TempDir()
+	writeState(t, dir)
+	path := logPath(t, dir)
+	full, err := os.ReadFile(path)
+	require.NoError(t, err)
+	last := lastFrame(full)
+	require.Greater(t, last, logHeader, "two frames")
+	for i := range full {
+		for bit := range 8 {
+			b := bytes.Clone(full)
+			b[i] ^= 1 << bit
+			require.NoError(t, os.WriteFile(path, b, 0o600))
+			got, ld, err := reload(t, dir, persist.Config{})
+			if i < last+frameHeader {
+				require.ErrorIs(t, err, persist.ErrCorrupt, "byte %d bit %d", i, bit)
+				assert.Empty(t, got, "byte %d bit %d: nothing applied", i, bit)
+				continue
+			}
+			require.NoError(t, err, "byte %d bit %d", i, bit)
+			assert.Equal(t, 1, ld.Frames, "byte %d bit %d", i, bit)
+			assert.Equal(t, len(full)-last, ld.TornBytes, "byte %d bit %d", i, bit)
+			assert.Equal(t, map[string]int64{"a": 2, "b": 1}, got, "byte %d bit %d", i, bit)
+		}
+	}
+}
+
 // FuzzLoad loads arbitrary bytes as the snapshot and as the log: Load must
 // not panic, and must apply everything or nothing.
 func FuzzLoad(f *testing.F) {
@@ -328,6 +381,9 @@ func FuzzLoad(f *testing.F) {
 	f.Add(snap, log)
 	f.Add(snap[:len(snap)-1], log)
 	f.Add(snap, log[:len(log)-5])
+	damaged := bytes.Clone(log)
+	damaged[logHeader+1] ^= 0x40 // the first frame's length
+	f.Add(snap, damaged)
 	f.Add([]byte{}, []byte{})
 	f.Fuzz(func(t *testing.T, snap, log []byte) {
 		mfs := newMemFS()

@@ -240,7 +240,7 @@ func (c *Client) Close() error {
 		}
 		_ = c.root.StopFuture(c.sup).Wait()
 		c.h.stopped()
-		c.h.closeJournal()
+		_ = c.h.closeJournal()
 	})
 	return nil
 }

@@ -40,7 +40,9 @@ func (l *limiter) Receive(c protoactor.Context) {
 	case flushRequest:
 		l.h.flushJournal()
 	case snapshotRequest:
-		l.h.snapshotJournal(l.now())
+		l.h.snapshotJournal(c, l.now())
+	case *snapshotWalk:
+		l.h.continueSnapshot(c, m, l.now())
 	case *protoactor.Restarting:
 		l.h.restarting()
 	case *protoactor.Stopped:

@@ -12,8 +12,19 @@
 // whose header (its length and its payload's CRC-32C) carries a CRC-32C of
 // its own, so that a damaged length is told from a write cut short (format
 // version 2 of the log; version 1, without it, is still read). Each new
-// snapshot starts a new, empty log and removes the last one: the log is
-// compacted into the snapshot.
+// snapshot starts a new log and removes the last one: the log is compacted
+// into the snapshot.
+//
+// # Snapshots between checks
+//
+// The limiter hands a snapshot over a chunk of keys at a time
+// ([Journal.BeginSnapshot], [Journal.SnapshotRecord],
+// [Journal.EndSnapshot]), deciding checks between two chunks, so a
+// snapshot of a million keys never stops the checks for more than a chunk;
+// the writer writes it whole once it has ended. The records flushed from
+// its beginning on go to the log that follows it, opened then, as well as
+// to the current log: the snapshot with its log holds every change, and
+// until it is renamed into place the last snapshot with its log does.
 //
 // # What is lost
 //

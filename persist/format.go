@@ -137,20 +137,14 @@ func countRecords(b []byte) (int, error) {
 	return n, err
 }
 
-// encodeSnapshot returns the snapshot file of generation gen whose body
-// holds count records; body is b[snapHeader:], the header's room being
-// reserved by [newSnapshotBuffer].
-func encodeSnapshot(b []byte, gen uint64, count int) []byte {
-	copy(b, snapMagic)
-	binary.LittleEndian.PutUint16(b[8:], snapVersion)
-	binary.LittleEndian.PutUint64(b[10:], gen)
-	binary.LittleEndian.PutUint64(b[18:], uint64(count))
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-}
-
-// newSnapshotBuffer returns a buffer with room for a snapshot's header.
-func newSnapshotBuffer(size int) []byte {
-	return make([]byte, snapHeader, snapHeader+size)
+// snapshotHeader returns the header of the snapshot file of generation
+// gen that holds count records.
+func snapshotHeader(gen uint64, count int) []byte {
+	b := make([]byte, 0, snapHeader)
+	b = append(b, snapMagic...)
+	b = binary.LittleEndian.AppendUint16(b, snapVersion)
+	b = binary.LittleEndian.AppendUint64(b, gen)
+	return binary.LittleEndian.AppendUint64(b, uint64(count))
 }
 
 // parseSnapshot checks a whole snapshot file and returns its generation

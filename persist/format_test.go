@@ -158,7 +158,8 @@ func TestLogVersion1(t *testing.T) {
 		return AppendRecord(nil, algo.Record{Algorithm: algo.FixedWindow, Period: time.Hour, ID: id, Death: 1 << 62, State: []byte{1}})
 	}
 	dir := t.TempDir()
-	snap := encodeSnapshot(append(newSnapshotBuffer(0), rec("a")...), 1, 1)
+	snap := append(snapshotHeader(1, 1), rec("a")...)
+	snap = binary.LittleEndian.AppendUint32(snap, crc32.Checksum(snap, castagnoli))
 	logV1 := appendFrameV1(appendFrameV1(logHeaderV1(1), rec("b")), rec("c"))
 	torn := appendFrameV1(nil, rec("d"))[:5]
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "snapshot"), snap, 0o600))

@@ -154,6 +154,47 @@ func TestJournalLogThenSnapshot(t *testing.T) {
 	assert.Equal(t, uint64(0), st.Errors+st.Dropped)
 }
 
+// TestJournalSnapshotInChunks takes a snapshot a key at a time, with hits
+// between the chunks, as the limiter does: until the snapshot is written,
+// the last snapshot and log hold every hit flushed, the hits made while it
+// is taken included; once it is written, it and the log that follows it
+// hold them all, a key hit after its own chunk included.
+func TestJournalSnapshotInChunks(t *testing.T) {
+	dir := t.TempDir()
+	r, _, err := newRig(t, dir, persist.Config{})
+	require.NoError(t, err)
+	r.hit("a", "b")
+	r.tick.tick(flushEvery)
+
+	var cur algo.Cursor
+	chunk := func() bool {
+		return r.tb.SnapshotChunk(t0, &cur, 1, func(rec algo.Record) bool { r.j.SnapshotRecord(rec); return true })
+	}
+	require.True(t, r.j.BeginSnapshot())
+	require.True(t, chunk(), "a")
+	r.hit("b")
+	r.hit("c")
+	r.tick.tick(flushEvery)
+	got, ld, err := reload(t, dir, persist.Config{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"a": 1, "b": 2, "c": 1}, got, "a kill now loses nothing flushed")
+	assert.Equal(t, uint64(1), ld.Generation)
+
+	r.hit("a") // after its chunk: the snapshot has a at 1
+	for chunk() {
+	}
+	r.j.EndSnapshot()
+	r.tick.tick(flushEvery)
+	got, ld, err = reload(t, dir, persist.Config{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"a": 2, "b": 2, "c": 1}, got)
+	assert.Equal(t, uint64(2), ld.Generation)
+	assert.Equal(t, 2, ld.Frames, "the log that follows the snapshot: b and c, then a")
+	_, err = os.Stat(filepath.Join(dir, "log-0000000000000001"))
+	assert.True(t, errors.Is(err, os.ErrNotExist), "the compacted log is removed")
+	assert.Equal(t, uint64(0), r.j.Stats().Errors+r.j.Stats().Dropped)
+}
+
 func TestJournalSkipsDeadState(t *testing.T) {
 	dir := t.TempDir()
 	r, _, err := newRig(t, dir, persist.Config{})
@@ -181,8 +222,12 @@ func TestJournalQueueFull(t *testing.T) {
 	assert.Equal(t, uint64(5), st.Dropped)
 	assert.Equal(t, uint64(0), st.Errors)
 	r.tick.tick(syncEvery)
-	assert.Equal(t, 1, r.asked(), "a snapshot is asked for to cover what was dropped")
+	assert.GreaterOrEqual(t, r.asked(), 1, "a snapshot is asked for to cover what was dropped")
 	r.j.Snapshot(r.records())
+	r.tick.tick(syncEvery)
+	asked := r.asked()
+	r.tick.tick(syncEvery)
+	assert.Equal(t, asked, r.asked(), "no more once a snapshot began")
 	r.tick.tick(flushEvery)
 	got, _, err := reload(t, dir, persist.Config{})
 	require.NoError(t, err)
@@ -461,7 +506,7 @@ func TestJournalFailedSnapshot(t *testing.T) {
 
 	mfs.fail.Store(false)
 	r.tick.tick(syncEvery)
-	require.Equal(t, 1, r.asked(), "a snapshot is asked for again")
+	require.GreaterOrEqual(t, r.asked(), 1, "a snapshot is asked for again")
 	r.j.Snapshot(r.records())
 	r.tick.tick(flushEvery)
 	got, _, err = reload(t, "d", cfg)

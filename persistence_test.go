@@ -346,3 +346,33 @@ func loadCopy(t *testing.T, dir string) (map[string]int64, persist.Loaded) {
 	tb.Ascend(func(e table.Entry) bool { counts[e.ID] = e.Count; return true })
 	return counts, ld
 }
+
+// TestPersistenceCloseError: Close returns the failure of the last
+// snapshot; a restart then finds the state the directory last held.
+func TestPersistenceCloseError(t *testing.T) {
+	ctx := context.Background()
+	clk, dir, fsys := newFakeClock(), t.TempDir(), &failingFS{}
+	lim, err := startPersisted(t, clk, dir, actorlimit.PersistConfig{FS: fsys})
+	require.NoError(t, err)
+	p := actorlimit.Policy{Limit: 10, Period: time.Hour}
+	_, err = lim.Hit(ctx, "a", p)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // flushed
+		clk.Advance(persist.DefaultFlushEvery)
+		got, _ := loadCopy(t, dir)
+		return got["a"] == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	_, err = lim.Hit(ctx, "a", p)
+	require.NoError(t, err)
+
+	fsys.fail.Store(true)
+	err = lim.Close()
+	require.ErrorIs(t, err, errInjected)
+	assert.Equal(t, err, lim.Close(), "the same error again")
+
+	lim, err = startPersisted(t, clk, dir, actorlimit.PersistConfig{})
+	require.NoError(t, err)
+	res, err := lim.Peek(ctx, "a", p)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), res.Count, "the second hit was not written")
+}

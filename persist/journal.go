@@ -143,9 +143,9 @@ type Journal struct {
 
 	// the writer's
 	gen      uint64
-	log      File // the current generation's log
-	next     File // the next generation's, from the moment a snapshot begins
-	nextGone bool // next could not be made or written: the snapshot is not written
+	log      File  // the current generation's log
+	next     File  // the next generation's, from the moment a snapshot begins
+	nextErr  error // why next could not be made or written: the snapshot is not written
 	frame    []byte
 	snapErr  error  // why the last snapshot was not written; nil once one is
 	lastErr  error  // the last failure, for Close

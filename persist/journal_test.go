@@ -513,3 +513,29 @@ func TestJournalFailedSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int64{"a": 1, "b": 1, "c": 1}, got)
 }
+
+// TestJournalCloseError: Close returns the failure of the last snapshot,
+// the same at every call; a snapshot that failed before a last one that
+// was written is no error of Close.
+func TestJournalCloseError(t *testing.T) {
+	mfs := newMemFS()
+	r, _, err := newRig(t, "d", persist.Config{FS: mfs})
+	require.NoError(t, err)
+	r.hit("a")
+	mfs.fail.Store(true)
+	r.j.Snapshot(r.records())
+	r.tick.tick(flushEvery) // fails
+	mfs.fail.Store(false)
+	r.j.Snapshot(r.records())
+	require.NoError(t, r.j.Close(), "the last snapshot was written")
+
+	r, _, err = newRig(t, "e", persist.Config{FS: mfs})
+	require.NoError(t, err)
+	r.hit("a")
+	mfs.fail.Store(true)
+	r.j.Snapshot(r.records())
+	err = r.j.Close()
+	require.ErrorIs(t, err, errDisk)
+	assert.ErrorContains(t, err, "last snapshot")
+	assert.Equal(t, err, r.j.Close(), "the same error again")
+}

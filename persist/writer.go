@@ -2,7 +2,6 @@ package persist
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
@@ -70,9 +69,8 @@ func (j *Journal) flush() {
 	j.writing = s != nil
 	j.mu.Unlock()
 	j.writeLog(pending, false)
-	if begun && j.next == nil && !j.nextGone {
-		j.next = j.openLog(j.gen + 1)
-		j.nextGone = j.next == nil
+	if begun && j.next == nil && j.nextErr == nil {
+		j.next, j.nextErr = j.openLog(j.gen + 1)
 	}
 	j.writeLog(after, true)
 	if s != nil {
@@ -98,7 +96,7 @@ func (j *Journal) writeLog(records []byte, alsoNext bool) {
 	if alsoNext && j.next != nil {
 		if _, err := j.next.Write(j.frame); j.fail("log write", err) {
 			_ = j.next.Close()
-			j.next, j.nextGone = nil, true
+			j.next, j.nextErr = nil, err
 		}
 	}
 	if j.log == nil {
@@ -133,8 +131,10 @@ func (j *Journal) sync() {
 // log, removes the next log, and has a snapshot asked for again. Either
 // way the records committed meanwhile go to the current log from now on.
 func (j *Journal) endSnapshot(s *snapshot) {
-	err := errors.New("the log to follow it could not be written")
-	if j.next != nil {
+	var err error
+	if j.next == nil {
+		err = fmt.Errorf("the log to follow it could not be written: %w", j.nextErr)
+	} else {
 		err = j.next.Sync() // its frames are durable before the snapshot is
 	}
 	if err == nil {
@@ -151,7 +151,7 @@ func (j *Journal) endSnapshot(s *snapshot) {
 	} else {
 		j.snapErr = nil
 	}
-	j.nextGone = false
+	j.nextErr = nil
 	j.mu.Lock()
 	j.begun, j.writing = false, false
 	j.pending, j.after = append(j.pending, j.after...), nil
@@ -202,11 +202,11 @@ func (j *Journal) writeSnapshot(s *snapshot) error {
 }
 
 // openLog creates the log of generation gen, which holds the changes made
-// after that generation's snapshot began; nil if it cannot.
-func (j *Journal) openLog(gen uint64) File {
+// after that generation's snapshot began.
+func (j *Journal) openLog(gen uint64) (File, error) {
 	f, err := j.cfg.FS.Create(j.path(logName(gen)))
 	if j.fail("log create", err) {
-		return nil
+		return nil, err
 	}
 	_, err = f.Write(logHeaderOf(gen))
 	if err == nil {
@@ -214,9 +214,9 @@ func (j *Journal) openLog(gen uint64) File {
 	}
 	if j.fail("log create", err) {
 		_ = f.Close()
-		return nil
+		return nil, err
 	}
-	return f
+	return f, nil
 }
 
 // writeSnapshotFile writes the file of s, a snapshot of generation gen, to

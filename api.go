@@ -2,6 +2,7 @@ package actorlimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -159,6 +160,7 @@ type Limiter struct {
 	seed      maphash.Seed
 	system    *protoactor.ActorSystem // made by Start, shut down by Close
 	closeOnce sync.Once
+	closeErr  error // what Close returns
 }
 
 // Start runs a limiter in an actor system of its own, which Close shuts
@@ -307,18 +309,24 @@ func (l *Limiter) PIDFor(id string) *protoactor.PID { return l.shard(id).PID() }
 
 // Close lets the limiter answer every call already queued, then stops it,
 // its janitor and its supervisor (and, for a limiter made by Start, its
-// actor system). Calls after Close return ErrClosed. Close is idempotent and
-// returns nil.
+// actor system). Calls after Close return ErrClosed. With [WithPersistence]
+// it writes a last snapshot, and returns an error if the last snapshot, or
+// the records after it, could not be written: the directory then holds an
+// older state than the limiter had (the failure is logged too). Otherwise
+// it returns nil. Close is idempotent and returns the same error every
+// time.
 func (l *Limiter) Close() error {
 	l.closeOnce.Do(func() {
+		var errs []error
 		for _, c := range l.shards {
-			_ = c.Close()
+			errs = append(errs, c.Close())
 		}
 		if l.system != nil {
 			l.system.Shutdown()
 		}
+		l.closeErr = errors.Join(errs...)
 	})
-	return nil
+	return l.closeErr
 }
 
 // newCheck validates a call at the edge, so that the limiter never sees bad

@@ -21,7 +21,8 @@ type PersistConfig = persist.Config
 // the log of changes found there, skipping state whose window has ended, and
 // the limiter then writes a snapshot every c.SnapshotEvery and at Close,
 // and the records of the keys each mailbox batch changed to the log every
-// c.FlushEvery, from a goroutine of its own: no check waits for the disk.
+// c.FlushEvery, from a goroutine of its own: no check waits for the disk,
+// and a snapshot is taken a chunk of keys at a time, between checks.
 //
 // What is lost: a process killed with SIGKILL loses the changes of at most
 // the last FlushEvery; a machine that crashes, of at most SyncEvery +
@@ -29,7 +30,8 @@ type PersistConfig = persist.Config
 // c.StartEmptyOnCorrupt (then the files are set aside and the limiter
 // starts empty); a log whose last write a crash cut short is loaded up to
 // that write. Failed writes are logged and counted in Stats; the limiter
-// keeps serving.
+// keeps serving. Close writes a last snapshot and returns an error if it
+// (or the records after it) could not be written.
 //
 // It needs the embedded table (or a [WithStore] store that implements
 // [actor.Snapshotter]) and one shard: the hash of ids onto shards changes

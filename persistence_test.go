@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/actor"
+	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/persist"
+	"github.com/actorlimit/actorlimit/table"
 )
 
 // persistPolicies is one policy per algorithm.
@@ -245,4 +251,128 @@ func TestPersistenceFailingDisk(t *testing.T) {
 	res, err := lim.Peek(ctx, "a", p)
 	require.NoError(t, err)
 	assert.Equal(t, int64(50), res.Count)
+}
+
+// TestPersistenceSnapshotWhileHitting hits every key once while a
+// snapshot of many chunks is taken, in the order the snapshot walks them
+// (most hits land after their key's chunk), with flushes meanwhile; then
+// it reads a copy of the directory, as a process killed then would find
+// it: the new snapshot and the log after it hold every count.
+func TestPersistenceSnapshotWhileHitting(t *testing.T) {
+	ctx := context.Background()
+	clk, dir := newFakeClock(), t.TempDir()
+	lim, err := startPersisted(t, clk, dir, actorlimit.PersistConfig{})
+	require.NoError(t, err)
+	p := actorlimit.Policy{Limit: 1000, Period: 24 * time.Hour}
+	ids := make([]string, 64*actor.SnapshotChunk)
+	for i := range ids {
+		ids[i] = fmt.Sprint("k", i)
+	}
+	slices.Sort(ids) // the order of a window's keys in the table
+	want := make([]int64, len(ids))
+	hit := func(i int) {
+		res, err := lim.Hit(ctx, ids[i], p)
+		require.NoError(t, err)
+		want[i] = res.Count
+	}
+	for i := range ids {
+		hit(i)
+	}
+
+	clk.Advance(persist.DefaultSnapshotEvery) // the writer asks for a snapshot
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range ids {
+			hit(i)
+		}
+		close(done)
+	})
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+				clk.Advance(persist.DefaultFlushEvery) // flushes while it is taken
+			}
+		}
+	})
+	wg.Wait()
+
+	// the flushes after the last hits reach the disk in a moment
+	lost := len(ids)
+	assert.Eventually(t, func() bool {
+		clk.Advance(persist.DefaultFlushEvery)
+		got, ld := loadCopy(t, dir)
+		if ld.Generation < 2 {
+			return false // no snapshot after Start's yet
+		}
+		lost = 0
+		for i, id := range ids {
+			if got[id] != want[i] {
+				lost++
+			}
+		}
+		return lost == 0
+	}, 10*time.Second, 10*time.Millisecond, "a snapshot after Start's, and every count")
+	assert.Zero(t, lost, "keys, of %d, without the count the limiter told", len(ids))
+}
+
+// loadCopy copies the files of dir and loads them, as a restarted process
+// would, into a fresh table; it returns every key's count.
+func loadCopy(t *testing.T, dir string) (map[string]int64, persist.Loaded) {
+	t.Helper()
+	cp := t.TempDir()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed meanwhile
+		}
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(cp, e.Name()), b, 0o600))
+	}
+	j, err := persist.New(cp, persist.Config{})
+	require.NoError(t, err)
+	tb := table.New(0)
+	now := epoch.UnixNano()
+	ld, err := j.Load(now, func(r algo.Record) error { return tb.Load(now, r) })
+	if err != nil {
+		return nil, ld // caught between a rename and a removal: try again
+	}
+	counts := map[string]int64{}
+	tb.Ascend(func(e table.Entry) bool { counts[e.ID] = e.Count; return true })
+	return counts, ld
+}
+
+// TestPersistenceCloseError: Close returns the failure of the last
+// snapshot; a restart then finds the state the directory last held.
+func TestPersistenceCloseError(t *testing.T) {
+	ctx := context.Background()
+	clk, dir, fsys := newFakeClock(), t.TempDir(), &failingFS{}
+	lim, err := startPersisted(t, clk, dir, actorlimit.PersistConfig{FS: fsys})
+	require.NoError(t, err)
+	p := actorlimit.Policy{Limit: 10, Period: time.Hour}
+	_, err = lim.Hit(ctx, "a", p)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // flushed
+		clk.Advance(persist.DefaultFlushEvery)
+		got, _ := loadCopy(t, dir)
+		return got["a"] == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	_, err = lim.Hit(ctx, "a", p)
+	require.NoError(t, err)
+
+	fsys.fail.Store(true)
+	err = lim.Close()
+	require.ErrorIs(t, err, errInjected)
+	assert.Equal(t, err, lim.Close(), "the same error again")
+
+	lim, err = startPersisted(t, clk, dir, actorlimit.PersistConfig{})
+	require.NoError(t, err)
+	res, err := lim.Peek(ctx, "a", p)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), res.Count, "the second hit was not written")
 }

@@ -33,6 +33,7 @@ type Client struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
+	closeErr  error // the Journal's, set by Close
 	calls     sync.Pool
 }
 
@@ -258,8 +259,11 @@ func (c *Client) release(k *call) {
 }
 
 // Close stops the janitor, lets the limiter answer every call already
-// queued, and stops it and its supervisor. Calls made after Close return
-// ErrClosed. Close is idempotent and always returns nil.
+// queued, and stops it and its supervisor; with a Journal, it then hands
+// it a last snapshot and closes it. Calls made after Close return
+// ErrClosed. Close is idempotent. It returns the Journal's error, the same
+// at every call: the last snapshot, or the records after it, could not be
+// written, so the state kept is older than the limiter's; nil otherwise.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
@@ -273,7 +277,7 @@ func (c *Client) Close() error {
 		}
 		_ = c.root.StopFuture(c.sup).Wait()
 		c.h.stopped()
-		c.h.closeJournal()
+		c.closeErr = c.h.closeJournal()
 	})
-	return nil
+	return c.closeErr
 }

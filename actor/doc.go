@@ -11,7 +11,8 @@
 //   - the janitor (package janitor), which ticks every interval and asks the
 //     limiter to delete old entries. The limiter deletes them in chunks of at
 //     most [SweepChunk] entries a message, so a sweep of a large table never
-//     holds the mailbox for long.
+//     holds the mailbox for long. A [Journal]'s snapshot is taken the same
+//     way, [SnapshotChunk] keys a message.
 //
 // # Supervision
 //

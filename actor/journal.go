@@ -15,8 +15,9 @@ import (
 // process, so that it survives a restart: persist.Journal is the one the
 // root package installs. The limiter calls Load and Start before it serves;
 // then, when the Journal asks, Append for every key changed since the last
-// flush and Commit, or Snapshot; and Close after it stopped. Those calls
-// never overlap, and none of them may wait for a disk.
+// flush and Commit, or BeginSnapshot, SnapshotRecord for every key, a
+// chunk of keys a message, and EndSnapshot; and Close after it stopped.
+// Those calls never overlap, and none of them may wait for a disk.
 type Journal interface {
 	// Load calls apply with every saved record; an error fails Start.
 	Load(now int64, apply func(algo.Record) error) error
@@ -28,14 +29,30 @@ type Journal interface {
 	Append(r algo.Record)
 	// Commit ends the flush: one group of records, written together.
 	Commit()
-	// Snapshot takes the whole state.
-	Snapshot(records iter.Seq[algo.Record])
+	// BeginSnapshot starts a snapshot of the whole state, which the
+	// limiter takes a chunk of keys at a time, deciding checks in between;
+	// the keys changed meanwhile reach the Journal through the flushes,
+	// which go on. It reports false if the Journal cannot take one now (it
+	// asks again later).
+	BeginSnapshot() bool
+	// SnapshotRecord adds a key's record to the snapshot begun; r.State is
+	// copied.
+	SnapshotRecord(r algo.Record)
+	// EndSnapshot ends the snapshot begun.
+	EndSnapshot()
 	// Failures returns how many writes failed and how many records were
 	// dropped so far; it is safe for concurrent use.
 	Failures() (errors, dropped uint64)
-	// Close writes what it was given and stops.
+	// Close writes what it was given and stops; it returns an error if
+	// the state it keeps is older than what it was given (the last
+	// snapshot, or the records after it, could not be written).
 	Close() error
 }
+
+// SnapshotChunk is the most keys the limiter walks for a snapshot in one
+// message: about a quarter of a millisecond of encoding, so that a check
+// arriving while a snapshot of a million keys is taken waits little.
+const SnapshotChunk = 1024
 
 // The limiter's messages from its Journal.
 type (
@@ -121,7 +138,10 @@ func (h *heir) startJournal(root *protoactor.RootContext, pid *atomic.Pointer[pr
 
 // records returns the store's state at now as a sequence.
 func (h *heir) records(now int64) iter.Seq[algo.Record] {
-	return func(yield func(algo.Record) bool) { h.snap.Snapshot(now, yield) }
+	return func(yield func(algo.Record) bool) {
+		var cur algo.Cursor
+		h.snap.SnapshotChunk(now, &cur, 0, yield)
+	}
 }
 
 // markDirty notes the keys checks may have changed: a map insert each, the
@@ -144,19 +164,74 @@ func (h *heir) flushJournal() {
 	h.dirty.clear()
 }
 
-// snapshotJournal hands the journal the whole state, which covers every
-// change so far.
-func (h *heir) snapshotJournal(now int64) {
-	h.cfg.Journal.Snapshot(h.records(now))
-	h.dirty.clear()
+// snapshotWalk is a snapshot being taken a chunk of keys at a time: the
+// limiter sends it to itself after each chunk, so that the checks queued
+// meanwhile go first. The keys they change are flushed as usual, which
+// keeps the snapshot whole (see [Journal]).
+type snapshotWalk struct {
+	cur algo.Cursor
 }
 
-// closeJournal hands the journal a last snapshot and closes it; the
-// limiter must have stopped.
-func (h *heir) closeJournal() {
-	if h.snap == nil {
+// snapshotJournal begins a snapshot, unless one is under way or the
+// journal cannot take one now, and takes its first chunk.
+func (h *heir) snapshotJournal(c protoactor.Context, now int64) {
+	if h.walk != nil || !h.cfg.Journal.BeginSnapshot() {
 		return
 	}
-	h.snapshotJournal(h.cfg.Clock.Now().UnixNano())
-	_ = h.cfg.Journal.Close()
+	h.walk = &snapshotWalk{}
+	h.continueSnapshot(c, h.walk, now)
+}
+
+// continueSnapshot hands the journal the records of the next chunk of keys
+// of w and sends w to the limiter again, behind the messages queued
+// meanwhile, or ends the snapshot. A walk that panics is given up: the
+// next request begins another.
+func (h *heir) continueSnapshot(c protoactor.Context, w *snapshotWalk, now int64) {
+	if w != h.walk {
+		return // given up
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			h.walk = nil
+			panic(r)
+		}
+	}()
+	if h.walkChunk(w, now, SnapshotChunk) {
+		h.sendSelf(c, w)
+		return
+	}
+	h.walk = nil
+	h.cfg.Journal.EndSnapshot()
+}
+
+// walkChunk hands the journal the records of at most max keys of w (max
+// <= 0: all that remain) and reports whether keys remain.
+func (h *heir) walkChunk(w *snapshotWalk, now int64, max int) bool {
+	j := h.cfg.Journal
+	return h.snap.SnapshotChunk(now, &w.cur, max, func(r algo.Record) bool {
+		j.SnapshotRecord(r)
+		return true
+	})
+}
+
+// closeJournal hands the journal the last changed keys, then a last
+// snapshot (the rest of the one under way, if any, or a whole one), and
+// closes it, returning its error; the limiter must have stopped. If the
+// writer is still writing the last snapshot, that one is the last.
+func (h *heir) closeJournal() error {
+	if h.snap == nil {
+		return nil
+	}
+	j := h.cfg.Journal
+	h.flushJournal()
+	if h.walk != nil || j.BeginSnapshot() {
+		w := h.walk
+		if w == nil {
+			w = &snapshotWalk{}
+		}
+		h.walkChunk(w, h.cfg.Clock.Now().UnixNano(), 0)
+		h.walk = nil
+		j.EndSnapshot()
+	}
+	return j.Close()
 }

@@ -40,7 +40,9 @@ func (l *limiter) Receive(c protoactor.Context) {
 	case flushRequest:
 		l.h.flushJournal()
 	case snapshotRequest:
-		l.h.snapshotJournal(l.now())
+		l.h.snapshotJournal(c, l.now())
+	case *snapshotWalk:
+		l.h.continueSnapshot(c, m, l.now())
 	case *protoactor.Restarting:
 		l.h.restarting()
 	case *protoactor.Stopped:
@@ -134,14 +136,7 @@ func (l *limiter) continueSweep(c protoactor.Context, s *sweep) {
 	s.removed += n
 	l.h.expired += uint64(n)
 	if more {
-		c.Send(c.Self(), s)
-		if !l.h.turns {
-			// Let the callers answered meanwhile run: a woken goroutine
-			// waits on this processor until the goroutine running the
-			// mailbox yields. (Callers that take turns need no wake-up: the
-			// mailbox hands the turn over after this chunk.)
-			runtime.Gosched()
-		}
+		l.h.sendSelf(c, s)
 		return
 	}
 	l.h.sweeps++
@@ -152,6 +147,20 @@ func (l *limiter) continueSweep(c protoactor.Context, s *sweep) {
 	}
 	s.reply.n = s.removed
 	s.reply.answer(nil)
+}
+
+// sendSelf sends msg, the rest of a chunked job (a sweep, a snapshot), to
+// the limiter, behind the messages queued meanwhile, so that the callers
+// waiting go between two chunks.
+func (h *heir) sendSelf(c protoactor.Context, msg any) {
+	c.Send(c.Self(), msg)
+	if !h.turns {
+		// Let the callers answered meanwhile run: a woken goroutine waits
+		// on this processor until the goroutine running the mailbox
+		// yields. (Callers that take turns need no wake-up: the mailbox
+		// hands the turn over to them after this chunk.)
+		runtime.Gosched()
+	}
 }
 
 // endSweepOnPanic answers the caller of a Sweep if the limiter panics while

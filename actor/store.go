@@ -82,11 +82,16 @@ type Screener interface {
 // store that keeps it elsewhere (Redis) need not implement it. The same
 // concurrency rule holds: the limiter actor is its only caller.
 type Snapshotter interface {
-	// Snapshot calls fn with the record of every key the store holds, in
-	// no promised order, until fn returns false. Records whose Death is at
-	// or before now may be left out. fn must not keep r.State after it
-	// returns.
-	Snapshot(now int64, fn func(r algo.Record) bool)
+	// SnapshotChunk walks the keys the store holds after cur, in an order
+	// of the store's own, at most max of them (max <= 0: all that remain)
+	// or until fn returns false; calls fn with the record of each (records
+	// whose Death is at or before now may be left out); moves cur past the
+	// last key walked, and reports whether keys may remain after it. The
+	// zero Cursor starts a walk. Between two calls the store may change: a
+	// key left unchanged since the walk began must be given exactly once;
+	// one changed since may be given any number of times or not at all. fn
+	// must not keep r.State after it returns.
+	SnapshotChunk(now int64, cur *algo.Cursor, max int, fn func(r algo.Record) bool) (more bool)
 	// Record returns the current record of c's key: what a log of changes
 	// writes after a batch that touched it. A key without state gives a
 	// record with nil State. r.State may be a buffer that the store's next

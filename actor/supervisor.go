@@ -111,6 +111,7 @@ type heir struct {
 	sweepTime time.Duration
 	snap      Snapshotter             // the store, when it has a Journal
 	dirty     dirtySet                // keys changed since the Journal's last flush
+	walk      *snapshotWalk           // the snapshot being taken, if any
 	mailbox   atomic.Pointer[mailbox] // the limiter's, set at each spawn; read by stats and tests
 	screener  Screener                // store, if it is one; nil for the embedded table
 	turns     bool                    // callers take turns running the mailbox (see [mailbox.Take])

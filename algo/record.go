@@ -19,3 +19,15 @@ type Record struct {
 	// or expired).
 	State []byte
 }
+
+// Cursor is where a walk over a store's records, taken a chunk at a time
+// so that checks can be decided between two chunks, stands: the store that
+// walks writes it and reads it back; nobody else looks inside. Its fields
+// are a position in the store's own order (the table's: a key, and the
+// bucket it is filed under). The zero Cursor is the start of the walk.
+type Cursor struct {
+	Algorithm Algorithm
+	Period    time.Duration
+	Bucket    int64
+	ID        string
+}

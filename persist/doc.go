@@ -8,9 +8,23 @@
 // "snapshot" is written to "snapshot.tmp", fsynced, renamed over the last
 // one, and the directory fsynced; it carries a magic, a format version, a
 // generation and a CRC-32C of the whole file. "log-<generation>" holds the
-// changes made after the snapshot of that generation, one checksummed frame
-// per write. Each new snapshot starts a new, empty log and removes the last
-// one: the log is compacted into the snapshot.
+// changes made after the snapshot of that generation, one frame per write,
+// whose header (its length and its payload's CRC-32C) carries a CRC-32C of
+// its own, so that a damaged length is told from a write cut short (format
+// version 2 of the log; version 1, without it, is still read). Each new
+// snapshot starts a new log and removes the last one: the log is compacted
+// into the snapshot.
+//
+// # Snapshots between checks
+//
+// The limiter hands a snapshot over a chunk of keys at a time
+// ([Journal.BeginSnapshot], [Journal.SnapshotRecord],
+// [Journal.EndSnapshot]), deciding checks between two chunks, so a
+// snapshot of a million keys never stops the checks for more than a chunk;
+// the writer writes it whole once it has ended. The records flushed from
+// its beginning on go to the log that follows it, opened then, as well as
+// to the current log: the snapshot with its log holds every change, and
+// until it is renamed into place the last snapshot with its log does.
 //
 // # What is lost
 //
@@ -30,5 +44,9 @@
 // [Journal.Load] checks both files whole before it applies a record; a
 // damaged or foreign file is an error (or, by option, set aside for an empty
 // start), and a log whose last write was cut short by a crash is applied up
-// to that write.
+// to that write. Only the last frame can be taken for a torn write, and
+// only when its header is intact (its length runs past the end of the file,
+// or its payload fails its checksum) or it is followed by nothing but
+// zeros: a damaged frame header anywhere, or a damaged payload with more
+// after it, is an error.
 package persist

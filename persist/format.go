@@ -10,35 +10,46 @@ import (
 	"github.com/actorlimit/actorlimit/algo"
 )
 
-// The files, format version 1. Integers are little-endian; every checksum is
-// CRC-32C (Castagnoli).
+// The files. Integers are little-endian; every checksum is CRC-32C
+// (Castagnoli).
 //
-// A snapshot ("snapshot") is written whole and renamed into place:
+// A snapshot ("snapshot"), format version 1, is written whole and renamed
+// into place:
 //
 //	magic "ALSNAP\x00\x01" | version u16 | generation u64 | records u64
 //	records...
 //	crc u32 of all that precedes it
 //
-// A log ("log-<generation in 16 hex digits>") holds the changes made after
-// the snapshot of its generation, appended one frame per write:
+// A log ("log-<generation in 16 hex digits>"), format version 2, holds the
+// changes made after the snapshot of its generation, appended one frame per
+// write:
 //
 //	magic "ALLOG\x00\x00\x01" | version u16 | generation u64 | crc u32 of the header
-//	frame: length u32 | crc u32 of the payload | payload (records)
+//	frame: length u32 | crc u32 of the payload | crc u32 of the 8 bytes before it | payload (records)
+//
+// The frame header's own checksum tells a damaged length from a write cut
+// short: a length is trusted only when its header is intact. Version 1 of
+// the log, still read, had no header checksum (frame: length u32 | crc u32
+// of the payload | payload), so a damaged length read as a torn tail.
 //
 // A record:
 //
 //	algorithm u8 | period uvarint | id length uvarint | id | death varint |
 //	state length + 1 uvarint (0: nil state) | state
 const (
-	version     = 1
-	snapMagic   = "ALSNAP\x00\x01"
-	logMagic    = "ALLOG\x00\x00\x01"
-	snapHeader  = 8 + 2 + 8 + 8
-	logHeader   = 8 + 2 + 8 + 4
-	frameHeader = 4 + 4
+	snapVersion = 1
+	logVersion  = 2
+	// logVersion1 is the log of format version 1, read but not written.
+	logVersion1   = 1
+	snapMagic     = "ALSNAP\x00\x01"
+	logMagic      = "ALLOG\x00\x00\x01"
+	snapHeader    = 8 + 2 + 8 + 8
+	logHeader     = 8 + 2 + 8 + 4
+	frameHeader   = 4 + 4 + 4
+	frameHeaderV1 = 4 + 4
 	// maxID bounds an id's length in a file: a larger one is corruption.
 	maxID = 1 << 16
-	// maxFrame bounds one frame's payload.
+	// maxFrame bounds one frame's payload, and so Config.MaxPending.
 	maxFrame = 1 << 30
 )
 
@@ -46,7 +57,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrCorrupt is wrapped by the errors of a file that is not a whole,
 // intact file of this format: a bad magic (a foreign file), an unknown
-// version, a bad checksum, a record that does not decode.
+// version, a bad checksum (a log frame's header, a payload with more
+// after it), a record that does not decode.
 var ErrCorrupt = errors.New("persist: corrupt file")
 
 // AppendRecord appends r's encoding to b.
@@ -125,20 +137,14 @@ func countRecords(b []byte) (int, error) {
 	return n, err
 }
 
-// encodeSnapshot returns the snapshot file of generation gen whose body
-// holds count records; body is b[snapHeader:], the header's room being
-// reserved by [newSnapshotBuffer].
-func encodeSnapshot(b []byte, gen uint64, count int) []byte {
-	copy(b, snapMagic)
-	binary.LittleEndian.PutUint16(b[8:], version)
-	binary.LittleEndian.PutUint64(b[10:], gen)
-	binary.LittleEndian.PutUint64(b[18:], uint64(count))
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-}
-
-// newSnapshotBuffer returns a buffer with room for a snapshot's header.
-func newSnapshotBuffer(size int) []byte {
-	return make([]byte, snapHeader, snapHeader+size)
+// snapshotHeader returns the header of the snapshot file of generation
+// gen that holds count records.
+func snapshotHeader(gen uint64, count int) []byte {
+	b := make([]byte, 0, snapHeader)
+	b = append(b, snapMagic...)
+	b = binary.LittleEndian.AppendUint16(b, snapVersion)
+	b = binary.LittleEndian.AppendUint64(b, gen)
+	return binary.LittleEndian.AppendUint64(b, uint64(count))
 }
 
 // parseSnapshot checks a whole snapshot file and returns its generation
@@ -147,8 +153,8 @@ func parseSnapshot(b []byte) (gen uint64, records []byte, err error) {
 	if len(b) < snapHeader+4 || string(b[:8]) != snapMagic {
 		return 0, nil, fmt.Errorf("%w: snapshot: not a snapshot file (bad magic or too short)", ErrCorrupt)
 	}
-	if v := binary.LittleEndian.Uint16(b[8:]); v != version {
-		return 0, nil, fmt.Errorf("%w: snapshot: format version %d, this build reads %d", ErrCorrupt, v, version)
+	if v := binary.LittleEndian.Uint16(b[8:]); v != snapVersion {
+		return 0, nil, fmt.Errorf("%w: snapshot: format version %d, this build reads %d", ErrCorrupt, v, snapVersion)
 	}
 	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
 	if crc32.Checksum(body, castagnoli) != sum {
@@ -171,7 +177,7 @@ func parseSnapshot(b []byte) (gen uint64, records []byte, err error) {
 func logHeaderOf(gen uint64) []byte {
 	b := make([]byte, 0, logHeader)
 	b = append(b, logMagic...)
-	b = binary.LittleEndian.AppendUint16(b, version)
+	b = binary.LittleEndian.AppendUint16(b, logVersion)
 	b = binary.LittleEndian.AppendUint64(b, gen)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
@@ -180,6 +186,7 @@ func logHeaderOf(gen uint64) []byte {
 func appendFrame(b, payload []byte) []byte {
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
 	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(payload, castagnoli))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[len(b)-8:], castagnoli))
 	return append(b, payload...)
 }
 
@@ -190,9 +197,14 @@ type logContents struct {
 	torn   int
 }
 
-// parseLog checks a log of generation gen. A last frame that is cut short
-// or fails its checksum is the tail of a write that a crash interrupted:
-// it is left out and counted in torn. Any other damage is an error.
+// parseLog checks a log of generation gen. A last write that a crash cut
+// short or left unwritten is left out and counted in torn: a frame header
+// cut short, an intact header whose length runs past the end of the file,
+// a last frame whose payload fails its checksum, or a header that fails
+// its own and is followed by nothing but zeros (a file extended by a crash
+// before its data reached the disk). Any other damage is an error: above
+// all a frame header that fails its checksum, which in format version 1
+// (no header checksum, still read) passed for a torn tail.
 func parseLog(b []byte, gen uint64) (logContents, error) {
 	var lc logContents
 	if len(b) < logHeader {
@@ -203,40 +215,97 @@ func parseLog(b []byte, gen uint64) (logContents, error) {
 		return lc, fmt.Errorf("%w: log: not a log file (too short)", ErrCorrupt)
 	}
 	h := b[:logHeader]
+	v := binary.LittleEndian.Uint16(h[8:])
 	switch {
 	case string(h[:8]) != logMagic:
 		return lc, fmt.Errorf("%w: log: not a log file (bad magic)", ErrCorrupt)
 	case crc32.Checksum(h[:logHeader-4], castagnoli) != binary.LittleEndian.Uint32(h[logHeader-4:]):
 		return lc, fmt.Errorf("%w: log: header checksum mismatch", ErrCorrupt)
-	case binary.LittleEndian.Uint16(h[8:]) != version:
-		return lc, fmt.Errorf("%w: log: format version %d, this build reads %d", ErrCorrupt, binary.LittleEndian.Uint16(h[8:]), version)
+	case v != logVersion && v != logVersion1:
+		return lc, fmt.Errorf("%w: log: format version %d, this build reads %d and %d", ErrCorrupt, v, logVersion1, logVersion)
 	case binary.LittleEndian.Uint64(h[10:]) != gen:
 		return lc, fmt.Errorf("%w: log: generation %d, its name says %d", ErrCorrupt, binary.LittleEndian.Uint64(h[10:]), gen)
 	}
+	next := nextFrame
+	if v == logVersion1 {
+		next = nextFrameV1
+	}
 	for off := logHeader; off < len(b); {
-		rest := b[off:]
-		if len(rest) < frameHeader {
-			lc.torn = len(rest)
-			break
+		payload, size, err := next(b[off:])
+		if err != nil {
+			return lc, fmt.Errorf("%w: log: frame at byte %d: %v", ErrCorrupt, off, err)
 		}
-		size := binary.LittleEndian.Uint32(rest)
-		if size > maxFrame || uint64(len(rest)-frameHeader) < uint64(size) {
-			lc.torn = len(rest) // a write cut short; a wild length is never followed by more
+		if payload == nil {
+			lc.torn = len(b) - off
 			break
-		}
-		payload := rest[frameHeader : frameHeader+int(size)]
-		if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(rest[4:]) {
-			if frameHeader+int(size) == len(rest) {
-				lc.torn = len(rest)
-				break
-			}
-			return lc, fmt.Errorf("%w: log: frame at byte %d: checksum mismatch with more frames after it", ErrCorrupt, off)
 		}
 		if n, err := countRecords(payload); err != nil {
 			return lc, fmt.Errorf("%w: log: frame at byte %d, record %d: %v", ErrCorrupt, off, n, err)
 		}
 		lc.frames = append(lc.frames, payload)
-		off += frameHeader + int(size)
+		off += size
 	}
 	return lc, nil
+}
+
+// nextFrame reads the frame of format version 2 at the start of rest, the
+// log from that frame on: its payload and its size, header included; a nil
+// payload if rest is a torn last write; an error if the frame is damaged.
+func nextFrame(rest []byte) (payload []byte, size int, err error) {
+	if len(rest) < frameHeader {
+		return nil, 0, nil
+	}
+	if crc32.Checksum(rest[:8], castagnoli) != binary.LittleEndian.Uint32(rest[8:]) {
+		if allZero(rest) {
+			return nil, 0, nil
+		}
+		return nil, 0, errors.New("frame header checksum mismatch (a damaged length)")
+	}
+	n := binary.LittleEndian.Uint32(rest)
+	if n > maxFrame {
+		return nil, 0, fmt.Errorf("a frame of %d bytes, more than %d", n, maxFrame)
+	}
+	if uint64(len(rest)-frameHeader) < uint64(n) {
+		return nil, 0, nil // an intact header: the write was cut short
+	}
+	size = frameHeader + int(n)
+	payload = rest[frameHeader:size]
+	if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(rest[4:]) {
+		if size == len(rest) {
+			return nil, 0, nil // the last write, not all of it on disk
+		}
+		return nil, 0, errors.New("checksum mismatch with more frames after it")
+	}
+	return payload, size, nil
+}
+
+// nextFrameV1 is nextFrame for format version 1, whose frame header has no
+// checksum: a length that runs past the end of the file is taken for a
+// write cut short.
+func nextFrameV1(rest []byte) (payload []byte, size int, err error) {
+	if len(rest) < frameHeaderV1 {
+		return nil, 0, nil
+	}
+	n := binary.LittleEndian.Uint32(rest)
+	if n > maxFrame || uint64(len(rest)-frameHeaderV1) < uint64(n) {
+		return nil, 0, nil
+	}
+	size = frameHeaderV1 + int(n)
+	payload = rest[frameHeaderV1:size]
+	if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(rest[4:]) {
+		if size == len(rest) {
+			return nil, 0, nil
+		}
+		return nil, 0, errors.New("checksum mismatch with more frames after it")
+	}
+	return payload, size, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

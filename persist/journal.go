@@ -73,8 +73,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("persist: %s %v is negative", f.name, f.d)
 		}
 	}
-	if c.MaxPending < 0 {
-		return fmt.Errorf("persist: MaxPending %d is negative", c.MaxPending)
+	if c.MaxPending < 0 || c.MaxPending > maxFrame {
+		return fmt.Errorf("persist: MaxPending %d is negative or above %d, a log frame's bound", c.MaxPending, maxFrame)
 	}
 	return nil
 }
@@ -105,33 +105,55 @@ func (c *Config) defaults() {
 
 // Journal keeps one limiter's state in a directory: a snapshot, and a log
 // of the changes made since. The limiter actor calls Load once, then Start,
-// then Append and Commit for every batch and Snapshot when asked; those
-// calls never overlap (they are the actor's) and never wait for the disk:
-// a writer goroutine of the Journal's own does the writing. Close ends it.
+// then Append and Commit for every flush, and BeginSnapshot,
+// SnapshotRecord and EndSnapshot for a snapshot when asked; those calls
+// never overlap (they are the actor's) and never wait for the disk: a
+// writer goroutine of the Journal's own does the writing. Close ends it.
+//
+// # A snapshot taken between checks
+//
+// The limiter takes a snapshot a chunk of keys at a time, deciding checks
+// between two chunks, so a snapshot holds each key as it was at some
+// moment after BeginSnapshot, not all at one instant. It is made whole by
+// the log that follows it: every record committed after BeginSnapshot
+// goes to that log, which the writer opens then, as well as to the current
+// one. A key's last record in the new log is its state at the last flush
+// that found it changed, later than its record in the snapshot or equal
+// to it; a key changed after its last flush is one a kill loses anyway.
+// Until the snapshot is renamed into place the current log still gets
+// every record, so a process killed while a snapshot is being taken loses
+// no more than at any other time.
 type Journal struct {
 	dir string
 	cfg Config
 
-	// the actor's: the records of the current batch
-	batch  []byte
-	nBatch int
+	// the actor's
+	batch    []byte    // the records of the current flush
+	nBatch   int       // how many
+	building *snapshot // the snapshot between BeginSnapshot and EndSnapshot
 
 	// handed from the actor to the writer
 	mu      sync.Mutex
 	pending []byte    // records for the current log
-	snap    *snapshot // a snapshot to write, nil if none
-	after   []byte    // records for the log that follows snap
+	after   []byte    // records committed since a snapshot began: for both logs
+	begun   bool      // a snapshot began and is not yet written (or given up)
+	snap    *snapshot // a snapshot ended, not yet taken by the writer
+	writing bool      // the writer took a snapshot and is writing it
 	spare   []byte    // a buffer the writer gave back
-	lastLen int       // the size of the last snapshot, to size the next
 
 	// the writer's
-	gen     uint64
-	log     File
-	frame   []byte
-	request func() // asks the limiter for a snapshot
-	askKeys func() // asks the limiter for the keys changed since the last flush
+	gen      uint64
+	log      File  // the current generation's log
+	next     File  // the next generation's, from the moment a snapshot begins
+	nextErr  error // why next could not be made or written: the snapshot is not written
+	frame    []byte
+	snapErr  error  // why the last snapshot was not written; nil once one is
+	lastErr  error  // the last failure, for Close
+	closeErr error  // what Close returns
+	request  func() // asks the limiter for a snapshot
+	askKeys  func() // asks the limiter for the keys changed since the last flush
 
-	needSnap atomic.Bool
+	needSnap atomic.Bool // something was dropped: a snapshot begun later covers it
 	kick     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -140,10 +162,26 @@ type Journal struct {
 	frames, snapshots, errs, dropped atomic.Uint64
 }
 
-// snapshot is a snapshot file's content waiting to be written.
+// snapshot is a snapshot's records, being encoded or waiting to be
+// written. They are kept in blocks of about snapBlock bytes, not in one
+// buffer, so that adding a chunk's records never copies the records
+// before them.
 type snapshot struct {
-	buf   []byte // header room, then the records
-	count int
+	blocks [][]byte
+	count  int
+}
+
+// snapBlock is the size of a snapshot's blocks.
+const snapBlock = 1 << 20
+
+func (s *snapshot) add(r algo.Record) {
+	n := len(s.blocks)
+	if n == 0 || len(s.blocks[n-1]) >= snapBlock {
+		s.blocks = append(s.blocks, make([]byte, 0, snapBlock+snapBlock/16))
+		n++
+	}
+	s.blocks[n-1] = AppendRecord(s.blocks[n-1], r)
+	s.count++
 }
 
 // New returns a Journal on dir, which must exist, after checking cfg.
@@ -182,16 +220,17 @@ func (j *Journal) Append(r algo.Record) {
 }
 
 // Commit hands the current flush's records to the writer, which writes
-// them in one frame (a group commit). If MaxPending bytes are already
-// waiting it drops them instead, counts them and asks for a snapshot; it
-// never blocks on I/O.
+// them in one frame (a group commit), to the current log and, while a
+// snapshot is being taken or written, to the log that follows it. If
+// MaxPending bytes are already waiting it drops them instead, counts them
+// and asks for a snapshot; it never blocks on I/O.
 func (j *Journal) Commit() {
 	if j.nBatch == 0 {
 		return
 	}
 	j.mu.Lock()
 	dst := &j.pending
-	if j.snap != nil {
+	if j.begun {
 		dst = &j.after
 	}
 	if len(j.pending)+len(j.after)+len(j.batch) > j.cfg.MaxPending {
@@ -217,34 +256,69 @@ func (j *Journal) wake() {
 	}
 }
 
-// Snapshot encodes every record of records, the store's whole state, and
-// hands it to the writer, which writes it and starts a new log. The
-// records committed before it go to the current log, those committed
-// after it to the new one; a snapshot not yet written when the next comes
-// is replaced by it.
-func (j *Journal) Snapshot(records iter.Seq[algo.Record]) {
+// BeginSnapshot starts a snapshot of the whole state, which the limiter
+// gives a chunk at a time, deciding checks in between, with
+// SnapshotRecord, and hands to the writer with EndSnapshot; the records
+// committed from now on go to the log that will follow it as well. A
+// snapshot begun and not ended, or ended and not yet taken by the writer,
+// is given up for this one. It reports false, and no snapshot begins,
+// while the writer is still writing the last one.
+func (j *Journal) BeginSnapshot() bool {
 	j.mu.Lock()
-	size := j.lastLen
-	j.mu.Unlock()
-	s := &snapshot{buf: newSnapshotBuffer(size + size/8)}
-	for r := range records {
-		s.buf = AppendRecord(s.buf, r)
-		s.count++
+	if j.writing {
+		j.mu.Unlock()
+		return false
 	}
+	j.begun, j.snap = true, nil
+	j.mu.Unlock()
+	j.needSnap.Store(false) // this snapshot covers whatever was dropped so far
+	j.building = &snapshot{}
+	return true
+}
+
+// SnapshotRecord adds r to the snapshot begun; r.State is copied.
+func (j *Journal) SnapshotRecord(r algo.Record) {
+	if j.building != nil {
+		j.building.add(r)
+	}
+}
+
+// EndSnapshot hands the snapshot begun to the writer, which writes it and
+// makes the log that follows it the current one.
+func (j *Journal) EndSnapshot() {
+	s := j.building
+	if s == nil {
+		return
+	}
+	j.building = nil
 	j.mu.Lock()
-	j.snap, j.after, j.lastLen = s, nil, len(s.buf)
+	j.snap = s
 	j.mu.Unlock()
 	j.wake()
+}
+
+// Snapshot takes a snapshot of records, the store's whole state, at once:
+// BeginSnapshot, SnapshotRecord for each, EndSnapshot. It reports false,
+// as BeginSnapshot does, while the writer is still writing the last one.
+func (j *Journal) Snapshot(records iter.Seq[algo.Record]) bool {
+	if !j.BeginSnapshot() {
+		return false
+	}
+	for r := range records {
+		j.SnapshotRecord(r)
+	}
+	j.EndSnapshot()
+	return true
 }
 
 // Start writes the state just loaded as a new snapshot, with a new, empty
 // log after it (so a torn tail is never appended to), and starts the
 // writer. The writer calls flush every FlushEvery, to ask the limiter for
 // the keys changed since the last flush (Append, Commit), and snapshot
-// every SnapshotEvery, and after a write failed, to ask for the whole
-// state; both only send the limiter a message. A failure to write the
-// first snapshot is logged and counted, as later ones are: the files of
-// the last run stay as they were.
+// every SnapshotEvery, and every SyncEvery after records were dropped, to
+// ask for the whole state; both only send the limiter a message. A failure
+// to write the first snapshot is logged and counted, as later ones are:
+// the files of the last run stay as they were.
 func (j *Journal) Start(records iter.Seq[algo.Record], snapshot, flush func()) {
 	j.request, j.askKeys = snapshot, flush
 	j.Snapshot(records)
@@ -273,9 +347,17 @@ func (j *Journal) Stats() Stats {
 	}
 }
 
-// Close writes what was handed to the writer (Snapshot first for a final
-// snapshot), fsyncs and closes the log, and stops the writer. It is
-// idempotent.
+// Failures returns how many writes failed and how many records were
+// dropped so far; it is safe for concurrent use.
+func (j *Journal) Failures() (errors, dropped uint64) {
+	return j.errs.Load(), j.dropped.Load()
+}
+
+// Close writes what was handed to the writer (EndSnapshot first for a
+// final snapshot), fsyncs and closes the log, and stops the writer. It
+// returns an error if the last snapshot could not be written, or the
+// records handed after it could not be written and fsynced: the state in
+// the directory is then older than the limiter's. It is idempotent.
 func (j *Journal) Close() error {
 	j.stopOnce.Do(func() {
 		close(j.stop)
@@ -284,168 +366,5 @@ func (j *Journal) Close() error {
 		}
 	})
 	<-j.done
-	return nil
-}
-
-// run is the writer goroutine.
-func (j *Journal) run(flush, sync, snap Ticker) {
-	defer close(j.done)
-	defer flush.Stop()
-	defer sync.Stop()
-	defer snap.Stop()
-	for {
-		select {
-		case <-flush.C():
-			j.askKeys()
-			j.flush() // what was committed since the last write, if anything
-		case <-j.kick:
-			j.flush()
-		case <-sync.C():
-			j.sync()
-			if j.needSnap.CompareAndSwap(true, false) {
-				j.request()
-			}
-		case <-snap.C():
-			j.request()
-		case <-j.stop:
-			j.flush()
-			j.sync()
-			if j.log != nil {
-				j.fail("close log", j.log.Close())
-				j.log = nil
-			}
-			return
-		}
-	}
-}
-
-// fail counts and logs err, if any, and reports whether there was one.
-func (j *Journal) fail(what string, err error) bool {
-	if err == nil {
-		return false
-	}
-	j.errs.Add(1)
-	j.cfg.Logger.Warn("actorlimit: persistence: "+what+" failed", slog.String("dir", j.dir), slog.Any("error", err))
-	return true
-}
-
-// flush writes what the actor handed over: the records for the current
-// log, then a snapshot and the new log with the records that follow it.
-func (j *Journal) flush() {
-	j.mu.Lock()
-	pending, s, after := j.pending, j.snap, j.after
-	j.pending, j.snap, j.after = nil, nil, nil
-	j.mu.Unlock()
-	j.writeLog(pending)
-	if s != nil && !j.writeSnapshot(s) {
-		j.needSnap.Store(true)
-	}
-	j.writeLog(after)
-	j.mu.Lock()
-	if pending != nil {
-		j.spare = pending[:0]
-	}
-	j.mu.Unlock()
-}
-
-// writeLog appends one frame of records to the log. After a failed write
-// the log may end in a partial frame, so it is closed and records are
-// dropped until the next snapshot starts a new one.
-func (j *Journal) writeLog(records []byte) {
-	if len(records) == 0 {
-		return
-	}
-	if j.log == nil {
-		n, _ := countRecords(records)
-		j.dropped.Add(uint64(n))
-		j.needSnap.Store(true)
-		return
-	}
-	j.frame = appendFrame(j.frame[:0], records)
-	if _, err := j.log.Write(j.frame); j.fail("log write", err) {
-		_ = j.log.Close()
-		j.log = nil
-		n, _ := countRecords(records)
-		j.dropped.Add(uint64(n))
-		j.needSnap.Store(true)
-		return
-	}
-	j.frames.Add(1)
-}
-
-func (j *Journal) sync() {
-	if j.log != nil {
-		j.fail("log sync", j.log.Sync())
-	}
-}
-
-// writeSnapshot writes s as the snapshot of the next generation (a
-// temporary file, fsync, rename, fsync of the directory), then opens that
-// generation's log and removes the last one. It reports whether the
-// snapshot was written; if it was not, the last snapshot and log stay.
-func (j *Journal) writeSnapshot(s *snapshot) bool {
-	gen := j.gen + 1
-	tmp, final := j.path("snapshot.tmp"), j.path("snapshot")
-	f, err := j.cfg.FS.Create(tmp)
-	if j.fail("snapshot create", err) {
-		return false
-	}
-	data := encodeSnapshot(s.buf, gen, s.count)
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = j.cfg.FS.Rename(tmp, final)
-	}
-	if err == nil {
-		err = j.cfg.FS.SyncDir(j.dir)
-	}
-	if j.fail("snapshot write", err) {
-		_ = j.cfg.FS.Remove(tmp)
-		return false
-	}
-	j.snapshots.Add(1)
-	old := j.gen
-	j.gen = gen
-	if j.log != nil {
-		_ = j.log.Close()
-		j.log = nil
-	}
-	_ = j.cfg.FS.Remove(j.path(logName(old))) // the new snapshot holds it
-	if old > 0 {
-		// left behind by a crash between a rename and this removal
-		_ = j.cfg.FS.Remove(j.path(logName(old - 1)))
-	}
-	j.openLog()
-	return true
-}
-
-// openLog creates the log of the current generation. Without one, records
-// are dropped until the next snapshot tries again.
-func (j *Journal) openLog() {
-	f, err := j.cfg.FS.Create(j.path(logName(j.gen)))
-	if j.fail("log create", err) {
-		j.needSnap.Store(true)
-		return
-	}
-	_, err = f.Write(logHeaderOf(j.gen))
-	if err == nil {
-		err = j.cfg.FS.SyncDir(j.dir)
-	}
-	if j.fail("log create", err) {
-		_ = f.Close()
-		j.needSnap.Store(true)
-		return
-	}
-	j.log = f
-}
-
-// Failures returns how many writes failed and how many records were
-// dropped so far; it is safe for concurrent use.
-func (j *Journal) Failures() (errors, dropped uint64) {
-	return j.errs.Load(), j.dropped.Load()
+	return j.closeErr
 }

@@ -30,10 +30,12 @@ type Loaded struct {
 // are checked whole before apply is first called, so a damaged file is
 // never half-applied: a bad magic (a foreign file), an unknown version, a
 // checksum mismatch, a record that does not decode, in the snapshot or in
-// the middle of the log, is an error wrapping [ErrCorrupt], or, with
-// Config.StartEmptyOnCorrupt, a logged warning and an empty start. A log
-// whose last write was cut short (a crash) is normal: its intact frames are
-// applied and the torn tail is reported in Loaded and the log. If apply
+// the log (a damaged frame header, its length included, wherever it is; a
+// damaged payload with more after it), is an error wrapping [ErrCorrupt],
+// or, with Config.StartEmptyOnCorrupt, a logged warning and an empty
+// start. A log whose last write was cut short (a crash) is normal: its
+// intact frames are applied and the torn tail is reported in Loaded and
+// the log. If apply
 // fails, the keys it was given are loaded again with nil State (deleted)
 // and the error is handled as a damaged file's.
 func (j *Journal) Load(now int64, apply func(algo.Record) error) (Loaded, error) {

@@ -78,9 +78,10 @@
 //
 // # Snapshots
 //
-// [Table.Snapshot], [Table.Record] and [Table.Load] write each key's state
-// out as an [algo.Record] and read it back, so that it survives a restart
-// (the limiter actor's Snapshotter contract). A record's State is the typed
+// [Table.Snapshot], [Table.SnapshotChunk] (the same, a chunk of entries at a
+// time), [Table.Record] and [Table.Load] write each key's state out as an
+// [algo.Record] and read it back, so that it survives a restart (the
+// limiter actor's Snapshotter contract). A record's State is the typed
 // state in algo's versioned binary encoding ([algo.StateVersion]); Load
 // decodes and checks it before it changes anything, and ignores records
 // already dead.

@@ -41,6 +41,62 @@ func (t *Table) Snapshot(now int64, fn func(r algo.Record) bool) {
 	})
 }
 
+// SnapshotChunk is [Table.Snapshot] a chunk at a time, for a table too
+// large to walk between two checks: it walks the entries after cur, in the
+// same order, at most max of them (max <= 0: no bound) or until fn returns
+// false, calls fn with the record of each that is alive after now, moves
+// cur past the last entry walked, and reports whether entries may remain
+// after it. The zero Cursor starts the walk. The table may change between
+// two calls: an entry left unchanged since the walk started is given
+// exactly once; one added, changed or deleted since may be given any
+// number of times or not at all (a check moves its entry in the order):
+// whoever walks must learn of those changes otherwise (the limiter's log
+// of changed keys). It implements the limiter actor's Snapshotter
+// contract.
+func (t *Table) SnapshotChunk(now int64, cur *algo.Cursor, max int, fn func(r algo.Record) bool) (more bool) {
+	var buf []byte
+	walked := 0
+	for _, r := range t.sortedRuns() {
+		g := group{uint8(cur.Algorithm), int64(cur.Period)}
+		if cur.Period != 0 && (r.kind < g.kind || r.kind == g.kind && r.scale < g.scale) {
+			continue // walked in an earlier chunk
+		}
+		visit := func(e *node) bool {
+			if e.Window == cur.Bucket && e.ID == cur.ID && r.group == g {
+				return true // the last one walked: the pivot of this chunk
+			}
+			if max > 0 && walked == max {
+				more = true
+				return false
+			}
+			walked++
+			cur.Algorithm, cur.Period, cur.Bucket, cur.ID = algo.Algorithm(r.kind), time.Duration(r.scale), e.Window, e.ID
+			var (
+				death int64
+				ok    bool
+			)
+			buf, death, ok = t.appendState(buf[:0], e)
+			if !ok || death <= now {
+				return true
+			}
+			more = !fn(algo.Record{
+				Algorithm: algo.Algorithm(e.Kind), Period: time.Duration(e.Scale), ID: e.ID,
+				Death: death, State: buf,
+			})
+			return !more
+		}
+		if r.group == g {
+			r.tree.AscendGreaterOrEqual(&node{FixedState: algo.FixedState{Window: cur.Bucket}, ID: cur.ID}, visit)
+		} else {
+			r.tree.Ascend(visit)
+		}
+		if more {
+			return true
+		}
+	}
+	return false
+}
+
 // Record returns the record of c's key: its state as [Table.Snapshot]
 // writes it, in a new slice, or a record with nil State when the key has
 // none.

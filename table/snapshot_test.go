@@ -341,3 +341,120 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// chunked walks tb with SnapshotChunk, max entries a chunk, calling
+// between before each chunk after the first, and returns the records
+// given, with copies of their states.
+func chunked(tb *table.Table, now int64, max int, between func()) []algo.Record {
+	var (
+		rs  []algo.Record
+		cur algo.Cursor
+	)
+	for first := true; ; first = false {
+		if !first && between != nil {
+			between()
+		}
+		n := 0
+		more := tb.SnapshotChunk(now, &cur, max, func(r algo.Record) bool {
+			r.State = bytes.Clone(r.State)
+			rs = append(rs, r)
+			n++
+			return true
+		})
+		if max > 0 && n > max {
+			panic(fmt.Sprintf("a chunk of %d records, max %d", n, max))
+		}
+		if !more {
+			return rs
+		}
+	}
+}
+
+// fillSnapTable returns a table of n keys under every policy of
+// snapPolicies, hit at random times.
+func fillSnapTable(r *rand.Rand, n int) *table.Table {
+	tb := table.New(0)
+	for _, p := range snapPolicies {
+		for i := range n {
+			c := algo.Check{Op: algo.OpHit, Algorithm: p.a, ID: fmt.Sprint("k", i), Period: p.period, Limit: p.limit, Burst: algo.Burst(p.limit, p.burst), N: 1 + r.Int64N(3)}
+			tb.Apply(&c, snapEpoch-r.Int64N(int64(time.Second)))
+		}
+	}
+	return tb
+}
+
+// A walk in chunks of any size gives what Snapshot gives, in the same
+// order, when the table does not change between chunks; a walk that fn
+// stops goes on after the record it stopped at.
+func TestSnapshotChunk(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	tb := fillSnapTable(r, 50)
+	want := snapshotAll(tb, snapEpoch)
+	if len(want) < 150 {
+		t.Fatalf("%d records", len(want))
+	}
+	for _, max := range []int{0, 1, 2, 7, 64, 1000} {
+		got := chunked(tb, snapEpoch, max, nil)
+		if len(got) != len(want) {
+			t.Fatalf("chunks of %d: %d records, want %d", max, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].ID != want[i].ID || got[i].Algorithm != want[i].Algorithm || got[i].Death != want[i].Death || !bytes.Equal(got[i].State, want[i].State) {
+				t.Fatalf("chunks of %d: record %d is %+v, want %+v", max, i, got[i], want[i])
+			}
+		}
+	}
+	var (
+		cur  algo.Cursor
+		seen []string
+	)
+	for tb.SnapshotChunk(snapEpoch, &cur, 0, func(r algo.Record) bool {
+		seen = append(seen, fmt.Sprint(r.Algorithm, r.ID))
+		return len(seen)%3 != 0 // stop at every third
+	}) {
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("stopped by fn: %d records, want %d", len(seen), len(want))
+	}
+}
+
+// The table changes between chunks (hits that move entries in the order,
+// new keys, resets): every key left unchanged since the walk began is
+// given exactly once, with its state.
+func TestSnapshotChunkChanging(t *testing.T) {
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 9))
+		tb := fillSnapTable(r, 30)
+		before := map[string]algo.Record{}
+		for _, rec := range snapshotAll(tb, snapEpoch) {
+			before[fmt.Sprint(rec.Algorithm, rec.Period, rec.ID)] = rec
+		}
+		changed := map[string]bool{}
+		now := snapEpoch
+		got := chunked(tb, snapEpoch, 1+r.IntN(20), func() {
+			for range r.IntN(4) {
+				p := snapPolicies[r.IntN(len(snapPolicies))]
+				c := algo.Check{Op: algo.OpHit, Algorithm: p.a, ID: fmt.Sprint("k", r.IntN(40)), Period: p.period, Limit: p.limit, Burst: algo.Burst(p.limit, p.burst), N: 1}
+				if r.IntN(5) == 0 {
+					c.Op = algo.OpReset
+				}
+				now += int64(r.IntN(int(time.Millisecond)))
+				tb.Apply(&c, now)
+				changed[fmt.Sprint(c.Algorithm, c.Period, c.ID)] = true
+			}
+		})
+		times := map[string]int{}
+		for _, rec := range got {
+			k := fmt.Sprint(rec.Algorithm, rec.Period, rec.ID)
+			times[k]++
+			if !changed[k] && !bytes.Equal(rec.State, before[k].State) {
+				t.Fatalf("seed %d: unchanged %s given as %x, was %x", seed, k, rec.State, before[k].State)
+			}
+		}
+		for k := range before {
+			if !changed[k] && times[k] != 1 {
+				t.Fatalf("seed %d: unchanged %s given %d times", seed, k, times[k])
+			}
+		}
+	}
+}

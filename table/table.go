@@ -341,14 +341,7 @@ func (t *Table) Ascend(fn func(Entry) bool) {
 // ascend walks the runs in (kind, scale) order and each run's tree in
 // order, until fn returns false.
 func (t *Table) ascend(fn func(*node) bool) {
-	runs := make([]*run, 0, len(t.groups))
-	for _, r := range t.groups {
-		runs = append(runs, r)
-	}
-	slices.SortFunc(runs, func(a, b *run) int {
-		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.scale, b.scale))
-	})
-	for _, r := range runs {
+	for _, r := range t.sortedRuns() {
 		more := true
 		r.tree.Ascend(func(e *node) bool {
 			more = fn(e)
@@ -358,4 +351,16 @@ func (t *Table) ascend(fn func(*node) bool) {
 			return
 		}
 	}
+}
+
+// sortedRuns returns the runs in (kind, scale) order.
+func (t *Table) sortedRuns() []*run {
+	runs := make([]*run, 0, len(t.groups))
+	for _, r := range t.groups {
+		runs = append(runs, r)
+	}
+	slices.SortFunc(runs, func(a, b *run) int {
+		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.scale, b.scale))
+	})
+	return runs
 }

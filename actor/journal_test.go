@@ -1,0 +1,169 @@
+package actor
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/table"
+)
+
+// events is a log of what a store and a journal were asked to do, in
+// order.
+type events struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (e *events) add(s string) {
+	e.mu.Lock()
+	e.log = append(e.log, s)
+	e.mu.Unlock()
+}
+
+func (e *events) all() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.log...)
+}
+
+// eventJournal is a fake [Journal] that logs the calls of a snapshot.
+type eventJournal struct {
+	ev       *events
+	snapshot func() // asks the limiter for a snapshot
+}
+
+func (j *eventJournal) Load(int64, func(algo.Record) error) error { return nil }
+func (j *eventJournal) Start(_ iter.Seq[algo.Record], snapshot, _ func()) {
+	j.snapshot = snapshot
+}
+func (j *eventJournal) Append(algo.Record)                 {}
+func (j *eventJournal) Commit()                            {}
+func (j *eventJournal) BeginSnapshot() bool                { j.ev.add("begin"); return true }
+func (j *eventJournal) SnapshotRecord(r algo.Record)       { j.ev.add("record") }
+func (j *eventJournal) EndSnapshot()                       { j.ev.add("end") }
+func (j *eventJournal) Failures() (errors, dropped uint64) { return 0, 0 }
+func (j *eventJournal) Close() error                       { return nil }
+
+// eventTable is the table, whose Decide calls are logged. Once armed,
+// after its next walk of a chunk it calls during.
+type eventTable struct {
+	*table.Table
+	ev     *events
+	armed  atomic.Bool
+	during func()
+	once   sync.Once
+}
+
+func (s *eventTable) Decide(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
+	s.ev.add("decide " + checks[0].ID)
+	return s.Table.Decide(ctx, now, checks, out)
+}
+
+func (s *eventTable) SnapshotChunk(now int64, cur *algo.Cursor, max int, fn func(algo.Record) bool) bool {
+	more := s.Table.SnapshotChunk(now, cur, max, fn)
+	if s.armed.Load() {
+		s.once.Do(s.during)
+	}
+	return more
+}
+
+// TestSnapshotInChunks: a snapshot is taken a chunk of keys a message, so
+// a check that arrives while it is taken waits for one chunk, not for the
+// whole state.
+func TestSnapshotInChunks(t *testing.T) {
+	const keys = 3*SnapshotChunk + 5
+	ev := &events{}
+	tb := table.New(0)
+	now := frozenClock{}.Now().UnixNano()
+	for i := range keys {
+		c := algo.Check{Algorithm: algo.FixedWindow, Period: time.Hour, Limit: 10, ID: fmt.Sprint("k", i), N: 1}
+		tb.Apply(&c, now)
+	}
+	store := &eventTable{Table: tb, ev: ev}
+	j := &eventJournal{ev: ev}
+	sys := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
+		func(*protoactor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	c, err := Start(sys.Root, Config{Clock: frozenClock{}, Store: store, Journal: j})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+
+	// after the first chunk, a check from another goroutine, which waits in
+	// the limiter's mailbox when the chunk's message ends
+	answered := make(chan error, 1)
+	store.during = func() {
+		go func() {
+			_, err := c.Do(context.Background(), hit("during", 1))
+			answered <- err
+		}()
+		waitFor(t, func() bool { return queued(c) == 1 })
+	}
+	store.armed.Store(true)
+	j.snapshot()
+	require.NoError(t, <-answered)
+	waitFor(t, func() bool { return slices.Contains(ev.all(), "end") })
+
+	got := ev.all()
+	require.Equal(t, "begin", got[0])
+	records, at := 0, -1
+	for i, e := range got {
+		switch e {
+		case "record":
+			records++
+		case "decide during":
+			at = i
+		}
+	}
+	assert.Equal(t, keys, records, "every key in the snapshot")
+	require.Positive(t, at, "the check was decided: %v", got[:min(len(got), 5)])
+	assert.Equal(t, 1+SnapshotChunk, at, "the check waited for one chunk, not for the %d keys", keys)
+}
+
+// TestCloseFinishesSnapshot: Close while a snapshot is being taken
+// finishes that snapshot, from where it stood: every key in it once.
+func TestCloseFinishesSnapshot(t *testing.T) {
+	const keys = 3*SnapshotChunk + 5
+	ev := &events{}
+	tb := table.New(0)
+	now := frozenClock{}.Now().UnixNano()
+	for i := range keys {
+		c := algo.Check{Algorithm: algo.FixedWindow, Period: time.Hour, Limit: 10, ID: fmt.Sprint("k", i), N: 1}
+		tb.Apply(&c, now)
+	}
+	store := &eventTable{Table: tb, ev: ev}
+	j := &eventJournal{ev: ev}
+	sys := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
+		func(*protoactor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	c, err := Start(sys.Root, Config{Clock: frozenClock{}, Store: store, Journal: j})
+	require.NoError(t, err)
+
+	closed := make(chan error, 1)
+	store.during = func() { // after the first chunk, Close: it stops the limiter first
+		go func() { closed <- c.Close() }()
+		waitFor(t, func() bool { return queued(c) == 1 })
+	}
+	store.armed.Store(true)
+	j.snapshot()
+	require.NoError(t, <-closed)
+
+	got := ev.all()
+	counts := map[string]int{}
+	for _, e := range got {
+		counts[e]++
+	}
+	assert.Equal(t, map[string]int{"begin": 1, "record": keys, "end": 1}, counts)
+	assert.Equal(t, "end", got[len(got)-1])
+}

@@ -1,0 +1,236 @@
+package persist_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/persist"
+	"github.com/actorlimit/actorlimit/table"
+)
+
+// The tests of damaged, truncated and foreign files.
+
+// writeState leaves in dir a snapshot of a and b and a log of two frames.
+func writeState(t *testing.T, dir string) {
+	t.Helper()
+	r, _, err := newRig(t, dir, persist.Config{})
+	require.NoError(t, err)
+	r.hit("a", "b")
+	r.j.Snapshot(r.records())
+	r.tick.tick(flushEvery)
+	r.hit("a")
+	r.tick.tick(flushEvery)
+	r.hit("c")
+	r.tick.tick(flushEvery)
+	require.NoError(t, r.j.Close())
+	// Close wrote nothing more: no snapshot was handed to it.
+}
+
+func logPath(t *testing.T, dir string) string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "log-*"))
+	require.NoError(t, err)
+	require.Len(t, m, 1)
+	return m[0]
+}
+
+// TestTornLogTail cuts the log at every length: a cut inside the last
+// frame loses that frame only, and is reported; the state is never half
+// a frame.
+func TestTornLogTail(t *testing.T) {
+	dir := t.TempDir()
+	writeState(t, dir)
+	path := logPath(t, dir)
+	full, err := os.ReadFile(path)
+	require.NoError(t, err)
+	whole, _, err := reload(t, dir, persist.Config{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"a": 2, "b": 1, "c": 1}, whole)
+	for cut := len(full) - 1; cut >= 0; cut-- {
+		require.NoError(t, os.WriteFile(path, full[:cut], 0o600))
+		got, ld, err := reload(t, dir, persist.Config{})
+		require.NoError(t, err, "cut at %d", cut)
+		// the log: a header, frame 1 (a's second hit), frame 2 (c)
+		header := logHeader
+		if cut < header {
+			header = 0 // a header cut short: torn too
+		}
+		intact := []int{header, lastFrame(full)}[ld.Frames]
+		switch ld.Frames {
+		case 1:
+			assert.Equal(t, map[string]int64{"a": 2, "b": 1}, got, "cut at %d", cut)
+		case 0:
+			assert.Equal(t, map[string]int64{"a": 1, "b": 1}, got, "cut at %d", cut)
+		default:
+			t.Fatalf("cut at %d: %d frames", cut, ld.Frames)
+		}
+		assert.Equal(t, cut-intact, ld.TornBytes, "cut at %d: torn bytes", cut)
+	}
+}
+
+// TestDamagedFiles checks that every kind of damage is an error by default,
+// and with StartEmptyOnCorrupt an empty start with the files set aside; in
+// neither case is anything applied.
+func TestDamagedFiles(t *testing.T) {
+	flip := func(b []byte, i int) []byte { b = bytes.Clone(b); b[i] ^= 0x40; return b }
+	cases := []struct {
+		name   string
+		file   string // "snapshot" or "log"
+		mangle func(b []byte) []byte
+	}{
+		{"foreign snapshot", "snapshot", func([]byte) []byte { return []byte("GIF89a, not a snapshot at all....") }},
+		{"truncated snapshot", "snapshot", func(b []byte) []byte { return b[:len(b)-3] }},
+		{"snapshot bit flip", "snapshot", func(b []byte) []byte { return flip(b, len(b)/2) }},
+		{"snapshot version", "snapshot", func(b []byte) []byte { return flip(b, 8) }},
+		{"foreign log", "log", func([]byte) []byte { return []byte("#!/bin/sh\necho this is not a log\n") }},
+		{"log header", "log", func(b []byte) []byte { return flip(b, 12) }},
+		{"log first frame", "log", func(b []byte) []byte { return flip(b, 30+8+1) }},
+		// a length that claims more than the file holds: a torn tail in
+		// format 1, which dropped this frame and the intact one after it
+		{"log first frame length", "log", func(b []byte) []byte { return flip(b, logHeader+1) }},
+		{"log last frame length", "log", func(b []byte) []byte { return flip(b, lastFrame(b)+1) }},
+		{"log last frame header checksum", "log", func(b []byte) []byte { return flip(b, lastFrame(b)+9) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeState(t, dir)
+			path := filepath.Join(dir, "snapshot")
+			if c.file == "log" {
+				path = logPath(t, dir)
+			}
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(path, c.mangle(b), 0o600))
+
+			got, _, err := reload(t, dir, persist.Config{})
+			require.ErrorIs(t, err, persist.ErrCorrupt)
+			assert.Empty(t, got, "nothing applied")
+
+			got, ld, err := reload(t, dir, persist.Config{StartEmptyOnCorrupt: true})
+			require.NoError(t, err)
+			assert.True(t, ld.Discarded)
+			assert.Empty(t, got)
+			_, err = os.Stat(path + ".corrupt")
+			assert.NoError(t, err, "the damaged file is set aside")
+		})
+	}
+}
+
+// The log's layout, format version 2: a header, then frames of a 12-byte
+// header (length, payload checksum, header checksum) and a payload.
+const (
+	logHeader   = 22
+	frameHeader = 12
+)
+
+// lastFrame returns the offset of the last frame of log b.
+func lastFrame(b []byte) int {
+	off, last := logHeader, logHeader
+	for off+frameHeader <= len(b) {
+		last = off
+		off += frameHeader + int(binary.LittleEndian.Uint32(b[off:]))
+	}
+	return last
+}
+
+// TestLogByteFlips flips every bit of a log of two frames, one at a time:
+// damage before the last frame's payload is an error and nothing is
+// applied; damage in the last payload is what a crash mid-write leaves, so
+// that frame alone is left out, as a torn tail.
+func TestLogByteFlips(t *testing.T) {
+	dir := t.TempDir()
+	writeState(t, dir)
+	path := logPath(t, dir)
+	full, err := os.ReadFile(path)
+	require.NoError(t, err)
+	last := lastFrame(full)
+	require.Greater(t, last, logHeader, "two frames")
+	for i := range full {
+		for bit := range 8 {
+			b := bytes.Clone(full)
+			b[i] ^= 1 << bit
+			require.NoError(t, os.WriteFile(path, b, 0o600))
+			got, ld, err := reload(t, dir, persist.Config{})
+			if i < last+frameHeader {
+				require.ErrorIs(t, err, persist.ErrCorrupt, "byte %d bit %d", i, bit)
+				assert.Empty(t, got, "byte %d bit %d: nothing applied", i, bit)
+				continue
+			}
+			require.NoError(t, err, "byte %d bit %d", i, bit)
+			assert.Equal(t, 1, ld.Frames, "byte %d bit %d", i, bit)
+			assert.Equal(t, len(full)-last, ld.TornBytes, "byte %d bit %d", i, bit)
+			assert.Equal(t, map[string]int64{"a": 2, "b": 1}, got, "byte %d bit %d", i, bit)
+		}
+	}
+}
+
+// FuzzLoad loads arbitrary bytes as the snapshot and as the log: Load must
+// not panic, and must apply everything or nothing.
+func FuzzLoad(f *testing.F) {
+	snap, log := seedFiles(f)
+	f.Add(snap, log)
+	f.Add(snap[:len(snap)-1], log)
+	f.Add(snap, log[:len(log)-5])
+	damaged := bytes.Clone(log)
+	damaged[logHeader+1] ^= 0x40 // the first frame's length
+	f.Add(snap, damaged)
+	f.Add([]byte{}, []byte{})
+	f.Fuzz(func(t *testing.T, snap, log []byte) {
+		mfs := newMemFS()
+		mfs.set("d/snapshot", snap)
+		// the log of whatever generation the snapshot claims, or 1
+		mfs.set("d/log-0000000000000000", log)
+		mfs.set("d/log-0000000000000001", log)
+		j, err := persist.New("d", persist.Config{FS: mfs})
+		require.NoError(t, err)
+		tb := table.New(0)
+		ld, err := j.Load(t0, func(rec algo.Record) error { return tb.Load(t0, rec) })
+		if err != nil {
+			assert.Equal(t, 0, tb.Len(), "half-applied after %v", err)
+			return
+		}
+		assert.LessOrEqual(t, tb.Len(), ld.Records)
+	})
+}
+
+// seedFiles returns a real snapshot and log.
+func seedFiles(f *testing.F) (snap, log []byte) {
+	dir := f.TempDir()
+	j, err := persist.New(dir, persist.Config{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	tb := table.New(0)
+	for _, a := range algo.All() {
+		c := algo.Check{Algorithm: a, Period: time.Hour, Limit: 10, Burst: 10, ID: "k" + a.String(), N: 2}
+		tb.Apply(&c, t0)
+	}
+	j.Start(func(yield func(algo.Record) bool) { tb.Snapshot(t0, yield) }, func() {}, func() {})
+	for _, a := range algo.All() {
+		c := algo.Check{Algorithm: a, Period: time.Hour, Limit: 10, Burst: 10, ID: "k" + a.String(), N: 1}
+		tb.Apply(&c, t0+int64(time.Second))
+		j.Append(tb.Record(&c))
+	}
+	j.Commit()
+	if err := j.Close(); err != nil {
+		f.Fatal(err)
+	}
+	snap, err = os.ReadFile(filepath.Join(dir, "snapshot"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	log, err = os.ReadFile(filepath.Join(dir, "log-0000000000000001"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	return snap, log
+}

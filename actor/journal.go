@@ -196,8 +196,9 @@ func (h *heir) continueSnapshot(c protoactor.Context, w *snapshotWalk, now int64
 			panic(r)
 		}
 	}()
+	began := time.Now()
 	if h.walkChunk(w, now, SnapshotChunk) {
-		h.sendSelf(c, w)
+		h.sendSelf(c, w, time.Since(began))
 		return
 	}
 	h.walk = nil

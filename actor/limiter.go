@@ -132,11 +132,12 @@ func (l *limiter) cutoff(timeout time.Duration) int64 {
 // continueSweep deletes one chunk and either sends the rest of the sweep to
 // itself, behind the messages already queued, or reports the total.
 func (l *limiter) continueSweep(c protoactor.Context, s *sweep) {
+	began := time.Now()
 	n, more := l.h.store.Expire(s.before, SweepChunk)
 	s.removed += n
 	l.h.expired += uint64(n)
 	if more {
-		l.h.sendSelf(c, s)
+		l.h.sendSelf(c, s, time.Since(began))
 		return
 	}
 	l.h.sweeps++
@@ -151,16 +152,26 @@ func (l *limiter) continueSweep(c protoactor.Context, s *sweep) {
 
 // sendSelf sends msg, the rest of a chunked job (a sweep, a snapshot), to
 // the limiter, behind the messages queued meanwhile, so that the callers
-// waiting go between two chunks.
-func (h *heir) sendSelf(c protoactor.Context, msg any) {
-	c.Send(c.Self(), msg)
-	if !h.turns {
-		// Let the callers answered meanwhile run: a woken goroutine waits
-		// on this processor until the goroutine running the mailbox
-		// yields. (Callers that take turns need no wake-up: the mailbox
-		// hands the turn over to them after this chunk.)
-		runtime.Gosched()
+// waiting go between two chunks. took is how long the chunk just done took.
+//
+// Callers that take turns are not queued: each would run the next chunk
+// before its own check, so while they wait the chunk is posted only after
+// as long again as the last one took. The job then takes at most half the
+// limiter's time, and a caller waits for at most one chunk, not one per
+// turn ahead of it; with nobody waiting it goes on at once.
+func (h *heir) sendSelf(c protoactor.Context, msg any, took time.Duration) {
+	if h.turns {
+		if m := h.mailbox.Load(); m != nil && m.takers.Load() > 0 {
+			time.AfterFunc(took, func() { m.PostUserMessage(msg) })
+			return
+		}
+		c.Send(c.Self(), msg)
+		return
 	}
+	c.Send(c.Self(), msg)
+	// Let the callers answered meanwhile run: a woken goroutine waits on
+	// this processor until the goroutine running the mailbox yields.
+	runtime.Gosched()
 }
 
 // endSweepOnPanic answers the caller of a Sweep if the limiter panics while

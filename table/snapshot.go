@@ -18,31 +18,17 @@ import (
 var ErrRecord = errors.New("table: bad record")
 
 // Snapshot calls fn with the record of every entry whose state is alive
-// after now, in the order of [Table.Ascend], until fn returns false. The
-// records' State share one buffer that the next record overwrites: fn must
-// copy what it keeps. Entries of a Kind that is no algorithm (made by
-// [Table.Add] alone) are left out. Snapshot implements the limiter actor's
-// Snapshotter contract.
+// after now, in the order of [Table.Ascend], until fn returns false: the
+// whole walk of [Table.SnapshotChunk] in one call. The records' State share
+// one buffer that the next record overwrites: fn must copy what it keeps.
+// Entries of a Kind that is no algorithm (made by [Table.Add] alone) are
+// left out.
 func (t *Table) Snapshot(now int64, fn func(r algo.Record) bool) {
-	var buf []byte
-	t.ascend(func(e *node) bool {
-		var (
-			death int64
-			ok    bool
-		)
-		buf, death, ok = t.appendState(buf[:0], e)
-		if !ok || death <= now {
-			return true
-		}
-		return fn(algo.Record{
-			Algorithm: algo.Algorithm(e.Kind), Period: time.Duration(e.Scale), ID: e.ID,
-			Death: death, State: buf,
-		})
-	})
+	t.SnapshotChunk(now, &algo.Cursor{}, 0, fn)
 }
 
-// SnapshotChunk is [Table.Snapshot] a chunk at a time, for a table too
-// large to walk between two checks: it walks the entries after cur, in the
+// SnapshotChunk walks a table a chunk at a time, for a table too large to
+// walk between two checks: it walks the entries after cur, in the
 // same order, at most max of them (max <= 0: no bound) or until fn returns
 // false, calls fn with the record of each that is alive after now, moves
 // cur past the last entry walked, and reports whether entries may remain

@@ -12,6 +12,28 @@ import (
 // localShards is how many locks the local copies are spread over.
 const localShards = 64
 
+// sampleVictim chooses the key of m to evict among evictSample of them, in
+// map order (a random start): the first whose window ended before now, else
+// the one of least cost. of returns an entry's window and cost. It reports
+// false for an empty m.
+func sampleVictim[E any](m map[localKey]E, now int64, of func(E) (window, cost int64)) (victim localKey, ok bool) {
+	var best int64
+	seen := 0
+	for k, e := range m {
+		window, cost := of(e)
+		if window < algo.FloorDiv(now, k.period) {
+			return k, true
+		}
+		if seen == 0 || cost < best {
+			victim, best = k, cost
+		}
+		if seen++; seen == evictSample {
+			break
+		}
+	}
+	return victim, seen > 0
+}
+
 // evictSample is how many copies a full shard looks at to choose the one it
 // evicts.
 const evictSample = 8
@@ -113,24 +135,10 @@ func (l *local) entry(s *localShard, k localKey, w, now int64, p int, ps *partSt
 // lock is held. When this member owns the copy's partition, the copy's
 // hits go into the owner's state first (as node's).
 func (l *local) evict(s *localShard, now int64, node string) {
-	var (
-		victim localKey
-		best   int64
-		seen   int
-	)
-	for k, e := range s.entries { // map order: a random start
-		cost := satAdd(e.estimate(), max(0, e.own-e.acked))
-		if e.window < algo.FloorDiv(now, k.period) {
-			cost = -1
-		}
-		if seen == 0 || cost < best {
-			victim, best = k, cost
-		}
-		if seen++; seen == evictSample || cost < 0 {
-			break
-		}
-	}
-	if seen == 0 {
+	victim, ok := sampleVictim(s.entries, now, func(e *localEntry) (int64, int64) {
+		return e.window, satAdd(e.estimate(), max(0, e.own-e.acked))
+	})
+	if !ok {
 		return
 	}
 	e := s.entries[victim]

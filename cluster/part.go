@@ -113,24 +113,7 @@ func (o *ownerPart) add(node string, k localKey, window int64, epoch uint64, hit
 // evict deletes one key, chosen among a few: one whose window ended before
 // now if there is one, else the one with the fewest hits. o.mu is held.
 func (o *ownerPart) evict(now int64) {
-	var (
-		victim localKey
-		best   int64
-		seen   int
-	)
-	for k, w := range o.windows {
-		cost := w.sum
-		if w.window < algo.FloorDiv(now, k.period) {
-			cost = -1
-		}
-		if seen == 0 || cost < best {
-			victim, best = k, cost
-		}
-		if seen++; seen == evictSample || cost < 0 {
-			break
-		}
-	}
-	if seen > 0 {
+	if victim, ok := sampleVictim(o.windows, now, func(w *ownerWindow) (int64, int64) { return w.window, w.sum }); ok {
 		delete(o.windows, victim)
 	}
 }

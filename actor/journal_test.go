@@ -79,11 +79,11 @@ func (s *eventTable) SnapshotChunk(now int64, cur *algo.Cursor, max int, fn func
 	return more
 }
 
-// TestSnapshotInChunks: a snapshot is taken a chunk of keys a message, so
-// a check that arrives while it is taken waits for one chunk, not for the
-// whole state.
-func TestSnapshotInChunks(t *testing.T) {
-	const keys = 3*SnapshotChunk + 5
+// startSnapshotting starts a limiter on a table of keys fixed-window keys,
+// behind a store and a journal that record what happens, in order, in the
+// events it returns.
+func startSnapshotting(t *testing.T, keys int) (*Client, *eventTable, *eventJournal, *events) {
+	t.Helper()
 	ev := &events{}
 	tb := table.New(0)
 	now := frozenClock{}.Now().UnixNano()
@@ -98,6 +98,15 @@ func TestSnapshotInChunks(t *testing.T) {
 	t.Cleanup(sys.Shutdown)
 	c, err := Start(sys.Root, Config{Clock: frozenClock{}, Store: store, Journal: j})
 	require.NoError(t, err)
+	return c, store, j, ev
+}
+
+// TestSnapshotInChunks: a snapshot is taken a chunk of keys a message, so
+// a check that arrives while it is taken waits for one chunk, not for the
+// whole state.
+func TestSnapshotInChunks(t *testing.T) {
+	const keys = 3*SnapshotChunk + 5
+	c, store, j, ev := startSnapshotting(t, keys)
 	t.Cleanup(func() { _ = c.Close() })
 
 	// after the first chunk, a check from another goroutine, which waits in
@@ -135,20 +144,7 @@ func TestSnapshotInChunks(t *testing.T) {
 // finishes that snapshot, from where it stood: every key in it once.
 func TestCloseFinishesSnapshot(t *testing.T) {
 	const keys = 3*SnapshotChunk + 5
-	ev := &events{}
-	tb := table.New(0)
-	now := frozenClock{}.Now().UnixNano()
-	for i := range keys {
-		c := algo.Check{Algorithm: algo.FixedWindow, Period: time.Hour, Limit: 10, ID: fmt.Sprint("k", i), N: 1}
-		tb.Apply(&c, now)
-	}
-	store := &eventTable{Table: tb, ev: ev}
-	j := &eventJournal{ev: ev}
-	sys := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
-		func(*protoactor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	t.Cleanup(sys.Shutdown)
-	c, err := Start(sys.Root, Config{Clock: frozenClock{}, Store: store, Journal: j})
-	require.NoError(t, err)
+	c, store, j, ev := startSnapshotting(t, keys)
 
 	closed := make(chan error, 1)
 	store.during = func() { // after the first chunk, Close: it stops the limiter first

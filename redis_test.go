@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -399,19 +397,7 @@ func TestRedisBadKeyFailsAlone(t *testing.T) {
 // limiter longer than about the store's timeout: the batch goes to the
 // outage mode (the default, Fallback) at WithTimeout.
 func TestRedisHungWithDefaultClientOptions(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
-		}
-	}()
-	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String()})
+	client := redis.NewClient(&redis.Options{Addr: redistest.Hung(t)})
 	t.Cleanup(func() { _ = client.Close() })
 	const timeout = 150 * time.Millisecond
 	lim, store := startOnClient(t, client, []redisstore.Option{redisstore.WithTimeout(timeout)})

@@ -3,9 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
-	"io"
 	"math"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -276,31 +274,13 @@ func TestNew(t *testing.T) {
 	}
 }
 
-// hungRedis returns the address of a TCP listener on loopback that accepts
-// connections and never answers.
-func hungRedis(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // TestTimeoutHungRedis proves that WithTimeout bounds a round trip to a
 // Redis that accepts connections and never answers, for a lone check (one
 // command), for a batch (a pipeline) and for the probe that follows, with
 // the client options the package doc gives and with go-redis's defaults
 // (which ignore the context's deadline on reads: 5s a read).
 func TestTimeoutHungRedis(t *testing.T) {
-	addr := hungRedis(t)
+	addr := redistest.Hung(t)
 	const timeout = 150 * time.Millisecond
 	for _, tc := range []struct {
 		name string

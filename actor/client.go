@@ -224,7 +224,7 @@ func (c *Client) roundTrip(ctx context.Context, k *call) error {
 func (c *Client) post(ctx context.Context, k *call) bool {
 	if c.h.turns {
 		if m := c.h.mailbox.Load(); m != nil {
-			return m.Take(k, ctx.Done())
+			return m.Take(ctx, k)
 		}
 	}
 	c.root.Send(c.pid, k)

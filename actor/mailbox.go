@@ -1,6 +1,7 @@
 package actor
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -106,24 +107,23 @@ const takeSpins = 2048
 //     its own message has run: see [mailbox.process]); then parks. Once its
 //     check is done it yields its processor to the callers queued there.
 //
-// If cancel (which may be nil) is closed when a caller that had to wait
-// gets its turn, Take does not run msg and reports false: the caller gave
-// up while it waited, which is at most one message for each caller ahead of
-// it. Otherwise it reports true. Take must not be called from the goroutine
-// running the mailbox (the limiter's own Receive).
-func (m *mailbox) Take(msg any, cancel <-chan struct{}) bool {
+// If ctx has ended when a caller that had to wait gets its turn, Take does
+// not run msg and reports false: the caller gave up while it waited, which
+// is at most one message for each caller ahead of it. Otherwise it reports
+// true. ctx is looked at only after a wait, so the uncontended path costs
+// nothing more. Take must not be called from the goroutine running the
+// mailbox (the limiter's own Receive).
+func (m *mailbox) Take(ctx context.Context, msg any) bool {
 	if m.turn.TryLock() {
 		m.runOwn(msg)
 		return true
 	}
 	crowded := m.wait()
-	select {
-	case <-cancel:
+	if ctx.Err() != nil {
 		if m.release() { // the turn is taken: pass on what is queued
 			m.process(m.batch, nil)
 		}
 		return false
-	default:
 	}
 	m.runOwn(msg)
 	if crowded {

@@ -1,6 +1,7 @@
 package actor
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"testing"
@@ -9,6 +10,9 @@ import (
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/table"
 )
 
 // recorder is a MessageInvoker that records what the mailbox hands it and
@@ -191,7 +195,7 @@ func isIdle(m *mailbox) bool {
 
 func TestMailboxTakeRunsOnTheCaller(t *testing.T) {
 	m, r := newRecorded(300)
-	m.Take("a", nil)
+	m.Take(context.Background(), "a")
 	assert.Equal(t, []any{"a"}, r.user, "Take returned before its message ran")
 	assert.True(t, isIdle(m))
 }
@@ -203,7 +207,7 @@ func TestMailboxTakeWaitsForTheTurnBehindTheQueue(t *testing.T) {
 	taken := make(chan struct{})
 	go func() {
 		defer close(taken)
-		m.Take("mine", nil)
+		m.Take(context.Background(), "mine")
 	}()
 	select {
 	case <-taken:
@@ -232,7 +236,7 @@ func TestMailboxTakeKeepsEveryCallersOrder(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				if p%2 == 0 {
-					m.Take(msg{p, i}, nil)
+					m.Take(context.Background(), msg{p, i})
 				} else {
 					m.PostUserMessage(msg{p, i})
 				}
@@ -268,7 +272,7 @@ func TestMailboxRunnerHandsTheTurnToAWaitingCaller(t *testing.T) {
 			// A caller comes for its turn while we run.
 			go func() {
 				defer close(taken)
-				m.Take("t", nil)
+				m.Take(context.Background(), "t")
 			}()
 			for m.takers.Load() == 0 {
 				runtime.Gosched()
@@ -297,15 +301,15 @@ func TestMailboxRunnerHandsTheTurnToAWaitingCaller(t *testing.T) {
 
 func TestMailboxTakeGivesUpWhenCancelledWhileWaiting(t *testing.T) {
 	m, r := newRecorded(300)
-	cancelled := make(chan struct{})
-	close(cancelled)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
 	// Not waiting: the message runs, whatever the channel says.
-	assert.True(t, m.Take("now", cancelled))
+	assert.True(t, m.Take(cancelled, "now"))
 
 	m.turn.Lock() // another goroutine runs the mailbox
 	m.PostUserMessage("queued")
 	ran := make(chan bool)
-	go func() { ran <- m.Take("mine", cancelled) }()
+	go func() { ran <- m.Take(cancelled, "mine") }()
 	for m.takers.Load() == 0 {
 		runtime.Gosched()
 	}
@@ -316,4 +320,32 @@ func TestMailboxTakeGivesUpWhenCancelledWhileWaiting(t *testing.T) {
 	// the queue it found was run, its own message was not
 	assert.Equal(t, []any{"now", "queued"}, r.user)
 	assert.True(t, isIdle(m))
+}
+
+// TestCallerGivingUpWhileItWaitsForItsTurn: with the embedded table, a
+// caller that finds the limiter busy waits for its turn; if its context
+// ends meanwhile, it gets the context's error when the turn comes, and its
+// hit is not counted.
+func TestCallerGivingUpWhileItWaitsForItsTurn(t *testing.T) {
+	c := startWithStore(t, table.New(0), 0)
+	require.True(t, c.h.turns)
+	m := c.h.mailbox.Load()
+	m.turn.Lock() // the limiter is busy
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Do(ctx, hit("k", 1))
+		done <- err
+	}()
+	for m.takers.Load() == 0 { // it waits for its turn
+		runtime.Gosched()
+	}
+	cancel()
+	m.turn.Unlock()
+	require.ErrorIs(t, <-done, context.Canceled)
+	peek := hit("k", 1)
+	peek.Op = algo.OpPeek
+	d, err := c.Do(context.Background(), peek)
+	require.NoError(t, err)
+	assert.Zero(t, d.Count, "the hit of a caller that gave up while it waited was counted")
 }

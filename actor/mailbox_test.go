@@ -2,8 +2,10 @@ package actor
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -348,4 +350,45 @@ func TestCallerGivingUpWhileItWaitsForItsTurn(t *testing.T) {
 	d, err := c.Do(context.Background(), peek)
 	require.NoError(t, err)
 	assert.Zero(t, d.Count, "the hit of a caller that gave up while it waited was counted")
+}
+
+// TestSweepAmongCallersTakingTurns: a sweep of many chunks while more
+// callers than processors keep taking turns. Its chunks are paced to leave
+// the callers their turns, and it still finishes and deletes every ended
+// entry; every caller's check is decided.
+func TestSweepAmongCallersTakingTurns(t *testing.T) {
+	const ended = 40 * SweepChunk
+	tb := table.New(0)
+	past := frozenClock{}.Now().Add(-2 * time.Hour).UnixNano()
+	for i := range ended {
+		c := hit(fmt.Sprint("old", i), 1)
+		tb.Apply(&c, past)
+	}
+	c := startWithStore(t, tb, 0)
+	require.True(t, c.h.turns)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var checks atomic.Int64
+	for g := range 4 * runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := c.Do(context.Background(), hit(fmt.Sprint("live", g, "-", i%50), 1))
+				assert.NoError(t, err)
+				checks.Add(1)
+			}
+		})
+	}
+	for checks.Load() < 100 { // the callers are at it
+		runtime.Gosched()
+	}
+	n, err := c.Sweep(context.Background())
+	close(stop)
+	wg.Wait()
+	require.NoError(t, err)
+	assert.Equal(t, ended, n)
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/actorlimit/actorlimit/httpadapter"
 )
 
-// TestHitManyOnMembers: HitMany works unchanged on members: FixedWindow
-// hits from the member's copy, others by their owner, in order, in one
-// call; the members share the counts once synced; with the owner gone the
-// batch falls back instead of failing.
+// TestHitManyOnMembers: HitMany works unchanged on members: every hit
+// from the member's copies, in order, in one call; the members share the
+// counts once synced; with the owner gone the batch falls back to the
+// member's share instead of failing.
 func TestHitManyOnMembers(t *testing.T) {
 	d := newDetached(t, 2, newFakeClock())
 	ctx := context.Background()
@@ -40,13 +40,14 @@ func TestHitManyOnMembers(t *testing.T) {
 	}
 	res = res[:2]
 	require.NoError(t, d.members[1].Limiter.HitMany(ctx, []actorlimit.HitRequest{{ID: "a", Policy: fixed}, {ID: "a", Policy: gcra}}, res))
-	assert.True(t, res[0].Allowed, "member 1 knows nothing of the fixed window yet: the inertia")
-	assert.False(t, res[1].Allowed, "the owner holds member 0's GCRA hits")
+	assert.True(t, res[0].Allowed, "member 1 knows nothing of member 0's hits yet: the inertia")
+	assert.True(t, res[1].Allowed)
 	d.syncAll()
 	d.syncAll()
-	require.NoError(t, d.members[1].Limiter.HitMany(ctx, []actorlimit.HitRequest{{ID: "a", Policy: fixed}, {ID: "a", Policy: fixed}}, res))
-	assert.False(t, res[0].Allowed, "member 1 learned member 0's fixed-window hits")
-	assert.Equal(t, []int64{6, 7}, []int64{res[0].Count, res[1].Count})
+	require.NoError(t, d.members[1].Limiter.HitMany(ctx, []actorlimit.HitRequest{{ID: "a", Policy: fixed}, {ID: "a", Policy: gcra}}, res))
+	assert.False(t, res[0].Allowed, "member 1 learned member 0's hits")
+	assert.False(t, res[1].Allowed)
+	assert.Equal(t, []int64{6, 3}, []int64{res[0].Count, res[1].Count})
 	err := d.members[1].Limiter.HitMany(ctx, []actorlimit.HitRequest{{ID: "a", Policy: fixed}, {ID: "", Policy: fixed}}, res)
 	assert.ErrorIs(t, err, actorlimit.ErrInvalidArgument, "a bad request fails the batch")
 
@@ -54,15 +55,26 @@ func TestHitManyOnMembers(t *testing.T) {
 	for _, m := range d.members {
 		m.SetLive(2)
 	}
-	bucket := actorlimit.Policy{Algorithm: actorlimit.TokenBucket, Limit: 4, Period: time.Minute}
-	three := []actorlimit.HitRequest{{ID: "t", Policy: bucket}, {ID: "t", Policy: bucket}, {ID: "t", Policy: bucket}}
-	res = make([]actorlimit.Result, 3)
-	require.NoError(t, d.members[1].Limiter.HitMany(ctx, three, res), "the owner is gone: the fallback decides")
-	assert.Equal(t, []bool{true, true, false}, []bool{res[0].Allowed, res[1].Allowed, res[2].Allowed}, "member 1's share, 4/2")
+	bucket := actorlimit.Policy{Algorithm: actorlimit.TokenBucket, Limit: 10, Period: time.Minute}
+	batch := func(n int) []bool {
+		hits := make([]actorlimit.HitRequest, n)
+		for i := range hits {
+			hits[i] = actorlimit.HitRequest{ID: "t", Policy: bucket}
+		}
+		res := make([]actorlimit.Result, n)
+		require.NoError(t, d.members[1].Limiter.HitMany(ctx, hits, res), "the owner is gone: no error")
+		out := make([]bool, n)
+		for i := range res {
+			out[i] = res[i].Allowed
+		}
+		return out
+	}
+	assert.Equal(t, []bool{true, true, true}, batch(3), "no sync has failed yet: the full policy")
+	d.members[1].SyncNow() // fails: the partition is cut off
+	assert.Equal(t, []bool{true, true, true, true, true, false}, batch(6), "member 1's share, 10/2")
 }
 
-// rulesFile is a rules file with a FixedWindow rule, decided from the
-// members' copies, and a GCRA rule, decided by the owners.
+// rulesFile is a rules file with a FixedWindow rule and a GCRA rule.
 const rulesFile = `rules:
   - name: login
     when:
@@ -79,10 +91,9 @@ const rulesFile = `rules:
 `
 
 // TestRulesFileOnMembers: a rules file loaded with httpadapter.LoadRules
-// runs unchanged on members' Limiters: its FixedWindow rule is shared once
-// the members have synced, its GCRA rule exactly through the owner, and
-// with the owner gone the GCRA rule falls back to the member's share
-// instead of failing the request.
+// runs unchanged on members' Limiters: its rules are shared once the
+// members have synced, and with the owner gone they fall back to the
+// member's share instead of failing the request.
 func TestRulesFileOnMembers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(rulesFile), 0o600))
@@ -112,9 +123,13 @@ func TestRulesFileOnMembers(t *testing.T) {
 	var codes []int
 	for i := range 4 {
 		codes = append(codes, serve(i%2, http.MethodGet, "/api/items"))
+		d.syncAll()
+		d.syncAll()
 	}
-	assert.Equal(t, []int{200, 200, 200, 503}, codes, "the GCRA rule is exact across members")
+	assert.Equal(t, []int{200, 200, 200, 503}, codes, "the GCRA rule is shared across members")
 
 	d.down.Store(true)
-	assert.Equal(t, http.StatusOK, serve(0, http.MethodGet, "/api/other"), "the owner is gone: member 0's share")
+	d.syncAll()
+	assert.Equal(t, http.StatusServiceUnavailable, serve(0, http.MethodGet, "/api/other"), "the owner is gone: the limit holds, from member 0's copy")
+	assert.Equal(t, http.StatusTooManyRequests, serve(1, http.MethodPost, "/login"))
 }

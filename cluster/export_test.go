@@ -50,7 +50,7 @@ func (m *Member) Own(p int) (handle func(msg any) any, release func()) {
 		mu.Lock()
 		defer mu.Unlock()
 		return o.handle(msg)
-	}, func() { m.release(p, o.part) }
+	}, func() { m.release(p, o.part, m.cfg.Clock.Now().UnixNano()) }
 }
 
 // HandleSync answers a batched sync as m's sync actor would.

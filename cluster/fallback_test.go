@@ -13,46 +13,110 @@ import (
 	"github.com/actorlimit/actorlimit/cluster"
 )
 
-// TestLocalFirstOtherAlgorithmsFallBack: in LocalFirst mode a check of an
-// algorithm other than FixedWindow goes to the owner; while the owner
-// cannot be reached the member decides it alone, with its share of the
-// policy (limit and burst over the live members), instead of failing. The
-// check that finds the owner gone tries it once; the next ones fall back
-// at once, with no request, until a sync reaches the owner again. A reset
-// does not fall back: it fails.
-func TestLocalFirstOtherAlgorithmsFallBack(t *testing.T) {
+// others are the algorithms whose state is not a count, each with a policy
+// of 30 at once per minute.
+func others() map[actorlimit.Algorithm]actorlimit.Policy {
+	out := make(map[actorlimit.Algorithm]actorlimit.Policy)
 	for _, a := range []actorlimit.Algorithm{actorlimit.SlidingWindow, actorlimit.GCRA, actorlimit.TokenBucket, actorlimit.LeakyBucket, actorlimit.SlidingLog} {
+		p := actorlimit.Policy{Algorithm: a, Limit: 30, Period: time.Minute, Burst: 30}
+		if a == actorlimit.LeakyBucket {
+			p.Burst = 29 // one served and 29 waiting: 30 at once
+		}
+		out[a] = p
+	}
+	return out
+}
+
+// peekCount returns member i's count of id, as its copy says.
+func (d *detachedCluster) peekCount(t *testing.T, i int, id string, p actorlimit.Policy) int64 {
+	t.Helper()
+	res, err := d.members[i].Limiter.Peek(context.Background(), id, p)
+	require.NoError(t, err)
+	return res.Count
+}
+
+// TestLocalFirstEveryAlgorithm: in LocalFirst mode every algorithm is
+// answered from the member's copy, with no request; each sync carries the
+// hits a member allowed to the owner, which charges them all (they
+// happened, even past the limit), and its state becomes every member's
+// copy. A burst is over-admitted by what the members allow between two
+// syncs, and then every member denies, a bucket until its debt drains.
+func TestLocalFirstEveryAlgorithm(t *testing.T) {
+	for a, p := range others() {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := newFakeClock()
+			d := newDetached(t, 3, clock)
+			before := d.sends.Load()
+			assert.Equal(t, 20, d.hit(t, 0, "k", p, 20))
+			assert.Equal(t, 20, d.hit(t, 1, "k", p, 20), "member 1 knows nothing of member 0's hits yet: the inertia")
+			assert.Equal(t, before, d.sends.Load(), "no check sent a request")
+			d.syncAll()
+			d.syncAll()
+			assert.EqualValues(t, 40, d.peekCount(t, 0, "k", p), "the owner charged both members' hits")
+			assert.EqualValues(t, 40, d.peekCount(t, 1, "k", p))
+			assert.Equal(t, 0, d.hit(t, 0, "k", p, 5))
+			assert.Equal(t, 0, d.hit(t, 1, "k", p, 5))
+			assert.Equal(t, 1, d.hit(t, 2, "k", p, 1), "member 2 had no copy: its first hit is the inertia")
+			d.syncAll()
+			assert.Equal(t, 0, d.hit(t, 2, "k", p, 1), "and it learns")
+			if !a.Windowed() {
+				// Member 0's copy holds 40 hits at 30/min (member 2's came
+				// after its sync): room for one more when 11 have drained,
+				// 22 s later.
+				clock.Advance(21 * time.Second)
+				assert.Equal(t, 0, d.hit(t, 0, "k", p, 1), "the debt is not drained yet")
+				clock.Advance(time.Second)
+				assert.Equal(t, 1, d.hit(t, 0, "k", p, 1), "the debt drained")
+			}
+		})
+	}
+}
+
+// TestLocalFirstOwnerUnreachable: while a partition's owner cannot be
+// reached (a sync to it failed), every algorithm keeps answering from the
+// member's copy, at once and without error, within the member's share of
+// the policy (30 over 3 members); a reset succeeds and waits for the next
+// sync; when the owner answers again it applies the reset first, then the
+// hits allowed meanwhile: none is lost.
+func TestLocalFirstOwnerUnreachable(t *testing.T) {
+	for a, p := range others() {
 		t.Run(a.String(), func(t *testing.T) {
 			d := newDetached(t, 3, newFakeClock())
 			for _, m := range d.members {
 				m.SetLive(3)
 			}
-			p := actorlimit.Policy{Algorithm: a, Limit: 30, Period: time.Minute, Burst: 30}
-			if a == actorlimit.LeakyBucket {
-				p.Burst = 29 // one served and 29 waiting: 30 at once
-			}
-			assert.Equal(t, 3, d.hit(t, 0, "k", p, 3), "the owner decides")
+			ctx := context.Background()
+			assert.Equal(t, 3, d.hit(t, 0, "k", p, 3))
+			assert.Equal(t, 3, d.hit(t, 0, "r", p, 3))
+			d.syncAll()
 			d.down.Store(true)
-			before := d.sends.Load()
-			allowed := d.hit(t, 0, "k", p, 15) // no error
-			assert.Equal(t, before+1, d.sends.Load(), "one try, then at once")
-			assert.Equal(t, 10, allowed, "the share, 30/3")
-			require.Error(t, d.members[0].Limiter.Reset(context.Background(), "k", p))
+			d.members[0].SyncNow() // fails: the partitions are cut off
+			sends := d.sends.Load()
+			assert.Equal(t, 10, d.hit(t, 0, "k", p, 15), "the share, 30/3, without error")
+			assert.Equal(t, 10, d.hit(t, 0, "r", p, 15))
+			require.NoError(t, d.members[0].Limiter.Reset(ctx, "r", p), "a reset is kept for the owner")
+			assert.Equal(t, sends, d.sends.Load(), "no check, and no reset, sent a request")
+			assert.Equal(t, 2, d.hit(t, 0, "r", p, 2), "after the reset")
+			st := d.members[0].SyncStats()
+			assert.EqualValues(t, 32, st.Fallbacks)
+			assert.EqualValues(t, 1, st.QueuedResets)
+			assert.EqualValues(t, 1, st.Outages)
+
 			d.down.Store(false)
-			d.members[0].SyncNow() // probes the partition: the owner answers
-			res, err := d.members[0].Limiter.Hit(context.Background(), "k", p)
-			require.NoError(t, err)
-			assert.True(t, res.Allowed)
-			assert.EqualValues(t, 4, res.Count, "the owner decides again, with what it had")
+			d.members[0].SyncNow()
+			assert.EqualValues(t, 1, d.members[0].SyncStats().Recoveries)
+			assert.Equal(t, 1, d.hit(t, 1, "k", p, 1))
+			assert.Equal(t, 1, d.hit(t, 1, "r", p, 1))
+			d.members[1].SyncNow()
+			assert.EqualValues(t, 3+10+1, d.peekCount(t, 1, "k", p), "the owner has the hits allowed while it was unreachable")
+			assert.EqualValues(t, 2+1, d.peekCount(t, 1, "r", p), "the reset came first, then the hits after it")
 		})
 	}
 }
 
 // TestLocalFirstHungOwner: an owner that never answers holds up the sync,
-// not the checks: FixedWindow hits are answered from the member's copy,
-// and a check of another algorithm waits no longer than its caller's
-// deadline (a member's requests also end at Config.RequestTimeout, after
-// which the fallback decides).
+// not the checks: hits of every algorithm are answered from the member's
+// copies; a reset waits no longer than its caller's deadline.
 func TestLocalFirstHungOwner(t *testing.T) {
 	clock := newFakeClock()
 	release := make(chan struct{})
@@ -65,25 +129,29 @@ func TestLocalFirstHungOwner(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { close(release); _ = m.Close() })
 	fixed := actorlimit.Policy{Limit: 5, Period: time.Minute}
+	gcra := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 5, Period: time.Minute}
 	_, err = m.Limiter.Hit(context.Background(), "k", fixed)
+	require.NoError(t, err)
+	_, err = m.Limiter.Hit(context.Background(), "g", gcra)
 	require.NoError(t, err)
 	synced := make(chan struct{})
 	go func() { m.SyncNow(); close(synced) }() // hangs on the owner
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for i := range 10 {
-		res, err := m.Limiter.Hit(ctx, "k", fixed)
-		require.NoError(t, err, "hit %d", i)
-		assert.Equal(t, i < 4, res.Allowed, "hit %d", i)
+		for _, p := range []actorlimit.Policy{fixed, gcra} {
+			res, err := m.Limiter.Hit(ctx, map[bool]string{true: "k", false: "g"}[p == fixed], p)
+			require.NoError(t, err, "hit %d", i)
+			assert.Equal(t, i < 4, res.Allowed, "hit %d of %v", i, p.Algorithm)
+		}
 	}
 	select {
 	case <-synced:
 		t.Fatal("the sync did not wait for the owner")
 	default:
 	}
-	gcra := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 5, Period: time.Minute}
 	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancelShort()
-	_, err = m.Limiter.Hit(short, "g", gcra)
+	err = m.Limiter.Reset(short, "g", gcra)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the caller's deadline ends the wait")
 }

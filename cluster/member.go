@@ -29,7 +29,7 @@ type Member struct {
 	node     string                // the member's name to the owners: its address
 	cluster  *protocluster.Cluster // nil for a member made by a test without one
 	local    *local
-	fallback *fallback
+	states   *states
 	parts    []partState  // partition number -> what the member knows of it
 	live     atomic.Int64 // the live members at the last sync: the fallback's divisor
 	ids      []string     // partition number -> identity
@@ -41,6 +41,10 @@ type Member struct {
 	sweeps    atomic.Uint64
 	expired   atomic.Uint64
 	outage    atomic.Bool // a partition was cut off and logged; see cutOff
+	counters  counters
+
+	resetMu sync.Mutex
+	resets  map[int][]algo.Check // partition -> resets the owner has yet to apply
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -115,11 +119,11 @@ func Start(cfg Config) (*Member, error) {
 func newMember(cfg Config, node string, send func(partition int, msg any) (any, error)) *Member {
 	m := &Member{
 		cfg: cfg, node: node, send: send,
-		fallback: newFallback(cfg.MaxCopies),
 		parts:    make([]partState, cfg.Partitions),
 		closed:   make(chan struct{}), syncDone: make(chan struct{}),
 	}
 	m.local = newLocal(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()), m.parts)
+	m.states = newStates(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()))
 	if node != "" {
 		m.local.setName(node)
 	}
@@ -181,20 +185,40 @@ func (m *Member) partition(id string) int {
 	return int(fnv1a(id) % uint64(len(m.ids)))
 }
 
-// isLocal reports whether c is decided from this member's own copy.
+// isLocal reports whether c is decided by this member at once, without a
+// request: LocalFirst's hits and peeks.
 func (m *Member) isLocal(c *algo.Check) bool {
-	return m.cfg.Mode == LocalFirst && c.Algorithm == algo.FixedWindow && c.Op != algo.OpReset
-}
-
-// fallsBack reports whether c, if its owner cannot be reached, is decided
-// by the fallback rather than failing: LocalFirst's checks (not resets).
-func (m *Member) fallsBack(c *algo.Check) bool {
 	return m.cfg.Mode == LocalFirst && c.Op != algo.OpReset
 }
 
-// Do decides one check: from the member's own copy (LocalFirst fixed
-// windows), or by the owner of its partition; in LocalFirst mode, by the
-// fallback while the owner cannot be reached.
+// decideLocal decides c at now, a LocalFirst hit or peek of partition p:
+// a FixedWindow one from the member's copy of the key's window; another
+// on the owner's state when this member owns the partition, else on the
+// member's copy of that state.
+func (m *Member) decideLocal(c *algo.Check, now int64, p int) algo.Decision {
+	ps := &m.parts[p]
+	if c.Algorithm == algo.FixedWindow {
+		d := m.local.decide(c, now, p, ps, m.live.Load(), m.node)
+		m.counters.local.Add(1)
+		return d
+	}
+	if op := ps.owned.Load(); op != nil {
+		var d [1]algo.Decision
+		op.decide(now, []algo.Check{*c}, d[:])
+		m.counters.local.Add(1)
+		return d[0]
+	}
+	if ps.cut.Load() && c.Op == algo.OpHit {
+		m.counters.fallbacks.Add(1)
+	} else {
+		m.counters.local.Add(1)
+	}
+	return m.states.decide(c, now, p, ps, m.live.Load())
+}
+
+// Do decides one check: in LocalFirst mode, a hit or a peek at once, by
+// the member (see decideLocal); a reset, and every check in Owner mode,
+// by the owner of its partition.
 func (m *Member) Do(ctx context.Context, c algo.Check) (algo.Decision, error) {
 	if err := m.enter(ctx); err != nil {
 		return algo.Decision{}, err
@@ -202,7 +226,7 @@ func (m *Member) Do(ctx context.Context, c algo.Check) (algo.Decision, error) {
 	defer m.mu.RUnlock()
 	p := m.partition(c.ID)
 	if m.isLocal(&c) {
-		return m.local.decide(&c, m.cfg.Clock.Now().UnixNano(), p, &m.parts[p], m.live.Load(), m.node), nil
+		return m.decideLocal(&c, m.cfg.Clock.Now().UnixNano(), p), nil
 	}
 	var d [1]algo.Decision
 	if err := m.decideRemote(ctx, p, []algo.Check{c}, d[:]); err != nil {
@@ -224,7 +248,7 @@ func (m *Member) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 	for i := 0; i < len(checks); {
 		p := m.partition(checks[i].ID)
 		if m.isLocal(&checks[i]) {
-			res[i] = m.local.decide(&checks[i], now, p, &m.parts[p], m.live.Load(), m.node)
+			res[i] = m.decideLocal(&checks[i], now, p)
 			i++
 			continue
 		}
@@ -242,47 +266,56 @@ func (m *Member) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 }
 
 // decideRemote has partition p's owner decide checks, writing its
-// decisions to out. In LocalFirst mode, while the owner cannot be reached
-// (a sync or a check failed to reach it, and no sync has reached it
-// since), the fallback decides them instead, at once; a check that fails
-// to reach the owner marks it so and falls back too. A reset is never
-// decided by the fallback: it fails.
+// decisions to out. In LocalFirst mode only resets come here: a reset
+// forgets the member's copy of the key too, and while the owner cannot be
+// reached (or when the request fails) it is kept for the next sync to
+// carry to the owner, instead of failing: the owner applies it before
+// the hits counted after it.
 func (m *Member) decideRemote(ctx context.Context, p int, checks []algo.Check, out []algo.Decision) error {
-	ps := &m.parts[p]
-	back := true
-	for i := range checks {
-		back = back && m.fallsBack(&checks[i])
-	}
-	if back && ps.cut.Load() {
-		m.decideFallback(checks, out)
+	if m.cfg.Mode == LocalFirst && m.parts[p].cut.Load() && m.parts[p].owned.Load() == nil {
+		m.resetLocally(p, checks, out)
 		return nil
 	}
 	err := m.remote(ctx, p, checks, out)
-	if err != nil && back && ctx.Err() == nil {
+	if err != nil && m.cfg.Mode == LocalFirst && ctx.Err() == nil {
 		m.cutOff(p, err)
-		m.decideFallback(checks, out)
+		m.resetLocally(p, checks, out)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	for i := range checks {
-		if checks[i].Op != algo.OpReset {
-			continue
+	if m.cfg.Mode == LocalFirst {
+		for i := range checks {
+			m.forget(&checks[i])
 		}
-		if checks[i].Algorithm == algo.FixedWindow {
-			m.local.reset(&checks[i])
-		}
-		m.fallback.decide(checks[i], 0, 1)
 	}
 	return nil
 }
 
-// decideFallback decides checks with the fallback, at one instant.
-func (m *Member) decideFallback(checks []algo.Check, out []algo.Decision) {
-	now, live := m.cfg.Clock.Now().UnixNano(), m.live.Load()
+// forget forgets the member's copy of c's key, which is reset.
+func (m *Member) forget(c *algo.Check) {
+	if c.Algorithm == algo.FixedWindow {
+		m.local.reset(c)
+	} else {
+		m.states.reset(c)
+	}
+}
+
+// resetLocally resets checks (LocalFirst resets of partition p, whose owner
+// cannot be reached) in the member's copies, and keeps them for the next
+// sync to carry to the owner.
+func (m *Member) resetLocally(p int, checks []algo.Check, out []algo.Decision) {
+	m.resetMu.Lock()
+	defer m.resetMu.Unlock()
+	if m.resets == nil {
+		m.resets = make(map[int][]algo.Check)
+	}
 	for i := range checks {
-		out[i] = m.fallback.decide(checks[i], now, live)
+		m.forget(&checks[i])
+		m.resets[p] = append(m.resets[p], checks[i])
+		m.counters.queuedResets.Add(1)
+		out[i] = algo.Decision{}
 	}
 }
 
@@ -365,8 +398,8 @@ func (m *Member) request(p int, msg any) (any, error) {
 	return resp, nil
 }
 
-// Sweep deletes the state of ended windows now: the member's copies, the
-// fallback's states, and the owner's state of the partitions it owns. The
+// Sweep deletes the state of ended windows now: the member's copies, and
+// the owner's state of the partitions it owns. The
 // sync loop does it every Config.SweepEvery.
 func (m *Member) Sweep(ctx context.Context) (int, error) {
 	if err := m.enter(ctx); err != nil {
@@ -378,7 +411,7 @@ func (m *Member) Sweep(ctx context.Context) (int, error) {
 
 // sweep deletes the state of windows that ended before now.
 func (m *Member) sweep(now int64) int {
-	n := m.local.sweep(now) + m.fallback.sweep(now)
+	n := m.local.sweep(now) + m.states.sweep(now)
 	for p := range m.parts {
 		if op := m.parts[p].owned.Load(); op != nil {
 			n += op.sweep(now)
@@ -389,18 +422,17 @@ func (m *Member) sweep(now int64) int {
 	return n
 }
 
-// Stats reports the member's own state: its copies and the fallback's
-// states as Entries (not the owner's state of the partitions it owns),
+// Stats reports the member's own state: its copies as Entries (not the
+// owner's state of the partitions it owns),
 // what the bound (Config.MaxCopies) evicted, and its sweeps.
 func (m *Member) Stats(ctx context.Context) (actorlimit.BackendStats, error) {
 	if err := m.enter(ctx); err != nil {
 		return actorlimit.BackendStats{}, err
 	}
 	defer m.mu.RUnlock()
-	entries, evictions := m.fallback.stats()
 	return actorlimit.BackendStats{
-		Entries:   m.local.len() + entries,
-		Evictions: m.local.evictions.Load() + evictions,
+		Entries:   m.local.len() + m.states.len(),
+		Evictions: m.local.evictions.Load() + m.states.evictions.Load(),
 		Expired:   m.expired.Load(),
 		Sweeps:    m.sweeps.Load(),
 	}, nil
@@ -454,9 +486,20 @@ func (m *Member) claim(p int, part *ownerPart) {
 	}
 }
 
-// release records that partition p's grain stopped here.
-func (m *Member) release(p int, part *ownerPart) {
-	if p < len(m.parts) {
-		m.parts[p].owned.CompareAndSwap(part, nil)
+// release records that partition p's grain, whose owner's state is part,
+// stopped here at now. Unless the member is closing, the states of the
+// other algorithms' keys become the member's copies, sent whole to the
+// partition's new owner, which starts empty (the fixed windows' hits are
+// in the member's copies already).
+func (m *Member) release(p int, part *ownerPart, now int64) {
+	if p >= len(m.parts) || !m.parts[p].owned.CompareAndSwap(part, nil) {
+		return
 	}
+	select {
+	case <-m.closed:
+		return
+	default:
+	}
+	m.states.adopt(p, part.records(now), now)
+	m.parts[p].holdUntil(now + int64(m.cfg.SyncEvery))
 }

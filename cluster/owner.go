@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"strconv"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
-	"github.com/actorlimit/actorlimit/table"
 )
 
 // kind is the cluster kind of the partition owners.
@@ -33,7 +31,6 @@ type owner struct {
 	clock  interface{ Now() time.Time }
 	m      *Member // the member it runs on; nil for a test's in-memory owner
 	p      int     // the partition; -1 until the engine names it
-	table  *table.Table
 	part   *ownerPart
 	seen   int
 	out    []algo.Decision
@@ -41,7 +38,7 @@ type owner struct {
 }
 
 func newOwner(clock interface{ Now() time.Time }, maxEntries int) *owner {
-	return &owner{clock: clock, p: -1, table: table.New(maxEntries), part: newOwnerPart(maxEntries)}
+	return &owner{clock: clock, p: -1, part: newOwnerPart(maxEntries)}
 }
 
 // Receive decides checks and applies syncs.
@@ -51,7 +48,7 @@ func (o *owner) Receive(c protoactor.Context) {
 		o.start(msg.Identity.GetIdentity())
 	case *protoactor.Stopping:
 		if o.m != nil && o.p >= 0 {
-			o.m.release(o.p, o.part)
+			o.m.release(o.p, o.part, o.clock.Now().UnixNano())
 		}
 	default:
 		if reply := o.handle(msg); reply != nil {
@@ -101,14 +98,7 @@ func (o *owner) decide(m *clusterpb.DecideRequest) *clusterpb.DecideReply {
 		o.out = make([]algo.Decision, len(o.checks))
 	}
 	out := o.out[:len(o.checks)]
-	if err := o.table.Decide(context.Background(), o.clock.Now().UnixNano(), o.checks, out); err != nil {
-		return &clusterpb.DecideReply{Error: err.Error()}
-	}
-	for i := range o.checks {
-		if o.checks[i].Op == algo.OpReset && o.checks[i].Algorithm == algo.FixedWindow {
-			o.part.reset(localKey{id: o.checks[i].ID, period: int64(o.checks[i].Period)})
-		}
-	}
+	o.part.decide(o.clock.Now().UnixNano(), o.checks, out)
 	reply := &clusterpb.DecideReply{Decisions: make([]*clusterpb.Decision, len(out))}
 	for i, d := range out {
 		reply.Decisions[i] = decisionToWire(d)
@@ -125,7 +115,7 @@ func (o *owner) sync(m *clusterpb.SyncRequest) *clusterpb.SyncReply {
 			reply.Parts[i] = &clusterpb.PartReply{Absent: true}
 			continue
 		}
-		reply.Parts[i] = o.part.sync(m.GetNode(), ps.GetTotals())
+		reply.Parts[i] = o.part.sync(m.GetNode(), ps, o.clock.Now().UnixNano())
 	}
 	return reply
 }
@@ -136,9 +126,7 @@ func (o *owner) tidy() {
 	if o.seen%expireEvery != 0 {
 		return
 	}
-	now := o.clock.Now().UnixNano()
-	o.table.Expire(now, expireEvery)
-	o.part.sweep(now)
+	o.part.sweep(o.clock.Now().UnixNano())
 }
 
 // satAdd adds two non-negative counts, saturating.

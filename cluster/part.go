@@ -7,6 +7,7 @@ import (
 
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
+	"github.com/actorlimit/actorlimit/table"
 )
 
 // partState is what a member knows of one partition. Its fields are read
@@ -53,6 +54,26 @@ type ownerPart struct {
 
 	mu      sync.Mutex
 	windows map[localKey]*ownerWindow
+	// table holds the owner's state of the other algorithms' keys (and, in
+	// Owner mode, of every key); charged, for each key and member, how many
+	// of that member's copy's hits it has charged to the table.
+	table   *table.Table
+	scratch *table.Table
+	charged map[stateKey]*chargedHits
+}
+
+// chargedHits is, for one key, how many hits of each member's copy the
+// owner has charged, until the key's state dies.
+type chargedHits struct {
+	death int64
+	nodes map[string]nodeCharged
+}
+
+// nodeCharged is how many of the hits of a member's copy epoch the owner has
+// charged.
+type nodeCharged struct {
+	epoch uint64
+	done  int64
 }
 
 // ownerWindow is one key's current fixed window as the owner sees it: each
@@ -73,7 +94,8 @@ type nodeTotal struct {
 }
 
 func newOwnerPart(limit int) *ownerPart {
-	return &ownerPart{inc: rand.Uint64() | 1, limit: limit, windows: make(map[localKey]*ownerWindow)}
+	return &ownerPart{inc: rand.Uint64() | 1, limit: limit, windows: make(map[localKey]*ownerWindow),
+		table: table.New(limit), scratch: table.New(0), charged: make(map[stateKey]*chargedHits)}
 }
 
 // add records node's total hits for window of k, counted by its copy
@@ -139,8 +161,15 @@ func (o *ownerPart) window(k localKey, window int64) (int64, int64) {
 	return window, 0
 }
 
-// sync applies node's totals and answers with the owner's counts.
-func (o *ownerPart) sync(node string, totals []*clusterpb.Total) *clusterpb.PartReply {
+// sync applies node's part of a sync at now: its resets first, then its
+// totals and its hits; it answers with the owner's counts and states.
+func (o *ownerPart) sync(node string, ps *clusterpb.PartSync, now int64) *clusterpb.PartReply {
+	for _, w := range ps.GetResets() {
+		if c, err := checkFromWire(w); err == nil {
+			o.resetKey(&c)
+		}
+	}
+	totals := ps.GetTotals()
 	reply := &clusterpb.PartReply{Incarnation: o.inc, Counts: make([]*clusterpb.Count, len(totals))}
 	for i, t := range totals {
 		k := localKey{id: t.GetId(), period: t.GetPeriodNs()}
@@ -162,21 +191,151 @@ func (o *ownerPart) sync(node string, totals []*clusterpb.Total) *clusterpb.Part
 		}
 		reply.Counts[i] = &clusterpb.Count{Window: w, Count: c}
 	}
+	if hits := ps.GetHits(); len(hits) > 0 {
+		reply.States = make([]*clusterpb.State, len(hits))
+		for i, h := range hits {
+			reply.States[i] = o.charge(node, h, now)
+		}
+	}
 	return reply
 }
 
-// reset forgets k.
-func (o *ownerPart) reset(k localKey) {
+// charge charges to its state the hits of h, node's copy of one key, that
+// it has not charged yet, each at its time (at most now), or keeps the
+// fuller of its state and the copy's state that h carries; it answers with
+// how many of the copy's hits it has charged and its state. Hits of a key
+// it cannot take (an invalid policy, times and counts that do not pair)
+// are answered as charged, so that the member drops them.
+func (o *ownerPart) charge(node string, h *clusterpb.Hits, now int64) *clusterpb.State {
+	c, err := checkFromWire(h.GetCheck())
+	at, ns := h.GetAt(), h.GetN()
+	if err != nil || c.Algorithm == algo.FixedWindow || len(at) != len(ns) {
+		done := h.GetBase()
+		for _, n := range ns {
+			done = satAdd(done, max(n, 0))
+		}
+		return &clusterpb.State{Done: done}
+	}
+	k := keyOf(&c)
 	o.mu.Lock()
-	delete(o.windows, k)
-	o.mu.Unlock()
+	defer o.mu.Unlock()
+	ch := o.charged[k]
+	if ch == nil {
+		ch = &chargedHits{nodes: make(map[string]nodeCharged, 4)}
+		o.charged[k] = ch
+	}
+	nc := ch.nodes[node]
+	if h.GetEpoch() > nc.epoch {
+		// A new copy: the hits before base were charged to an earlier
+		// state of the owner, or come with the copy's state.
+		nc = nodeCharged{epoch: h.GetEpoch(), done: h.GetBase()}
+	}
+	if len(h.GetState()) > 0 {
+		o.merge(&c, h.GetState(), now)
+	}
+	if h.GetEpoch() == nc.epoch {
+		cum := h.GetBase()
+		for i, n := range ns {
+			if n <= 0 {
+				continue
+			}
+			next := satAdd(cum, n)
+			if next > nc.done {
+				c.N = next - max(cum, nc.done)
+				o.table.Charge(&c, min(at[i], now))
+				nc.done = next
+			}
+			cum = next
+		}
+		ch.nodes[node] = nc
+	}
+	r := o.table.Record(&c)
+	ch.death = max(ch.death, r.Death, now+int64(c.Period))
+	return &clusterpb.State{Done: nc.done, State: r.State, Death: r.Death}
 }
 
-// sweep deletes the windows that ended before now and returns how many.
+// merge keeps the fuller of the owner's state of c's key and state, a
+// member's copy of it: the one that holds more hits at now (for a bucket,
+// the one that drains later). o.mu is held.
+func (o *ownerPart) merge(c *algo.Check, state []byte, now int64) {
+	theirs := algo.Record{Algorithm: c.Algorithm, Period: c.Period, ID: c.ID, Death: 1<<63 - 1, State: state}
+	if o.scratch.Load(now, theirs) != nil {
+		return
+	}
+	t := o.scratch.Record(c)
+	o.scratch.Delete(keyOf(c).table())
+	if t.State == nil {
+		return // dead already
+	}
+	mine := o.table.Record(c)
+	fuller := mine.State == nil || t.Death > mine.Death
+	if c.Algorithm.Windowed() && mine.State != nil {
+		peek := *c
+		peek.Op = algo.OpPeek
+		o.scratch.Load(now, t)
+		tc := o.scratch.Apply(&peek, now).Count
+		o.scratch.Delete(keyOf(c).table())
+		fuller = tc > o.table.Apply(&peek, now).Count
+	}
+	if fuller {
+		_ = o.table.Load(now, t)
+	}
+}
+
+// decide decides checks at now on the owner's table, writing the i-th
+// decision to out[i]; a FixedWindow reset also forgets the key's window.
+func (o *ownerPart) decide(now int64, checks []algo.Check, out []algo.Decision) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := range checks {
+		if checks[i].Op == algo.OpReset {
+			o.resetKey(&checks[i])
+			out[i] = algo.Decision{}
+			continue
+		}
+		out[i] = o.table.Apply(&checks[i], now)
+	}
+}
+
+// resetKey forgets c's key. A fixed window keeps each member's total,
+// as counted, with its sum set to 0, so that the members' next totals add
+// only their hits since. o.mu is held.
+func (o *ownerPart) resetKey(c *algo.Check) {
+	o.table.Delete(keyOf(c).table())
+	if c.Algorithm != algo.FixedWindow {
+		return
+	}
+	if w := o.windows[localKey{id: c.ID, period: int64(c.Period)}]; w != nil {
+		w.sum = 0
+	}
+}
+
+// records returns the owner's states of the other algorithms' keys, to be
+// handed on when the partition leaves this member.
+func (o *ownerPart) records(now int64) []algo.Record {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []algo.Record
+	o.table.Snapshot(now, func(r algo.Record) bool {
+		if r.Algorithm != algo.FixedWindow {
+			out = append(out, r)
+		}
+		return true
+	})
+	return out
+}
+
+// sweep deletes the windows and states that ended before now and returns
+// how many.
 func (o *ownerPart) sweep(now int64) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	n := 0
+	n, _ := o.table.Expire(now, 0)
+	for k, ch := range o.charged {
+		if ch.death < now {
+			delete(o.charged, k)
+		}
+	}
 	for k, w := range o.windows {
 		if algo.FloorDiv(now, k.period) > w.window {
 			delete(o.windows, k)

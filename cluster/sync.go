@@ -6,6 +6,7 @@ import (
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
 
@@ -63,34 +64,54 @@ func (m *Member) SyncNow() {
 	if m.cluster != nil {
 		m.live.Store(int64(max(1, len(m.Members()))))
 	}
+	m.counters.rounds.Add(1)
 	now := m.cfg.Clock.Now().UnixNano()
 	m.round++
-	work := make(map[int][]pending)
+	work := make(partWorks)
 	for _, p := range m.local.takeActive(now, m.round, nil) {
-		work[p.part] = append(work[p.part], p)
+		work.of(p.part).totals = append(work.of(p.part).totals, p)
 	}
+	for _, sp := range m.states.takeActive(m.round, nil) {
+		work.of(sp.part).hits = append(work.of(sp.part).hits, sp)
+	}
+	m.resetMu.Lock()
+	for p, rs := range m.resets {
+		work.of(p).resets = rs[:len(rs):len(rs)]
+	}
+	m.resetMu.Unlock()
 	for p := range m.parts {
 		ps := &m.parts[p]
 		if op := ps.owned.Load(); op != nil {
 			// The owner's state reads this member's copies as it answers:
-			// it has every total this member holds.
+			// it has every total this member holds. The other algorithms'
+			// copies, made before the partition came here, are charged to
+			// it directly.
 			ps.known.Store(op.inc)
-			for _, pd := range work[p] {
-				m.local.applied(pd, pd.window, pd.hits)
+			if w := work[p]; w != nil {
+				for _, pd := range w.totals {
+					m.local.applied(pd, pd.window, pd.hits)
+				}
+				if len(w.hits) > 0 || len(w.resets) > 0 {
+					m.answered(p, w, op.sync(m.node, w.part(p, false), now), now)
+				}
 			}
 			delete(work, p)
 			continue
 		}
 		if _, ok := work[p]; !ok && (ps.until.Load() > now || ps.cut.Load()) {
-			work[p] = nil // a probe
+			work[p] = &partWork{} // a probe
 		}
 	}
-	if changed := m.exchange(work); len(changed) > 0 {
-		again := make(map[int][]pending, len(changed))
+	if changed := m.exchange(work, now); len(changed) > 0 {
+		m.counters.rebuilds.Add(uint64(len(changed)))
+		again := make(partWorks, len(changed))
 		for _, p := range m.local.copiesOf(changed, now, true, nil) {
-			again[p.part] = append(again[p.part], p)
+			again.of(p.part).totals = append(again.of(p.part).totals, p)
 		}
-		m.exchange(again) // an owner that changes again waits for the next round
+		for _, sp := range m.states.rebuildIn(changed, m.round, nil) {
+			again.of(sp.part).hits = append(again.of(sp.part).hits, sp)
+		}
+		m.exchange(again, now) // an owner that changes again waits for the next round
 	}
 	m.logRecovery()
 	if now >= m.nextSweep {
@@ -99,11 +120,53 @@ func (m *Member) SyncNow() {
 	}
 }
 
-// exchange sends work (each partition's totals; none for a probe) to the
-// owners, batched by owner where the owner is known, and applies the
-// answers. It returns the partitions whose owner is not the one that had
-// this member's totals before.
-func (m *Member) exchange(work map[int][]pending) map[int]bool {
+// partWork is one partition's share of a sync round: the fixed windows'
+// totals, the other keys' hits, and the resets the owner has yet to apply.
+// An empty one is a probe: it asks the owner's incarnation.
+type partWork struct {
+	totals []pending
+	hits   []statePending
+	resets []algo.Check
+}
+
+// partWorks is a sync round's work, by partition.
+type partWorks map[int]*partWork
+
+// of returns partition p's work, adding it if there is none.
+func (ws partWorks) of(p int) *partWork {
+	w := ws[p]
+	if w == nil {
+		w = &partWork{}
+		ws[p] = w
+	}
+	return w
+}
+
+// part returns w as partition p's part of a sync request; withTotals
+// says whether it carries the fixed windows' totals.
+func (w *partWork) part(p int, withTotals bool) *clusterpb.PartSync {
+	part := &clusterpb.PartSync{Partition: uint32(p)}
+	if withTotals {
+		part.Totals = make([]*clusterpb.Total, len(w.totals))
+		for i, pd := range w.totals {
+			part.Totals[i] = &clusterpb.Total{Id: pd.key.id, PeriodNs: pd.key.period, Window: pd.window, Hits: pd.hits, Epoch: pd.epoch}
+		}
+	}
+	for _, sp := range w.hits {
+		part.Hits = append(part.Hits, sp.hits)
+	}
+	for i := range w.resets {
+		c := w.resets[i]
+		c.N = 1
+		part.Resets = append(part.Resets, checkToWire(&c))
+	}
+	return part
+}
+
+// exchange sends work to the owners, batched by owner where the owner is
+// known, and applies the answers. It returns the partitions whose owner is
+// not the one that had this member's totals before.
+func (m *Member) exchange(work partWorks, now int64) map[int]bool {
 	if len(work) == 0 {
 		return nil
 	}
@@ -142,7 +205,7 @@ func (m *Member) exchange(work map[int][]pending) map[int]bool {
 	wg.Wait()
 	var changed map[int]bool
 	for p, r := range replies {
-		if m.answered(p, work[p], r) {
+		if m.answered(p, work[p], r, now) {
 			if changed == nil {
 				changed = make(map[int]bool)
 			}
@@ -152,20 +215,32 @@ func (m *Member) exchange(work map[int][]pending) map[int]bool {
 	return changed
 }
 
-// answered applies partition p's answer r to ps, the totals sent (nil: the
+// answered applies partition p's answer r to w, the work sent (r nil: the
 // request failed), and reports whether the owner is not the one that had
 // this member's totals before.
-func (m *Member) answered(p int, ps []pending, r *clusterpb.PartReply) bool {
+func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64) bool {
 	st := &m.parts[p]
-	if r == nil || r.GetAbsent() || len(r.GetCounts()) != len(ps) {
-		// The keys stay active with their hits unacknowledged: the next
-		// sync sends their totals again.
+	if r == nil || r.GetAbsent() || len(r.GetCounts()) != len(w.totals) && st.owned.Load() == nil || len(r.GetStates()) != len(w.hits) {
+		// The keys stay active with their hits unacknowledged, and the
+		// resets kept: the next sync sends them again.
 		m.cutOff(p, nil)
 		return false
 	}
 	st.cut.Store(false)
 	for i, c := range r.GetCounts() {
-		m.local.applied(ps[i], c.GetWindow(), c.GetCount())
+		m.local.applied(w.totals[i], c.GetWindow(), c.GetCount())
+	}
+	for i, s := range r.GetStates() {
+		m.states.applied(w.hits[i], s, now)
+	}
+	if len(w.resets) > 0 {
+		m.resetMu.Lock()
+		if rs := m.resets[p]; len(rs) <= len(w.resets) {
+			delete(m.resets, p)
+		} else {
+			m.resets[p] = rs[len(w.resets):]
+		}
+		m.resetMu.Unlock()
 	}
 	known := st.known.Swap(r.GetIncarnation())
 	return known != 0 && known != r.GetIncarnation()
@@ -178,6 +253,7 @@ func (m *Member) answered(p int, ps []pending, r *clusterpb.PartReply) bool {
 // every round that fails after, make one line. logRecovery logs the end.
 func (m *Member) cutOff(p int, err error) {
 	if m.parts[p].cut.CompareAndSwap(false, true) && m.outage.CompareAndSwap(false, true) {
+		m.counters.outages.Add(1)
 		m.cfg.Logger.Warn("actorlimit cluster: owner unreachable, its partitions' checks fall back to this member's share until it answers (logged once)",
 			"partition", p, "error", err)
 	}
@@ -195,6 +271,7 @@ func (m *Member) logRecovery() {
 		}
 	}
 	if m.outage.CompareAndSwap(true, false) {
+		m.counters.recoveries.Add(1)
 		m.cfg.Logger.Info("actorlimit cluster: every owner answers again")
 	}
 }
@@ -207,40 +284,35 @@ func (m *Member) ownerAt(p int) string {
 	return m.ownerOf(p)
 }
 
-// syncPart returns partition p's part of a sync request: the totals ps.
-func syncPart(p int, ps []pending) *clusterpb.PartSync {
-	part := &clusterpb.PartSync{Partition: uint32(p), Totals: make([]*clusterpb.Total, len(ps))}
-	for i, pd := range ps {
-		part.Totals[i] = &clusterpb.Total{Id: pd.key.id, PeriodNs: pd.key.period, Window: pd.window, Hits: pd.hits, Epoch: pd.epoch}
-	}
-	return part
-}
-
-// syncPartition sends partition p's totals ps to its grain and returns its
+// syncPartition sends partition p's work w to its grain and returns its
 // answer, nil if it failed.
-func (m *Member) syncPartition(p int, ps []pending) *clusterpb.PartReply {
-	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{syncPart(p, ps)}}
+func (m *Member) syncPartition(p int, w *partWork) *clusterpb.PartReply {
+	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{w.part(p, true)}}
+	m.counters.requests.Add(1)
 	resp, err := m.send(p, req)
 	reply, ok := resp.(*clusterpb.SyncReply)
 	if err != nil || !ok || len(reply.GetParts()) != 1 {
+		m.counters.failures.Add(1)
 		m.cfg.Logger.Debug("actorlimit cluster: sync failed, will retry", "partition", p, "error", err)
 		return nil
 	}
 	return reply.GetParts()[0]
 }
 
-// syncMember sends the totals of partitions parts in one request to the
+// syncMember sends the work of partitions parts in one request to the
 // member at addr, which owns them, and returns its answer for each, nil
 // where it failed.
-func (m *Member) syncMember(addr string, parts []int, work map[int][]pending) []*clusterpb.PartReply {
+func (m *Member) syncMember(addr string, parts []int, work partWorks) []*clusterpb.PartReply {
 	req := &clusterpb.SyncRequest{Node: m.node, Parts: make([]*clusterpb.PartSync, len(parts))}
 	for i, p := range parts {
-		req.Parts[i] = syncPart(p, work[p])
+		req.Parts[i] = work[p].part(p, true)
 	}
 	out := make([]*clusterpb.PartReply, len(parts))
+	m.counters.requests.Add(1)
 	resp, err := m.sendTo(addr, req)
 	reply, ok := resp.(*clusterpb.SyncReply)
 	if err != nil || !ok || len(reply.GetParts()) != len(parts) {
+		m.counters.failures.Add(1)
 		m.cfg.Logger.Debug("actorlimit cluster: sync failed, will retry", "member", addr, "partitions", len(parts), "error", err)
 		return out
 	}
@@ -271,7 +343,7 @@ func (m *Member) handleSync(req *clusterpb.SyncRequest) *clusterpb.SyncReply {
 			reply.Parts[i] = &clusterpb.PartReply{Absent: true}
 			continue
 		}
-		reply.Parts[i] = op.sync(req.GetNode(), ps.GetTotals())
+		reply.Parts[i] = op.sync(req.GetNode(), ps, m.cfg.Clock.Now().UnixNano())
 	}
 	return reply
 }

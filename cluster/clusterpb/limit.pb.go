@@ -386,9 +386,14 @@ func (x *Total) GetEpoch() uint64 {
 // keys of that partition (none for a probe, which only asks the owner's
 // incarnation).
 type PartSync struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	Totals        []*Total               `protobuf:"bytes,2,rep,name=totals,proto3" json:"totals,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Totals    []*Total               `protobuf:"bytes,2,rep,name=totals,proto3" json:"totals,omitempty"`
+	// hits are the node's allowed hits of the other algorithms' keys.
+	Hits []*Hits `protobuf:"bytes,3,rep,name=hits,proto3" json:"hits,omitempty"`
+	// resets are the keys the node reset while the owner could not be
+	// reached; the owner applies them before the totals and the hits.
+	Resets        []*Check `protobuf:"bytes,4,rep,name=resets,proto3" json:"resets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -437,6 +442,115 @@ func (x *PartSync) GetTotals() []*Total {
 	return nil
 }
 
+func (x *PartSync) GetHits() []*Hits {
+	if x != nil {
+		return x.Hits
+	}
+	return nil
+}
+
+func (x *PartSync) GetResets() []*Check {
+	if x != nil {
+		return x.Resets
+	}
+	return nil
+}
+
+// Hits is what one node allowed, on its own copy, of one key of an
+// algorithm other than the fixed window, since the owner last counted its
+// hits: the owner charges them to its state, whatever its limit says (they
+// happened), and answers with its state. base is how many hits the node's
+// copy (named by epoch, as in Total) had allowed before the first one here:
+// a hit sent again is charged once.
+type Hits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// check is the key and its policy (op and n unused).
+	Check *Check `protobuf:"bytes,1,opt,name=check,proto3" json:"check,omitempty"`
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Base  int64  `protobuf:"varint,3,opt,name=base,proto3" json:"base,omitempty"`
+	// at[i] (Unix ns) and n[i] are the i-th hit, oldest first.
+	At []int64 `protobuf:"varint,4,rep,packed,name=at,proto3" json:"at,omitempty"`
+	N  []int64 `protobuf:"varint,5,rep,packed,name=n,proto3" json:"n,omitempty"`
+	// state, when set, is the node's copy of the key's state, in the
+	// table's encoding, sent instead of hits to an owner that started
+	// empty: it keeps the fuller of its own state and this one.
+	State         []byte `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Hits) Reset() {
+	*x = Hits{}
+	mi := &file_limit_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Hits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Hits) ProtoMessage() {}
+
+func (x *Hits) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Hits.ProtoReflect.Descriptor instead.
+func (*Hits) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Hits) GetCheck() *Check {
+	if x != nil {
+		return x.Check
+	}
+	return nil
+}
+
+func (x *Hits) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Hits) GetBase() int64 {
+	if x != nil {
+		return x.Base
+	}
+	return 0
+}
+
+func (x *Hits) GetAt() []int64 {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *Hits) GetN() []int64 {
+	if x != nil {
+		return x.N
+	}
+	return nil
+}
+
+func (x *Hits) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
 // SyncRequest carries a node's totals to one owner: to a partition's grain
 // (one part), or to the member that owns several partitions (one part for
 // each), batched.
@@ -450,7 +564,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_limit_proto_msgTypes[6]
+	mi := &file_limit_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +576,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[6]
+	mi := &file_limit_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +589,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{6}
+	return file_limit_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SyncRequest) GetNode() string {
@@ -503,7 +617,7 @@ type Count struct {
 
 func (x *Count) Reset() {
 	*x = Count{}
-	mi := &file_limit_proto_msgTypes[7]
+	mi := &file_limit_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +629,7 @@ func (x *Count) String() string {
 func (*Count) ProtoMessage() {}
 
 func (x *Count) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[7]
+	mi := &file_limit_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +642,7 @@ func (x *Count) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Count.ProtoReflect.Descriptor instead.
 func (*Count) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{7}
+	return file_limit_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Count) GetWindow() int64 {
@@ -550,17 +664,19 @@ func (x *Count) GetCount() int64 {
 // partition starts on a member; absent says the member asked does not own
 // the partition (the node asks its grain instead).
 type PartReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Incarnation   uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Counts        []*Count               `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty"`
-	Absent        bool                   `protobuf:"varint,3,opt,name=absent,proto3" json:"absent,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Incarnation uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Counts      []*Count               `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty"`
+	Absent      bool                   `protobuf:"varint,3,opt,name=absent,proto3" json:"absent,omitempty"`
+	// states answer the part's hits, the i-th for the i-th.
+	States        []*State `protobuf:"bytes,4,rep,name=states,proto3" json:"states,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartReply) Reset() {
 	*x = PartReply{}
-	mi := &file_limit_proto_msgTypes[8]
+	mi := &file_limit_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +688,7 @@ func (x *PartReply) String() string {
 func (*PartReply) ProtoMessage() {}
 
 func (x *PartReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[8]
+	mi := &file_limit_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +701,7 @@ func (x *PartReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartReply.ProtoReflect.Descriptor instead.
 func (*PartReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{8}
+	return file_limit_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PartReply) GetIncarnation() uint64 {
@@ -609,6 +725,76 @@ func (x *PartReply) GetAbsent() bool {
 	return false
 }
 
+func (x *PartReply) GetStates() []*State {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+// State is the owner's answer to Hits: how many of the copy's hits it has
+// charged in all (done), and its state of the key after them, in the
+// table's encoding (empty: none), with its death (Unix ns).
+type State struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Done          int64                  `protobuf:"varint,1,opt,name=done,proto3" json:"done,omitempty"`
+	State         []byte                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Death         int64                  `protobuf:"varint,3,opt,name=death,proto3" json:"death,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *State) Reset() {
+	*x = State{}
+	mi := &file_limit_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *State) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*State) ProtoMessage() {}
+
+func (x *State) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use State.ProtoReflect.Descriptor instead.
+func (*State) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *State) GetDone() int64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+func (x *State) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *State) GetDeath() int64 {
+	if x != nil {
+		return x.Death
+	}
+	return 0
+}
+
 // SyncReply answers a SyncRequest: the i-th part is for the i-th part.
 type SyncReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -619,7 +805,7 @@ type SyncReply struct {
 
 func (x *SyncReply) Reset() {
 	*x = SyncReply{}
-	mi := &file_limit_proto_msgTypes[9]
+	mi := &file_limit_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +817,7 @@ func (x *SyncReply) String() string {
 func (*SyncReply) ProtoMessage() {}
 
 func (x *SyncReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[9]
+	mi := &file_limit_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +830,7 @@ func (x *SyncReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncReply.ProtoReflect.Descriptor instead.
 func (*SyncReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{9}
+	return file_limit_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SyncReply) GetParts() []*PartReply {
@@ -684,20 +870,34 @@ const file_limit_proto_rawDesc = "" +
 	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x16\n" +
 	"\x06window\x18\x03 \x01(\x03R\x06window\x12\x12\n" +
 	"\x04hits\x18\x04 \x01(\x03R\x04hits\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"[\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\xbc\x01\n" +
 	"\bPartSync\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x121\n" +
-	"\x06totals\x18\x02 \x03(\v2\x19.actorlimit.cluster.TotalR\x06totals\"[\n" +
+	"\x06totals\x18\x02 \x03(\v2\x19.actorlimit.cluster.TotalR\x06totals\x12,\n" +
+	"\x04hits\x18\x03 \x03(\v2\x18.actorlimit.cluster.HitsR\x04hits\x121\n" +
+	"\x06resets\x18\x04 \x03(\v2\x19.actorlimit.cluster.CheckR\x06resets\"\x95\x01\n" +
+	"\x04Hits\x12/\n" +
+	"\x05check\x18\x01 \x01(\v2\x19.actorlimit.cluster.CheckR\x05check\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x12\n" +
+	"\x04base\x18\x03 \x01(\x03R\x04base\x12\x0e\n" +
+	"\x02at\x18\x04 \x03(\x03R\x02at\x12\f\n" +
+	"\x01n\x18\x05 \x03(\x03R\x01n\x12\x14\n" +
+	"\x05state\x18\x06 \x01(\fR\x05state\"[\n" +
 	"\vSyncRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x122\n" +
 	"\x05parts\x18\x03 \x03(\v2\x1c.actorlimit.cluster.PartSyncR\x05partsJ\x04\b\x02\x10\x03\"5\n" +
 	"\x05Count\x12\x16\n" +
 	"\x06window\x18\x01 \x01(\x03R\x06window\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"x\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\xab\x01\n" +
 	"\tPartReply\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x121\n" +
 	"\x06counts\x18\x02 \x03(\v2\x19.actorlimit.cluster.CountR\x06counts\x12\x16\n" +
-	"\x06absent\x18\x03 \x01(\bR\x06absent\"F\n" +
+	"\x06absent\x18\x03 \x01(\bR\x06absent\x121\n" +
+	"\x06states\x18\x04 \x03(\v2\x19.actorlimit.cluster.StateR\x06states\"G\n" +
+	"\x05State\x12\x12\n" +
+	"\x04done\x18\x01 \x01(\x03R\x04done\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state\x12\x14\n" +
+	"\x05death\x18\x03 \x01(\x03R\x05death\"F\n" +
 	"\tSyncReply\x123\n" +
 	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02B4Z2github.com/actorlimit/actorlimit/cluster/clusterpbb\x06proto3"
 
@@ -713,7 +913,7 @@ func file_limit_proto_rawDescGZIP() []byte {
 	return file_limit_proto_rawDescData
 }
 
-var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_limit_proto_goTypes = []any{
 	(*Check)(nil),         // 0: actorlimit.cluster.Check
 	(*Decision)(nil),      // 1: actorlimit.cluster.Decision
@@ -721,23 +921,29 @@ var file_limit_proto_goTypes = []any{
 	(*DecideReply)(nil),   // 3: actorlimit.cluster.DecideReply
 	(*Total)(nil),         // 4: actorlimit.cluster.Total
 	(*PartSync)(nil),      // 5: actorlimit.cluster.PartSync
-	(*SyncRequest)(nil),   // 6: actorlimit.cluster.SyncRequest
-	(*Count)(nil),         // 7: actorlimit.cluster.Count
-	(*PartReply)(nil),     // 8: actorlimit.cluster.PartReply
-	(*SyncReply)(nil),     // 9: actorlimit.cluster.SyncReply
+	(*Hits)(nil),          // 6: actorlimit.cluster.Hits
+	(*SyncRequest)(nil),   // 7: actorlimit.cluster.SyncRequest
+	(*Count)(nil),         // 8: actorlimit.cluster.Count
+	(*PartReply)(nil),     // 9: actorlimit.cluster.PartReply
+	(*State)(nil),         // 10: actorlimit.cluster.State
+	(*SyncReply)(nil),     // 11: actorlimit.cluster.SyncReply
 }
 var file_limit_proto_depIdxs = []int32{
-	0, // 0: actorlimit.cluster.DecideRequest.checks:type_name -> actorlimit.cluster.Check
-	1, // 1: actorlimit.cluster.DecideReply.decisions:type_name -> actorlimit.cluster.Decision
-	4, // 2: actorlimit.cluster.PartSync.totals:type_name -> actorlimit.cluster.Total
-	5, // 3: actorlimit.cluster.SyncRequest.parts:type_name -> actorlimit.cluster.PartSync
-	7, // 4: actorlimit.cluster.PartReply.counts:type_name -> actorlimit.cluster.Count
-	8, // 5: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	0,  // 0: actorlimit.cluster.DecideRequest.checks:type_name -> actorlimit.cluster.Check
+	1,  // 1: actorlimit.cluster.DecideReply.decisions:type_name -> actorlimit.cluster.Decision
+	4,  // 2: actorlimit.cluster.PartSync.totals:type_name -> actorlimit.cluster.Total
+	6,  // 3: actorlimit.cluster.PartSync.hits:type_name -> actorlimit.cluster.Hits
+	0,  // 4: actorlimit.cluster.PartSync.resets:type_name -> actorlimit.cluster.Check
+	0,  // 5: actorlimit.cluster.Hits.check:type_name -> actorlimit.cluster.Check
+	5,  // 6: actorlimit.cluster.SyncRequest.parts:type_name -> actorlimit.cluster.PartSync
+	8,  // 7: actorlimit.cluster.PartReply.counts:type_name -> actorlimit.cluster.Count
+	10, // 8: actorlimit.cluster.PartReply.states:type_name -> actorlimit.cluster.State
+	9,  // 9: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_limit_proto_init() }
@@ -751,7 +957,7 @@ func file_limit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_limit_proto_rawDesc), len(file_limit_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

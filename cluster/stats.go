@@ -1,0 +1,47 @@
+package cluster
+
+import "sync/atomic"
+
+// SyncStats counts what a member's LocalFirst checks and syncs did since it
+// started. The metrics package exports them (metrics.Collector.SetCluster).
+type SyncStats struct {
+	// Local is the checks the member decided at once, on its copies or on
+	// the owner's state of a partition it owns.
+	Local uint64
+	// Fallbacks is the hits decided while their partition's owner could
+	// not be reached: on the member's copy, within its share of the limit.
+	Fallbacks uint64
+	// Rounds is the sync rounds run; Requests the requests they sent to
+	// owners (one per owning member, or per partition where the owner is
+	// not known); Failures those that failed (their hits are sent again).
+	Rounds, Requests, Failures uint64
+	// Outages is the times the member went from reaching every owner to
+	// not reaching one; Recoveries the times it went back.
+	Outages, Recoveries uint64
+	// Rebuilds is the times an owner was found to have started empty, and
+	// the member sent it what it holds of the partition again.
+	Rebuilds uint64
+	// QueuedResets is the resets kept for an owner that could not be
+	// reached, sent with a later sync.
+	QueuedResets uint64
+}
+
+// counters are a member's SyncStats as they run.
+type counters struct {
+	local, fallbacks              atomic.Uint64
+	rounds, requests, failures    atomic.Uint64
+	outages, recoveries, rebuilds atomic.Uint64
+	queuedResets                  atomic.Uint64
+}
+
+// SyncStats returns what the member's checks and syncs did since it
+// started.
+func (m *Member) SyncStats() SyncStats {
+	c := &m.counters
+	return SyncStats{
+		Local: c.local.Load(), Fallbacks: c.fallbacks.Load(),
+		Rounds: c.rounds.Load(), Requests: c.requests.Load(), Failures: c.failures.Load(),
+		Outages: c.outages.Load(), Recoveries: c.recoveries.Load(), Rebuilds: c.rebuilds.Load(),
+		QueuedResets: c.queuedResets.Load(),
+	}
+}

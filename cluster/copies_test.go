@@ -113,10 +113,16 @@ func (d *detachedCluster) send(t *testing.T) func(p int, msg any) (any, error) {
 		if d.down.Load() {
 			return nil, errors.New("owner unreachable")
 		}
+		var reply any
 		if h := d.handler(p); h != nil {
-			return wire(t, h(wire(t, msg))), nil
+			reply = wire(t, h(wire(t, msg)))
+		} else {
+			reply = wire(t, d.owners.Handle(p, wire(t, msg)))
 		}
-		return wire(t, d.owners.Handle(p, wire(t, msg))), nil
+		if d.lose.Load() {
+			return nil, errors.New("the answer was lost")
+		}
+		return reply, nil
 	}
 }
 

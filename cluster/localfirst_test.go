@@ -18,11 +18,12 @@ import (
 
 // detachedCluster is n LocalFirst members whose requests go, through a
 // protobuf round trip, to in-memory owners, or to the members that own
-// their partitions (own); down makes every send fail.
+// their partitions (own); down makes every send fail, lose every answer.
 type detachedCluster struct {
 	members []*cluster.Member
 	owners  *cluster.Owners
 	down    atomic.Bool
+	lose    atomic.Bool // the owners handle each request, and the answer is lost
 	sends   atomic.Int64
 
 	mu       sync.Mutex

@@ -332,9 +332,10 @@ func (st *states) adopt(p int, recs []algo.Record, now int64) {
 	}
 }
 
-// applied puts the owner's answer r to sp in the copy: the owner's state,
-// with the hits allowed here that it has not charged charged again.
-func (st *states) applied(sp statePending, r *clusterpb.State, now int64) {
+// applied puts the owner's answer r to sp in the copy: the hits it has
+// charged are dropped and, with replace, the copy becomes the owner's
+// state, with the hits allowed here that it has not charged charged again.
+func (st *states) applied(sp statePending, r *clusterpb.State, now int64, replace bool) {
 	s := st.shard(sp.key.id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -346,6 +347,9 @@ func (st *states) applied(sp statePending, r *clusterpb.State, now int64) {
 		cp.rebuild = false
 	}
 	cp.ack(r.GetDone())
+	if !replace {
+		return
+	}
 	k := sp.key.table()
 	s.t.Delete(k)
 	s.share.Delete(k)

@@ -227,11 +227,15 @@ func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64)
 		return false
 	}
 	st.cut.Store(false)
+	known := st.known.Swap(r.GetIncarnation())
+	changed := known != 0 && known != r.GetIncarnation()
 	for i, c := range r.GetCounts() {
 		m.local.applied(w.totals[i], c.GetWindow(), c.GetCount())
 	}
 	for i, s := range r.GetStates() {
-		m.states.applied(w.hits[i], s, now)
+		// An owner that started empty has only the hits just sent: the
+		// copy keeps its state, which goes to it whole (rebuildIn).
+		m.states.applied(w.hits[i], s, now, !changed)
 	}
 	if len(w.resets) > 0 {
 		m.resetMu.Lock()
@@ -242,8 +246,7 @@ func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64)
 		}
 		m.resetMu.Unlock()
 	}
-	known := st.known.Swap(r.GetIncarnation())
-	return known != 0 && known != r.GetIncarnation()
+	return changed
 }
 
 // cutOff marks partition p's owner unreachable: until a sync reaches it,

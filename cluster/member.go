@@ -119,8 +119,8 @@ func Start(cfg Config) (*Member, error) {
 func newMember(cfg Config, node string, send func(partition int, msg any) (any, error)) *Member {
 	m := &Member{
 		cfg: cfg, node: node, send: send,
-		parts:    make([]partState, cfg.Partitions),
-		closed:   make(chan struct{}), syncDone: make(chan struct{}),
+		parts:  make([]partState, cfg.Partitions),
+		closed: make(chan struct{}), syncDone: make(chan struct{}),
 	}
 	m.local = newLocal(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()), m.parts)
 	m.states = newStates(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()))

@@ -16,12 +16,12 @@ type Mode uint8
 
 // The modes.
 const (
-	// LocalFirst answers from the member's own copy at once and syncs with
-	// the key's owner in the background: a burst may be over-admitted for
-	// about one sync interval. It applies to FixedWindow hits and peeks;
-	// every other check is decided by the owner, as in Owner mode, except
-	// while the owner cannot be reached: then the member decides it alone
-	// with its share of the policy (limit/members) instead of failing.
+	// LocalFirst answers every hit and peek, of every algorithm, from the
+	// member's own copy at once and syncs with the key's owner in the
+	// background: a burst may be over-admitted for about one sync
+	// interval. While an owner cannot be reached the member admits at most
+	// its share of the policy (limit/members) instead of failing. Resets go
+	// to the owner, and wait for the next sync when it cannot be reached.
 	LocalFirst Mode = iota
 	// Owner sends every check to the owner of its key's partition and waits
 	// for the answer: exact, at the cost of a round trip when another member
@@ -78,8 +78,7 @@ type Config struct {
 	// SyncEvery is the LocalFirst sync interval; default [DefaultSyncEvery].
 	SyncEvery time.Duration
 	// RequestTimeout bounds one request to an owner: a check in Owner mode
-	// (when the caller's context has no earlier deadline), or in LocalFirst
-	// mode a check of an algorithm other than FixedWindow. A sync's
+	// (when the caller's context has no earlier deadline), or a reset. A sync's
 	// request is bounded by the shorter of RequestTimeout and 4 × SyncEvery
 	// (at least 100 ms), so that an owner that stops answering is found
 	// out, and the fallback applies, within a few sync intervals. Default
@@ -92,14 +91,15 @@ type Config struct {
 	// MaxEntries bounds each partition owner's table, and its state of
 	// the LocalFirst windows; default [DefaultMaxEntries].
 	MaxEntries int
-	// MaxCopies bounds the member's own state: its LocalFirst copies, and the
-	// fallback's states (each up to MaxCopies). A full shard of copies evicts,
+	// MaxCopies bounds the member's own state: its LocalFirst copies of fixed
+	// windows, and of the other algorithms' states (each up to MaxCopies).
+	// A full shard of fixed-window copies evicts,
 	// among a few, one of an ended window, else the one that loses least: the
 	// lowest count plus hits not yet sent, so that a flood of new ids evicts
 	// its own copies before a busy key's. Default [DefaultMaxCopies].
 	MaxCopies int
 	// SweepEvery is how often a LocalFirst member's sync deletes the state of
-	// ended windows (its copies, the fallback's states, the owner's state of
+	// ended windows (its copies, the owner's state of
 	// the partitions it owns), as the single-process limiter's janitor does;
 	// default [DefaultSweepEvery].
 	SweepEvery time.Duration

@@ -2,7 +2,7 @@
 // Prometheus metrics.
 //
 // A [Collector] is a prometheus.Collector that the user registers. It is fed
-// three ways:
+// five ways:
 //
 //   - as an [httpadapter.Observer] (put it in httpadapter.Config.Observers):
 //     per rule and action, the requests the rule matched, allowed, denied,
@@ -15,7 +15,12 @@
 //   - through [Collector.SetStore], for a networked store such as
 //     redisstore's: its errors, outages, fallbacks and failed checks, as a [StoreStats]
 //     (declared here, so that this package depends on no store; a
-//     [StoreStatsFunc] adapts the store's own counters).
+//     [StoreStatsFunc] adapts the store's own counters);
+//   - through [Collector.SetCluster], for a cluster member: its local
+//     checks, fallbacks, sync rounds, requests and failures, outages,
+//     recoveries, rebuilds and queued resets, as a [ClusterStats] (declared
+//     here, so that this package depends on no backend; a
+//     [ClusterStatsFunc] adapts the member's SyncStats).
 //
 // Labels are bounded: a rule's name and its action, never a group, an id
 // or an address. A rule's counters are kept after it leaves the rule set
@@ -49,6 +54,15 @@
 //	actorlimit_store_failed_open_total             checks allowed because the store did not answer
 //	actorlimit_store_failed_closed_total           checks denied because the store did not answer
 //	actorlimit_store_check_errors_total            checks the store answered with an error of their own
+//	actorlimit_cluster_local_checks_total          checks a cluster member decided at once (SetCluster)
+//	actorlimit_cluster_fallbacks_total             hits decided on its copy while the owner was unreachable
+//	actorlimit_cluster_sync_rounds_total           sync rounds run
+//	actorlimit_cluster_sync_requests_total         sync requests sent to owners
+//	actorlimit_cluster_sync_failures_total         sync requests that failed (their hits are sent again)
+//	actorlimit_cluster_outages_total               times the member went from reaching every owner to not
+//	actorlimit_cluster_recoveries_total            times it went back
+//	actorlimit_cluster_rebuilds_total              owners found started empty and sent the partition again
+//	actorlimit_cluster_queued_resets_total         resets kept for an unreachable owner, sent with a later sync
 //
 // Only the one of denied, monitored and shadowed that a rule's action can
 // produce is exported for it.

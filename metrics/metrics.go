@@ -79,6 +79,53 @@ type StoreStatsFunc func() StoreStats
 // StoreStats returns f().
 func (f StoreStatsFunc) StoreStats() StoreStats { return f() }
 
+// ClusterStats are the counters of a cluster member's checks and syncs
+// that [Collector.SetCluster] exports, with the meaning of the cluster
+// package's SyncStats. They only grow.
+type ClusterStats struct {
+	// Local is the checks the member decided at once, on its copies or on
+	// the owner's state of a partition it owns.
+	Local uint64
+	// Fallbacks is the hits decided while their partition's owner could
+	// not be reached.
+	Fallbacks uint64
+	// Rounds is the sync rounds run; Requests the requests they sent to
+	// owners; Failures those that failed.
+	Rounds, Requests, Failures uint64
+	// Outages is the times the member went from reaching every owner to
+	// not reaching one; Recoveries the times it went back.
+	Outages, Recoveries uint64
+	// Rebuilds is the times an owner was found to have started empty and
+	// was sent the member's part of the partition again.
+	Rebuilds uint64
+	// QueuedResets is the resets kept for an owner that could not be
+	// reached, to be sent with a later sync.
+	QueuedResets uint64
+}
+
+// ClusterStatsSource is what [Collector.SetCluster] reads at scrape time.
+// ClusterStats must be safe for concurrent use. It is declared here, in
+// terms of this package's [ClusterStats], so that metrics depends on no
+// backend: adapt a cluster member's SyncStats with a [ClusterStatsFunc].
+type ClusterStatsSource interface {
+	ClusterStats() ClusterStats
+}
+
+// ClusterStatsFunc adapts a function to a [ClusterStatsSource]. For a
+// *cluster.Member m:
+//
+//	col.SetCluster(metrics.ClusterStatsFunc(func() metrics.ClusterStats {
+//		s := m.SyncStats()
+//		return metrics.ClusterStats{Local: s.Local, Fallbacks: s.Fallbacks,
+//			Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
+//			Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds,
+//			QueuedResets: s.QueuedResets}
+//	}))
+type ClusterStatsFunc func() ClusterStats
+
+// ClusterStats returns f().
+func (f ClusterStatsFunc) ClusterStats() ClusterStats { return f() }
+
 // Config configures a [Collector]. The zero Config is valid.
 type Config struct {
 	// Namespace prefixes every metric name (default "actorlimit").
@@ -116,12 +163,15 @@ type Collector struct {
 	statsErrors atomic.Uint64
 	lim         atomic.Pointer[StatsSource]
 	store       atomic.Pointer[StoreStatsSource]
+	cluster     atomic.Pointer[ClusterStatsSource]
 
 	matched, allowed, denied, monitored, shadowed, nearLimit, ruleErrors            *prometheus.Desc
 	checkErrorsDesc, entries, evictions, expired, queued, restarts, statsErrorsDesc *prometheus.Desc
 	sweeps, sweepSeconds                                                            *prometheus.Desc
 	storeErrors, storeOutages, storeFallbacks, storeOpen, storeClosed               *prometheus.Desc
 	storeCheckErrors                                                                *prometheus.Desc
+	clusterLocal, clusterFallbacks, clusterRounds, clusterRequests, clusterFailures *prometheus.Desc
+	clusterOutages, clusterRecoveries, clusterRebuilds, clusterQueuedResets         *prometheus.Desc
 }
 
 type ruleKey struct {
@@ -198,6 +248,18 @@ func New(cfg Config) (*Collector, error) {
 	c.storeOpen = prometheus.NewDesc(ns+"_store_failed_open_total", "Checks allowed because the networked store did not answer.", nil, nil)
 	c.storeClosed = prometheus.NewDesc(ns+"_store_failed_closed_total", "Checks denied because the networked store did not answer.", nil, nil)
 	c.storeCheckErrors = prometheus.NewDesc(ns+"_store_check_errors_total", "Checks the networked store answered with an error of their own, decided alone by the outage mode.", nil, nil)
+	clusterDesc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(ns+"_cluster_"+name, help, nil, nil)
+	}
+	c.clusterLocal = clusterDesc("local_checks_total", "Checks the cluster member decided at once, on its copies or on partitions it owns.")
+	c.clusterFallbacks = clusterDesc("fallbacks_total", "Hits the cluster member decided on its copy, within its share of the limit, while the owner could not be reached.")
+	c.clusterRounds = clusterDesc("sync_rounds_total", "Sync rounds the cluster member ran.")
+	c.clusterRequests = clusterDesc("sync_requests_total", "Sync requests the cluster member sent to owners.")
+	c.clusterFailures = clusterDesc("sync_failures_total", "Sync requests that failed; their hits are sent again.")
+	c.clusterOutages = clusterDesc("outages_total", "Times the cluster member went from reaching every owner to not reaching one.")
+	c.clusterRecoveries = clusterDesc("recoveries_total", "Times the cluster member went back to reaching every owner.")
+	c.clusterRebuilds = clusterDesc("rebuilds_total", "Times an owner was found to have started empty and was sent the member's part of the partition again.")
+	c.clusterQueuedResets = clusterDesc("queued_resets_total", "Resets kept for an owner that could not be reached, to be sent with a later sync.")
 	return c, nil
 }
 
@@ -247,6 +309,17 @@ func (c *Collector) SetStore(s StoreStatsSource) {
 	c.store.Store(&s)
 }
 
+// SetCluster makes the collector read a cluster member's counters at each
+// scrape (local checks, fallbacks, sync rounds, requests and failures,
+// outages, recoveries, rebuilds, queued resets); nil stops it.
+func (c *Collector) SetCluster(s ClusterStatsSource) {
+	if s == nil {
+		c.cluster.Store(nil)
+		return
+	}
+	c.cluster.Store(&s)
+}
+
 // Wrap returns a limiter that calls lim and records each call's duration
 // and failure. Give the result to httpadapter.New.
 func (c *Collector) Wrap(lim httpadapter.Limiter) httpadapter.Limiter {
@@ -281,7 +354,9 @@ func (t *timed) Started() bool {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.matched, c.allowed, c.denied, c.monitored, c.shadowed, c.nearLimit,
 		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.queued, c.restarts, c.statsErrorsDesc, c.sweeps, c.sweepSeconds,
-		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed, c.storeCheckErrors} {
+		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed, c.storeCheckErrors,
+		c.clusterLocal, c.clusterFallbacks, c.clusterRounds, c.clusterRequests, c.clusterFailures,
+		c.clusterOutages, c.clusterRecoveries, c.clusterRebuilds, c.clusterQueuedResets} {
 		ch <- d
 	}
 	c.latency.Describe(ch)
@@ -337,6 +412,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.storeOpen, st.FailedOpen)
 		counter(c.storeClosed, st.FailedClosed)
 		counter(c.storeCheckErrors, st.CheckErrors)
+	}
+	if p := c.cluster.Load(); p != nil {
+		st := (*p).ClusterStats()
+		counter(c.clusterLocal, st.Local)
+		counter(c.clusterFallbacks, st.Fallbacks)
+		counter(c.clusterRounds, st.Rounds)
+		counter(c.clusterRequests, st.Requests)
+		counter(c.clusterFailures, st.Failures)
+		counter(c.clusterOutages, st.Outages)
+		counter(c.clusterRecoveries, st.Recoveries)
+		counter(c.clusterRebuilds, st.Rebuilds)
+		counter(c.clusterQueuedResets, st.QueuedResets)
 	}
 }
 

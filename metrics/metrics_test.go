@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
@@ -207,6 +208,59 @@ actorlimit_store_outages_total 1
 	n, err := testutil.GatherAndCount(registry(t, c), "actorlimit_store_errors_total")
 	require.NoError(t, err)
 	assert.Zero(t, n, "no store, no store metrics")
+}
+
+func TestCollectorClusterCounters(t *testing.T) {
+	// Every field a different value, so a field wired to the wrong metric
+	// shows.
+	stats := metrics.ClusterStats{Local: 101, Fallbacks: 3, Rounds: 17, Requests: 29, Failures: 5,
+		Outages: 2, Recoveries: 1, Rebuilds: 7, QueuedResets: 11}
+	tests := []struct {
+		name, help string
+		want       uint64
+	}{
+		{"cluster_local_checks_total", "Checks the cluster member decided at once, on its copies or on partitions it owns.", stats.Local},
+		{"cluster_fallbacks_total", "Hits the cluster member decided on its copy, within its share of the limit, while the owner could not be reached.", stats.Fallbacks},
+		{"cluster_sync_rounds_total", "Sync rounds the cluster member ran.", stats.Rounds},
+		{"cluster_sync_requests_total", "Sync requests the cluster member sent to owners.", stats.Requests},
+		{"cluster_sync_failures_total", "Sync requests that failed; their hits are sent again.", stats.Failures},
+		{"cluster_outages_total", "Times the cluster member went from reaching every owner to not reaching one.", stats.Outages},
+		{"cluster_recoveries_total", "Times the cluster member went back to reaching every owner.", stats.Recoveries},
+		{"cluster_rebuilds_total", "Times an owner was found to have started empty and was sent the member's part of the partition again.", stats.Rebuilds},
+		{"cluster_queued_resets_total", "Resets kept for an owner that could not be reached, to be sent with a later sync.", stats.QueuedResets},
+	}
+	for _, ns := range []string{"", "app_rl"} {
+		c, err := metrics.New(metrics.Config{Namespace: ns})
+		require.NoError(t, err)
+		if ns == "" {
+			ns = metrics.DefaultNamespace
+		}
+		reg := registry(t, c)
+		names := make([]string, len(tests))
+		for i, tc := range tests {
+			names[i] = ns + "_" + tc.name
+		}
+		n, err := testutil.GatherAndCount(reg, names...)
+		require.NoError(t, err)
+		require.Zero(t, n, "no cluster metrics before SetCluster")
+
+		c.SetCluster(metrics.ClusterStatsFunc(func() metrics.ClusterStats { return stats }))
+		for _, tc := range tests {
+			t.Run(ns+"_"+tc.name, func(t *testing.T) {
+				name := ns + "_" + tc.name
+				want := fmt.Sprintf("# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, tc.help, name, name, tc.want)
+				assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), name))
+			})
+		}
+		problems, err := testutil.CollectAndLint(c)
+		require.NoError(t, err)
+		assert.Empty(t, problems)
+
+		c.SetCluster(nil)
+		n, err = testutil.GatherAndCount(reg, names...)
+		require.NoError(t, err)
+		assert.Zero(t, n, "no cluster, no cluster metrics")
+	}
 }
 
 func registry(t *testing.T, c prometheus.Collector) *prometheus.Registry {

@@ -1,0 +1,54 @@
+package metrics_test
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/actorlimit/actorlimit/cluster"
+	"github.com/actorlimit/actorlimit/metrics"
+)
+
+// A cluster member's SyncStats, read at each scrape. Here syncStats
+// returns fixed values; with a running member m (from cluster.Start) it is
+// m.SyncStats.
+func ExampleCollector_SetCluster() {
+	syncStats := func() cluster.SyncStats {
+		return cluster.SyncStats{Local: 950, Fallbacks: 4, Rounds: 120, Requests: 240, Failures: 2, Outages: 1, Recoveries: 1}
+	}
+
+	col, err := metrics.New(metrics.Config{})
+	if err != nil {
+		panic(err)
+	}
+	col.SetCluster(metrics.ClusterStatsFunc(func() metrics.ClusterStats {
+		s := syncStats()
+		return metrics.ClusterStats{Local: s.Local, Fallbacks: s.Fallbacks,
+			Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
+			Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds,
+			QueuedResets: s.QueuedResets}
+	}))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col)
+
+	w := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range strings.Split(w.Body.String(), "\n") {
+		if strings.HasPrefix(line, "actorlimit_cluster_") {
+			fmt.Println(line)
+		}
+	}
+	// Output:
+	// actorlimit_cluster_fallbacks_total 4
+	// actorlimit_cluster_local_checks_total 950
+	// actorlimit_cluster_outages_total 1
+	// actorlimit_cluster_queued_resets_total 0
+	// actorlimit_cluster_rebuilds_total 0
+	// actorlimit_cluster_recoveries_total 1
+	// actorlimit_cluster_sync_failures_total 2
+	// actorlimit_cluster_sync_requests_total 240
+	// actorlimit_cluster_sync_rounds_total 120
+}

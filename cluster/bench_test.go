@@ -120,3 +120,51 @@ func (wallNoTicks) Now() time.Time { return time.Now() }
 func (wallNoTicks) NewTicker(time.Duration) actorlimit.Ticker {
 	return &fakeTicker{c: make(chan time.Time)}
 }
+
+// BenchmarkCheckGCRA compares a LocalFirst GCRA hit with the
+// single-process limiter's, in one run: on the owner's state, when the
+// member owns the key's partition (owned), and on the member's copy of it
+// (copy: a member that owns nothing, with no sync running).
+func BenchmarkCheckGCRA(b *testing.B) {
+	ids := benchIDs(10000)
+	p := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 1 << 30, Period: time.Minute, Burst: 1 << 30}
+	single, err := actorlimit.Start(actorlimit.WithJanitor(0, 0))
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = single.Close() })
+	owned, _ := startMembersWith(b, 1, cluster.Config{Clock: wallNoTicks{}})
+	copies, err := cluster.Detached(cluster.Config{Clock: wallNoTicks{}}, "node-0", func(int, any) (any, error) {
+		return nil, fmt.Errorf("no owner")
+	})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = copies.Close() })
+	for _, impl := range []struct {
+		name string
+		lim  *actorlimit.Limiter
+	}{{"single", single}, {"localfirst/owned", owned[0].Limiter}, {"localfirst/copy", copies.Limiter}} {
+		b.Run("impl="+impl.name+"/callers=1", func(b *testing.B) {
+			b.ReportAllocs()
+			ctx := context.Background()
+			i := 0
+			for b.Loop() {
+				if _, err := impl.lim.Hit(ctx, ids[i%len(ids)], p); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+		b.Run("impl="+impl.name+"/callers=parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			ctx := context.Background()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					if _, err := impl.lim.Hit(ctx, ids[i%len(ids)], p); err != nil {
+						b.Error(err)
+						return
+					}
+					i++
+				}
+			})
+		})
+	}
+}

@@ -198,20 +198,15 @@ func (m *Member) isLocal(c *algo.Check) bool {
 func (m *Member) decideLocal(c *algo.Check, now int64, p int) algo.Decision {
 	ps := &m.parts[p]
 	if c.Algorithm == algo.FixedWindow {
-		d := m.local.decide(c, now, p, ps, m.live.Load(), m.node)
-		m.counters.local.Add(1)
-		return d
+		return m.local.decide(c, now, p, ps, m.live.Load(), m.node)
 	}
 	if op := ps.owned.Load(); op != nil {
 		var d [1]algo.Decision
 		op.decide(now, []algo.Check{*c}, d[:])
-		m.counters.local.Add(1)
 		return d[0]
 	}
 	if ps.cut.Load() && c.Op == algo.OpHit {
 		m.counters.fallbacks.Add(1)
-	} else {
-		m.counters.local.Add(1)
 	}
 	return m.states.decide(c, now, p, ps, m.live.Load())
 }

@@ -5,9 +5,6 @@ import "sync/atomic"
 // SyncStats counts what a member's LocalFirst checks and syncs did since it
 // started. The metrics package exports them (metrics.Collector.SetCluster).
 type SyncStats struct {
-	// Local is the checks the member decided at once, on its copies or on
-	// the owner's state of a partition it owns.
-	Local uint64
 	// Fallbacks is the hits decided while their partition's owner could
 	// not be reached: on the member's copy, within its share of the limit.
 	Fallbacks uint64
@@ -28,7 +25,7 @@ type SyncStats struct {
 
 // counters are a member's SyncStats as they run.
 type counters struct {
-	local, fallbacks              atomic.Uint64
+	fallbacks                     atomic.Uint64
 	rounds, requests, failures    atomic.Uint64
 	outages, recoveries, rebuilds atomic.Uint64
 	queuedResets                  atomic.Uint64
@@ -39,8 +36,8 @@ type counters struct {
 func (m *Member) SyncStats() SyncStats {
 	c := &m.counters
 	return SyncStats{
-		Local: c.local.Load(), Fallbacks: c.fallbacks.Load(),
-		Rounds: c.rounds.Load(), Requests: c.requests.Load(), Failures: c.failures.Load(),
+		Fallbacks: c.fallbacks.Load(),
+		Rounds:    c.rounds.Load(), Requests: c.requests.Load(), Failures: c.failures.Load(),
 		Outages: c.outages.Load(), Recoveries: c.recoveries.Load(), Rebuilds: c.rebuilds.Load(),
 		QueuedResets: c.queuedResets.Load(),
 	}

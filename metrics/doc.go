@@ -16,8 +16,8 @@
 //     redisstore's: its errors, outages, fallbacks and failed checks, as a [StoreStats]
 //     (declared here, so that this package depends on no store; a
 //     [StoreStatsFunc] adapts the store's own counters);
-//   - through [Collector.SetCluster], for a cluster member: its local
-//     checks, fallbacks, sync rounds, requests and failures, outages,
+//   - through [Collector.SetCluster], for a cluster member: its
+//     fallbacks, sync rounds, requests and failures, outages,
 //     recoveries, rebuilds and queued resets, as a [ClusterStats] (declared
 //     here, so that this package depends on no backend; a
 //     [ClusterStatsFunc] adapts the member's SyncStats).
@@ -54,8 +54,7 @@
 //	actorlimit_store_failed_open_total             checks allowed because the store did not answer
 //	actorlimit_store_failed_closed_total           checks denied because the store did not answer
 //	actorlimit_store_check_errors_total            checks the store answered with an error of their own
-//	actorlimit_cluster_local_checks_total          checks a cluster member decided at once (SetCluster)
-//	actorlimit_cluster_fallbacks_total             hits decided on its copy while the owner was unreachable
+//	actorlimit_cluster_fallbacks_total             hits a cluster member decided on its copy while the owner was unreachable (SetCluster)
 //	actorlimit_cluster_sync_rounds_total           sync rounds run
 //	actorlimit_cluster_sync_requests_total         sync requests sent to owners
 //	actorlimit_cluster_sync_failures_total         sync requests that failed (their hits are sent again)

@@ -17,7 +17,7 @@ import (
 // m.SyncStats.
 func ExampleCollector_SetCluster() {
 	syncStats := func() cluster.SyncStats {
-		return cluster.SyncStats{Local: 950, Fallbacks: 4, Rounds: 120, Requests: 240, Failures: 2, Outages: 1, Recoveries: 1}
+		return cluster.SyncStats{Fallbacks: 4, Rounds: 120, Requests: 240, Failures: 2, Outages: 1, Recoveries: 1}
 	}
 
 	col, err := metrics.New(metrics.Config{})
@@ -26,7 +26,7 @@ func ExampleCollector_SetCluster() {
 	}
 	col.SetCluster(metrics.ClusterStatsFunc(func() metrics.ClusterStats {
 		s := syncStats()
-		return metrics.ClusterStats{Local: s.Local, Fallbacks: s.Fallbacks,
+		return metrics.ClusterStats{Fallbacks: s.Fallbacks,
 			Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
 			Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds,
 			QueuedResets: s.QueuedResets}
@@ -43,7 +43,6 @@ func ExampleCollector_SetCluster() {
 	}
 	// Output:
 	// actorlimit_cluster_fallbacks_total 4
-	// actorlimit_cluster_local_checks_total 950
 	// actorlimit_cluster_outages_total 1
 	// actorlimit_cluster_queued_resets_total 0
 	// actorlimit_cluster_rebuilds_total 0

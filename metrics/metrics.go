@@ -83,9 +83,6 @@ func (f StoreStatsFunc) StoreStats() StoreStats { return f() }
 // that [Collector.SetCluster] exports, with the meaning of the cluster
 // package's SyncStats. They only grow.
 type ClusterStats struct {
-	// Local is the checks the member decided at once, on its copies or on
-	// the owner's state of a partition it owns.
-	Local uint64
 	// Fallbacks is the hits decided while their partition's owner could
 	// not be reached.
 	Fallbacks uint64
@@ -116,7 +113,7 @@ type ClusterStatsSource interface {
 //
 //	col.SetCluster(metrics.ClusterStatsFunc(func() metrics.ClusterStats {
 //		s := m.SyncStats()
-//		return metrics.ClusterStats{Local: s.Local, Fallbacks: s.Fallbacks,
+//		return metrics.ClusterStats{Fallbacks: s.Fallbacks,
 //			Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
 //			Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds,
 //			QueuedResets: s.QueuedResets}
@@ -170,7 +167,7 @@ type Collector struct {
 	sweeps, sweepSeconds                                                            *prometheus.Desc
 	storeErrors, storeOutages, storeFallbacks, storeOpen, storeClosed               *prometheus.Desc
 	storeCheckErrors                                                                *prometheus.Desc
-	clusterLocal, clusterFallbacks, clusterRounds, clusterRequests, clusterFailures *prometheus.Desc
+	clusterFallbacks, clusterRounds, clusterRequests, clusterFailures               *prometheus.Desc
 	clusterOutages, clusterRecoveries, clusterRebuilds, clusterQueuedResets         *prometheus.Desc
 }
 
@@ -251,7 +248,6 @@ func New(cfg Config) (*Collector, error) {
 	clusterDesc := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(ns+"_cluster_"+name, help, nil, nil)
 	}
-	c.clusterLocal = clusterDesc("local_checks_total", "Checks the cluster member decided at once, on its copies or on partitions it owns.")
 	c.clusterFallbacks = clusterDesc("fallbacks_total", "Hits the cluster member decided on its copy, within its share of the limit, while the owner could not be reached.")
 	c.clusterRounds = clusterDesc("sync_rounds_total", "Sync rounds the cluster member ran.")
 	c.clusterRequests = clusterDesc("sync_requests_total", "Sync requests the cluster member sent to owners.")
@@ -355,7 +351,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.matched, c.allowed, c.denied, c.monitored, c.shadowed, c.nearLimit,
 		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.queued, c.restarts, c.statsErrorsDesc, c.sweeps, c.sweepSeconds,
 		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed, c.storeCheckErrors,
-		c.clusterLocal, c.clusterFallbacks, c.clusterRounds, c.clusterRequests, c.clusterFailures,
+		c.clusterFallbacks, c.clusterRounds, c.clusterRequests, c.clusterFailures,
 		c.clusterOutages, c.clusterRecoveries, c.clusterRebuilds, c.clusterQueuedResets} {
 		ch <- d
 	}
@@ -415,7 +411,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if p := c.cluster.Load(); p != nil {
 		st := (*p).ClusterStats()
-		counter(c.clusterLocal, st.Local)
 		counter(c.clusterFallbacks, st.Fallbacks)
 		counter(c.clusterRounds, st.Rounds)
 		counter(c.clusterRequests, st.Requests)

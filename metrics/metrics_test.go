@@ -213,13 +213,12 @@ actorlimit_store_outages_total 1
 func TestCollectorClusterCounters(t *testing.T) {
 	// Every field a different value, so a field wired to the wrong metric
 	// shows.
-	stats := metrics.ClusterStats{Local: 101, Fallbacks: 3, Rounds: 17, Requests: 29, Failures: 5,
+	stats := metrics.ClusterStats{Fallbacks: 3, Rounds: 17, Requests: 29, Failures: 5,
 		Outages: 2, Recoveries: 1, Rebuilds: 7, QueuedResets: 11}
 	tests := []struct {
 		name, help string
 		want       uint64
 	}{
-		{"cluster_local_checks_total", "Checks the cluster member decided at once, on its copies or on partitions it owns.", stats.Local},
 		{"cluster_fallbacks_total", "Hits the cluster member decided on its copy, within its share of the limit, while the owner could not be reached.", stats.Fallbacks},
 		{"cluster_sync_rounds_total", "Sync rounds the cluster member ran.", stats.Rounds},
 		{"cluster_sync_requests_total", "Sync requests the cluster member sent to owners.", stats.Requests},

@@ -201,9 +201,7 @@ func (m *Member) decideLocal(c *algo.Check, now int64, p int) algo.Decision {
 		return m.local.decide(c, now, p, ps, m.live.Load(), m.node)
 	}
 	if op := ps.owned.Load(); op != nil {
-		var d [1]algo.Decision
-		op.decide(now, []algo.Check{*c}, d[:])
-		return d[0]
+		return op.apply(c, now)
 	}
 	if ps.cut.Load() && c.Op == algo.OpHit {
 		m.counters.fallbacks.Add(1)

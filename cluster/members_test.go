@@ -17,8 +17,8 @@ import (
 	"github.com/actorlimit/actorlimit/cluster"
 )
 
-// TestMemberKilledUnderLoad: 3 LocalFirst members under load on many ids;
-// one is killed (no goodbye). The survivors' callers get no error and never
+// TestMemberKilledUnderLoad: 3 LocalFirst members under load on many ids,
+// half of the hits under a fixed window, half under GCRA; one is killed (no goodbye). The survivors' callers get no error and never
 // hang; the survivors drop the dead member from their member
 // lists; its partitions restart on the survivors and are rebuilt by their
 // syncs, so the survivors agree on the counts again.
@@ -26,7 +26,10 @@ func TestMemberKilledUnderLoad(t *testing.T) {
 	clock := newFakeClock()
 	members, agent := startMembersWith(t, 3, cluster.Config{Clock: clock, DeadAfter: 2 * time.Second, RequestTimeout: 300 * time.Millisecond})
 	survivors, victim := members[:2], members[2]
-	p := actorlimit.Policy{Limit: 1 << 30, Period: time.Hour}
+	policies := []actorlimit.Policy{
+		{Limit: 1 << 30, Period: time.Hour},
+		{Algorithm: actorlimit.GCRA, Limit: 1 << 30, Period: time.Hour, Burst: 1 << 30},
+	}
 	const ids = 64
 	var (
 		stop    atomic.Bool
@@ -41,7 +44,7 @@ func TestMemberKilledUnderLoad(t *testing.T) {
 			defer wg.Done()
 			for i := 0; !stop.Load(); i++ {
 				start := time.Now()
-				_, err := m.Limiter.Hit(context.Background(), fmt.Sprintf("id:%d", i%ids), p)
+				_, err := m.Limiter.Hit(context.Background(), fmt.Sprintf("id:%d", i%ids), policies[i%2])
 				if m == victim {
 					continue // its own callers may see ErrClosed
 				}
@@ -105,11 +108,13 @@ func TestMemberKilledUnderLoad(t *testing.T) {
 	for range 4 {
 		syncs()
 	}
-	for i := range ids {
-		id := fmt.Sprintf("id:%d", i)
-		a := peekCount(t, survivors[0], id, p)
-		b := peekCount(t, survivors[1], id, p)
-		assert.Equal(t, a.Count, b.Count, id)
+	for _, p := range policies {
+		for i := range ids {
+			id := fmt.Sprintf("id:%d", i)
+			a := peekCount(t, survivors[0], id, p)
+			b := peekCount(t, survivors[1], id, p)
+			assert.Equal(t, a.Count, b.Count, "%s %v", id, p.Algorithm)
+		}
 	}
 }
 

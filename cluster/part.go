@@ -297,6 +297,13 @@ func (o *ownerPart) decide(now int64, checks []algo.Check, out []algo.Decision) 
 	}
 }
 
+// apply decides c, a hit or a peek, at now on the owner's table.
+func (o *ownerPart) apply(c *algo.Check, now int64) algo.Decision {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.table.Apply(c, now)
+}
+
 // resetKey forgets c's key. A fixed window keeps each member's total,
 // as counted, with its sum set to 0, so that the members' next totals add
 // only their hits since. o.mu is held.

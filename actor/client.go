@@ -95,6 +95,7 @@ func (c *Client) Do(ctx context.Context, chk algo.Check) (algo.Decision, error) 
 	k.own = append(k.own[:0], chk)
 	k.ownDecs = grow(k.ownDecs, 1)
 	k.batch, k.decs = k.own, k.ownDecs
+	k.at = c.readClock()
 	if err := c.roundTrip(ctx, k); err != nil {
 		return algo.Decision{}, err
 	}
@@ -130,6 +131,7 @@ func (c *Client) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 		k.ownDecs = grow(k.ownDecs, len(checks))
 		k.batch, k.decs = k.own, k.ownDecs
 	}
+	k.at = c.readClock()
 	if err := c.roundTrip(ctx, k); err != nil {
 		return err
 	}
@@ -138,6 +140,16 @@ func (c *Client) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 	}
 	c.release(k)
 	return nil
+}
+
+// readClock returns the time, in Unix ns, for a caller that takes its turn
+// to run the limiter, read before it waits for the turn (see
+// [limiter.instant]); 0 for a caller that only queues its call.
+func (c *Client) readClock() int64 {
+	if !c.h.turns {
+		return 0
+	}
+	return c.h.cfg.Clock.Now().UnixNano()
 }
 
 // grow returns s with length n, reusing its array when it is large enough.
@@ -251,6 +263,7 @@ var traceAbandon = func(won bool) {}
 
 func (c *Client) release(k *call) {
 	k.err = nil
+	k.at = 0
 	clear(k.own) // drop the ids
 	k.own = k.own[:0]
 	k.batch, k.decs, k.borrowed = nil, nil, false

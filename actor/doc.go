@@ -48,15 +48,14 @@
 // With the embedded table, whose checks take well under a microsecond, it
 // waits for its turn and then runs the mailbox itself, its own message
 // behind whatever is queued: the check runs on the caller's processor, with
-// no hand-off and no wake-up. The goroutine holding the turn hands it over
-// as soon as its own message has run, so a caller waits for at most one
-// message of each caller ahead of it. Among no more callers than there are
-// processors a waiting caller parks, and the one running keeps the state's
-// cache lines on its core, check after check; among more, it spins for a
-// while, since parking would only give its processor to another caller that
-// would park too. With a store across the network a caller only enqueues
-// and waits, so that the calls queued behind a round trip go in the next
-// one.
+// no hand-off and no wake-up. The turn is a sync.Mutex, and a caller waits on
+// it as on any mutex (the runtime spins briefly, then parks it, and hands the
+// turn to the longest waiter once one has waited a millisecond): a contended
+// check costs what a mutex around the store's work costs, on any CPU, with no
+// spin counts of our own to tune. The caller reads the clock before it waits,
+// so the turn is held for the store's work alone. With a store across the
+// network a caller only enqueues and waits, so that the calls queued behind
+// a round trip go in the next one.
 //
 // # The mailbox as a pipeline
 //

@@ -59,7 +59,7 @@ func (l *limiter) serve(c protoactor.Context, k *call) {
 	switch k.kind {
 	case callCheck, callBatch:
 		// one instant for the whole message
-		k.answer(l.h.decide(k.batch, k.decs, l.now()))
+		k.answer(l.h.decide(k.batch, k.decs, l.instant(k.at)))
 	case callStats:
 		k.stats = l.h.stats()
 		k.answer(nil)
@@ -120,8 +120,26 @@ func (l *limiter) serveGather(g *gather) {
 	clear(g.checks) // hold no id alive
 }
 
-// now reads the clock, in Unix nanoseconds.
-func (l *limiter) now() int64 { return l.h.cfg.Clock.Now().UnixNano() }
+// now reads the clock, in Unix nanoseconds, and notes the instant.
+func (l *limiter) now() int64 {
+	t := l.h.cfg.Clock.Now().UnixNano()
+	l.h.last = t
+	return t
+}
+
+// instant returns the instant to decide a call at whose caller read the
+// clock at at before it waited for its turn (0: it did not): at itself, so
+// that the clock is read outside the turn and the turn is held for less
+// time, unless the limiter has decided at a later instant since; then, as
+// for a call that did not read it, the clock read now. The instants the
+// store sees thus never go back (unless the clock does).
+func (l *limiter) instant(at int64) int64 {
+	if at != 0 && at >= l.h.last {
+		l.h.last = at
+		return at
+	}
+	return l.now()
+}
 
 // cutoff returns the Unix ns time at or before which a window must have
 // ended for its entry to be deleted by a sweep with the given timeout.

@@ -2,7 +2,6 @@ package actor
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -84,28 +83,21 @@ func (m *mailbox) PostUserMessage(msg any) {
 	m.schedule()
 }
 
-// takeSpins bounds how many times [mailbox.Take] tries a busy mailbox
-// before it parks: from some to some tens of microseconds, many checks'
-// worth, since the goroutine holding the turn hands it over after one.
-const takeSpins = 2048
-
 // Take is PostUserMessage for a synchronous caller whose message is cheap
 // to serve (a check on the embedded table): it waits for its turn to run
 // the mailbox and then runs it on its own goroutine, msg alone if nothing
 // is queued, or behind the queued messages (up to a batch; a drainer
 // goroutine takes the rest, and maybe msg). The check runs on the caller's
 // processor, with no hand-off to another goroutine and no wake-up to wait
-// for. How it waits depends on how many callers wait with it:
+// for.
 //
-//   - No more than there are processors: it parks, as on a sync.Mutex, and
-//     the goroutine holding the turn runs its own checks back to back on
-//     one processor, where the state's cache lines already are.
-//   - More: parking would only hand its processor to another caller that
-//     would park too, and every release would wake one of them. It spins
-//     instead, for at most takeSpins tries, and takes the turn when the
-//     caller holding it lets go (a runner hands the turn over as soon as
-//     its own message has run: see [mailbox.process]); then parks. Once its
-//     check is done it yields its processor to the callers queued there.
+// A caller that finds the mailbox busy waits on the turn as on any
+// sync.Mutex, which it is: the runtime spins a little while the holder
+// runs on another processor, then parks the caller, and hands the turn
+// straight to the longest waiter once one has waited a millisecond. The
+// cost of a contended check is thus a mutex's around the store's work, on
+// any CPU and scheduler, with no spin counts or yields of our own to tune
+// (earlier ones, tuned on one CPU, cost 2-4 times a mutex on another).
 //
 // If ctx has ended when a caller that had to wait gets its turn, Take does
 // not run msg and reports false: the caller gave up while it waited, which
@@ -114,42 +106,19 @@ const takeSpins = 2048
 // nothing more. Take must not be called from the goroutine running the
 // mailbox (the limiter's own Receive).
 func (m *mailbox) Take(ctx context.Context, msg any) bool {
-	if m.turn.TryLock() {
-		m.runOwn(msg)
-		return true
-	}
-	crowded := m.wait()
-	if ctx.Err() != nil {
-		if m.release() { // the turn is taken: pass on what is queued
-			m.process(m.batch, nil)
+	if !m.turn.TryLock() {
+		m.takers.Add(1)
+		m.turn.Lock()
+		m.takers.Add(-1)
+		if ctx.Err() != nil {
+			if m.release() { // the turn is taken: pass on what is queued
+				m.process(m.batch, nil)
+			}
+			return false
 		}
-		return false
 	}
 	m.runOwn(msg)
-	if crowded {
-		// Let the callers queued on this processor have their go: a caller
-		// that spins for its turn keeps the processor, and without this
-		// would keep it for its whole time slice, check after check.
-		runtime.Gosched()
-	}
 	return true
-}
-
-// wait returns once the caller holds the turn, waiting as [mailbox.Take]
-// says; it reports whether more callers than processors were waiting.
-func (m *mailbox) wait() (crowded bool) {
-	if m.takers.Add(1) > int32(runtime.GOMAXPROCS(0)) {
-		crowded = true
-		for range takeSpins {
-			if m.turn.TryLock() {
-				m.takers.Add(-1)
-				return crowded
-			}
-		}
-	}
-	m.turn.Lock()
-	m.takers.Add(-1)
-	return crowded
 }
 
 // runOwn runs msg, with the turn held: directly when nothing is queued and

@@ -80,8 +80,11 @@ type call struct {
 	batch    []algo.Check    // callCheck, callBatch: the checks
 	decs     []algo.Decision // their decisions
 	borrowed bool            // batch and decs are the caller's
-	own      []algo.Check    // the call's buffers, reused across uses
-	ownDecs  []algo.Decision
+	// at is the clock read by a caller that takes its turn, before it
+	// waits for it (Unix ns; 0: read it when serving): see [limiter.instant].
+	at      int64
+	own     []algo.Check // the call's buffers, reused across uses
+	ownDecs []algo.Decision
 
 	n     int
 	stats Stats

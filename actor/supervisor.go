@@ -109,6 +109,7 @@ type heir struct {
 	expired   uint64
 	sweeps    uint64
 	sweepTime time.Duration
+	last      int64                   // the latest instant decided at (Unix ns)
 	snap      Snapshotter             // the store, when it has a Journal
 	dirty     dirtySet                // keys changed since the Journal's last flush
 	walk      *snapshotWalk           // the snapshot being taken, if any

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"math"
 	"sync"
@@ -157,7 +156,7 @@ type Stats struct {
 // Limiter is a running limiter. Its methods are safe for concurrent use.
 type Limiter struct {
 	shards    []Backend
-	seed      maphash.Seed
+	seed      shardSeed               // of the hash of ids onto shards
 	system    *protoactor.ActorSystem // made by Start, shut down by Close
 	closeOnce sync.Once
 	closeErr  error // what Close returns
@@ -166,14 +165,14 @@ type Limiter struct {
 // Start runs a limiter in an actor system of its own, which Close shuts
 // down.
 func Start(opts ...Option) (*Limiter, error) {
-	cfg, shards, err := configure(opts)
+	cfg, err := configure(opts)
 	if err != nil {
 		return nil, err
 	}
 	logger := cfg.Logger
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
-	return start(system.Root, system, cfg, shards)
+	return start(system.Root, system, cfg)
 }
 
 // Spawn runs a limiter inside the caller's actor tree: its supervisor is a
@@ -182,20 +181,28 @@ func Spawn(parent protoactor.SpawnerContext, opts ...Option) (*Limiter, error) {
 	if parent == nil {
 		return nil, fmt.Errorf("%w: parent is nil", ErrInvalidArgument)
 	}
-	cfg, shards, err := configure(opts)
+	cfg, err := configure(opts)
 	if err != nil {
 		return nil, err
 	}
-	return start(parent, nil, cfg, shards)
+	return start(parent, nil, cfg)
 }
 
-// start spawns one supervised limiter per shard under parent.
-func start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg actor.Config, shards int) (*Limiter, error) {
-	l := &Limiter{seed: maphash.MakeSeed(), system: own}
-	if cfg.MaxEntries > 0 {
-		cfg.MaxEntries = (cfg.MaxEntries + shards - 1) / shards
+// start spawns one supervised limiter per shard under parent, each with
+// its own Journal if the limiter is persisted.
+func start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, s settings) (*Limiter, error) {
+	l := &Limiter{seed: s.seed, system: own}
+	if !s.seeded {
+		l.seed = randomSeed()
 	}
-	for range shards {
+	cfg := s.Config
+	if cfg.MaxEntries > 0 {
+		cfg.MaxEntries = (cfg.MaxEntries + s.shards - 1) / s.shards
+	}
+	for i := range s.shards {
+		if s.journals != nil {
+			cfg.Journal = s.journals[i]
+		}
 		c, err := actor.Start(parent, cfg)
 		if err != nil {
 			_ = l.Close()
@@ -215,7 +222,7 @@ func (l *Limiter) shardIndex(id string) int {
 	if len(l.shards) == 1 {
 		return 0
 	}
-	return int(maphash.String(l.seed, id) % uint64(len(l.shards)))
+	return l.seed.index(id, len(l.shards))
 }
 
 // CheckRate is the raterlimiter's check_rate: it counts one hit for id in a

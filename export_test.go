@@ -2,7 +2,6 @@ package actorlimit
 
 import (
 	"context"
-	"hash/maphash"
 	"slices"
 
 	"github.com/actorlimit/actorlimit/algo"
@@ -39,5 +38,9 @@ func (s *injecting) Decide(ctx context.Context, now int64, checks []algo.Check, 
 
 // NewOnBackends returns a Limiter whose shards are bs, for tests.
 func NewOnBackends(bs ...Backend) *Limiter {
-	return &Limiter{shards: slices.Clone(bs), seed: maphash.MakeSeed()}
+	return &Limiter{shards: slices.Clone(bs), seed: randomSeed()}
 }
+
+// ShardDir is the directory of shard i's files within a persistence
+// directory of more than one shard.
+func ShardDir(dir string, i int) string { return shardDir(dir, i) }

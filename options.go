@@ -49,6 +49,9 @@ type settings struct {
 	shards     int
 	persistDir string
 	persistCfg PersistConfig
+	journals   []actor.Journal // WithPersistence's, one a shard
+	seed       shardSeed       // of the hash of ids onto shards, if seeded
+	seeded     bool            // the seed is the persisted one
 }
 
 // WithClock makes the limiter read the time from c; the default is the wall
@@ -172,7 +175,10 @@ const MaxBatchLimit = 1 << 16
 // more cores than callers can keep one actor busy on; WithMaxEntries is then
 // shared out among the shards. With more than one shard, actors find the
 // one to message with [Limiter.PIDFor], and HitMany makes one round trip per
-// shard it touches.
+// shard it touches. Ids are hashed with a seed drawn when the limiter
+// starts, or, with [WithPersistence], the one stored in its directory, so
+// that a restarted limiter finds each id on the shard that holds its state;
+// Stats sums the shards' statistics.
 func WithShards(n int) Option {
 	return func(cfg *settings) error {
 		if n <= 0 || n > MaxShards {
@@ -186,7 +192,7 @@ func WithShards(n int) Option {
 // MaxShards is the most shards WithShards accepts.
 const MaxShards = 1024
 
-func configure(opts []Option) (actor.Config, int, error) {
+func configure(opts []Option) (settings, error) {
 	cfg := settings{
 		Config: actor.Config{
 			MaxEntries:   DefaultMaxEntries,
@@ -202,16 +208,16 @@ func configure(opts []Option) (actor.Config, int, error) {
 			continue
 		}
 		if err := o(&cfg); err != nil {
-			return actor.Config{}, 0, err
+			return settings{}, err
 		}
 	}
 	if cfg.Store != nil && cfg.shards > 1 {
-		return actor.Config{}, 0, fmt.Errorf("%w: WithStore with WithShards(%d): a store serves one limiter actor", ErrInvalidArgument, cfg.shards)
+		return settings{}, fmt.Errorf("%w: WithStore with WithShards(%d): a store serves one limiter actor", ErrInvalidArgument, cfg.shards)
 	}
 	if cfg.persistDir != "" {
-		if err := cfg.journal(); err != nil {
-			return actor.Config{}, 0, err
+		if err := cfg.openJournals(); err != nil {
+			return settings{}, err
 		}
 	}
-	return cfg.Config, cfg.shards, nil
+	return cfg, nil
 }

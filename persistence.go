@@ -34,8 +34,12 @@ type PersistConfig = persist.Config
 // (or the records after it) could not be written.
 //
 // It needs the embedded table (or a [WithStore] store that implements
-// [actor.Snapshotter]) and one shard: the hash of ids onto shards changes
-// from one process to the next.
+// [actor.Snapshotter]). With [WithShards](n), n > 1, each shard keeps its
+// files in a directory of its own within dir, and dir keeps the seed of
+// the hash of ids onto the shards, so that every id comes back to the
+// shard that holds its state; a directory written with another number of
+// shards makes Start fail (its state is not moved from one count to
+// another).
 func WithPersistence(dir string, c PersistConfig) Option {
 	return func(cfg *settings) error {
 		if dir == "" {
@@ -49,11 +53,11 @@ func WithPersistence(dir string, c PersistConfig) Option {
 	}
 }
 
-// journal makes the Journal of WithPersistence, once every option is in.
-func (cfg *settings) journal() error {
-	if cfg.shards > 1 {
-		return fmt.Errorf("%w: WithPersistence with WithShards(%d): only one shard can be persisted", ErrInvalidArgument, cfg.shards)
-	}
+// openJournals makes the Journals of WithPersistence, one a shard, once every
+// option is in. One shard keeps its files in the directory itself; more
+// keep them in a directory each, beside the file that holds their count
+// and the seed of the hash of ids onto them (see shardLayout).
+func (cfg *settings) openJournals() error {
 	if cfg.Store != nil {
 		if _, ok := cfg.Store.(actor.Snapshotter); !ok {
 			return fmt.Errorf("%w: WithPersistence: the store given to WithStore cannot be saved and loaded", ErrInvalidArgument)
@@ -66,11 +70,33 @@ func (cfg *settings) journal() error {
 	if pc.Logger == nil {
 		pc.Logger = cfg.Logger
 	}
-	j, err := persist.New(cfg.persistDir, pc)
-	if err != nil {
-		return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
+	fsys := pc.FS
+	if fsys == nil {
+		fsys = persist.OS
 	}
-	cfg.Journal = journal{j}
+	dirs := []string{cfg.persistDir}
+	if cfg.shards == 1 {
+		if err := checkOneShard(fsys, cfg.persistDir); err != nil {
+			return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
+		}
+	} else {
+		seed, err := shardLayout(fsys, cfg.persistDir, cfg.shards)
+		if err != nil {
+			return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
+		}
+		cfg.seed, cfg.seeded = seed, true
+		dirs = dirs[:0]
+		for i := range cfg.shards {
+			dirs = append(dirs, shardDir(cfg.persistDir, i))
+		}
+	}
+	for _, dir := range dirs {
+		j, err := persist.New(dir, pc)
+		if err != nil {
+			return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
+		}
+		cfg.journals = append(cfg.journals, journal{j})
+	}
 	return nil
 }
 

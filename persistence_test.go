@@ -142,12 +142,16 @@ func TestPersistenceBadOptions(t *testing.T) {
 	for name, opts := range map[string][]actorlimit.Option{
 		"empty dir":      {actorlimit.WithPersistence("", actorlimit.PersistConfig{})},
 		"negative flush": {actorlimit.WithPersistence(dir, actorlimit.PersistConfig{FlushEvery: -1})},
-		"shards":         {actorlimit.WithPersistence(dir, actorlimit.PersistConfig{}), actorlimit.WithShards(2)},
+		"store":          {actorlimit.WithPersistence(dir, actorlimit.PersistConfig{}), actorlimit.WithStore(notSnapshotter{table.New(0)})},
 	} {
 		_, err := actorlimit.Start(opts...)
 		assert.ErrorIs(t, err, actorlimit.ErrInvalidArgument, name)
 	}
 }
+
+// notSnapshotter is a store whose state cannot be saved: only the Store
+// methods of the table it wraps are promoted.
+type notSnapshotter struct{ actorlimit.Store }
 
 // failingFS is the operating system's file system, whose writes fail while
 // fail is set.

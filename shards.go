@@ -1,0 +1,184 @@
+package actorlimit
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/actorlimit/actorlimit/persist"
+)
+
+// shardSeed keys the hash of ids onto shards. A limiter without persistence
+// draws it at random when it starts; one with [WithPersistence] and more
+// than one shard keeps it in its directory (see shardLayout), so that every
+// id comes back to the shard whose files hold its state.
+type shardSeed uint64
+
+// randomSeed returns a seed no caller can guess, so that nobody can choose
+// ids that all land on one shard.
+func randomSeed() shardSeed {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics if it cannot read)
+	return shardSeed(binary.LittleEndian.Uint64(b[:]))
+}
+
+// index returns the shard of id among n > 1 shards: the same for the same
+// seed in every process and on every platform. It reads id eight bytes at a
+// time, mixes each word into the state with a multiply and a shift, and
+// finishes with the splitmix64 finalizer; it allocates nothing.
+func (s shardSeed) index(id string, n int) int {
+	const (
+		k0 = 0x9e3779b97f4a7c15
+		k1 = 0xbf58476d1ce4e5b9
+		k2 = 0x94d049bb133111eb
+	)
+	h := uint64(s) ^ uint64(len(id))*k0
+	for ; len(id) >= 8; id = id[8:] {
+		w := uint64(id[0]) | uint64(id[1])<<8 | uint64(id[2])<<16 | uint64(id[3])<<24 |
+			uint64(id[4])<<32 | uint64(id[5])<<40 | uint64(id[6])<<48 | uint64(id[7])<<56
+		h = (h ^ w) * k1
+		h ^= h >> 29
+	}
+	var w uint64
+	for i := range len(id) {
+		w |= uint64(id[i]) << (8 * i)
+	}
+	h = (h ^ w) * k1
+	h ^= h >> 30
+	h *= k2
+	h ^= h >> 31
+	// Multiply-shift maps h onto [0, n) with no division.
+	hi := (h >> 32) * uint64(n)
+	return int(hi >> 32)
+}
+
+// shardsFile is the file, in a persistence directory of more than one
+// shard, that holds the shard count and the seed; each shard's files are in
+// a directory of its own beside it (shardDir).
+const shardsFile = "shards"
+
+// shardsHeader begins shardsFile.
+const shardsHeader = "actorlimit shards v1"
+
+// snapshotFile is the snapshot a one-shard limiter keeps in its directory
+// (package persist writes it at every start): its presence tells a
+// directory of one shard.
+const snapshotFile = "snapshot"
+
+// shardDir returns the directory of shard i's files within dir.
+func shardDir(dir string, i int) string {
+	return filepath.Join(dir, fmt.Sprintf("shard-%d", i))
+}
+
+// shardLayout returns the seed of a limiter of n > 1 shards persisted in
+// dir: the one stored there, or, in a directory that holds no state yet, a
+// new one, which it stores. A directory written with another number of
+// shards is an error that names both, and changes nothing: ids would hash
+// onto other shards than the ones whose files hold their state.
+func shardLayout(fsys persist.FS, dir string, n int) (shardSeed, error) {
+	b, err := fsys.ReadFile(filepath.Join(dir, shardsFile))
+	switch {
+	case err == nil:
+		stored, seed, perr := parseShards(b)
+		if perr != nil {
+			return 0, fmt.Errorf("%s: %w", filepath.Join(dir, shardsFile), perr)
+		}
+		if stored != n {
+			return 0, fmt.Errorf("%s holds the state of %d shards, not %d: start with WithShards(%d)", dir, stored, n, stored)
+		}
+		return seed, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return 0, err
+	}
+	if one, err := exists(fsys, filepath.Join(dir, snapshotFile)); err != nil {
+		return 0, err
+	} else if one {
+		return 0, fmt.Errorf("%s holds the state of one shard, not %d: start with WithShards(1)", dir, n)
+	}
+	seed := randomSeed()
+	if err := writeShards(fsys, dir, n, seed); err != nil {
+		return 0, err
+	}
+	return seed, nil
+}
+
+// checkOneShard returns an error if dir holds the state of more than one
+// shard: a limiter of one shard would not see it.
+func checkOneShard(fsys persist.FS, dir string) error {
+	b, err := fsys.ReadFile(filepath.Join(dir, shardsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	stored, _, err := parseShards(b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, shardsFile), err)
+	}
+	return fmt.Errorf("%s holds the state of %d shards, not 1: start with WithShards(%d)", dir, stored, stored)
+}
+
+func exists(fsys persist.FS, name string) (bool, error) {
+	_, err := fsys.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// parseShards reads shardsFile's text: the header, then "<n> <seed in hex>".
+func parseShards(b []byte) (n int, seed shardSeed, err error) {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 || lines[0] != shardsHeader {
+		return 0, 0, errors.New("not a shards file of actorlimit")
+	}
+	f := strings.Fields(lines[1])
+	if len(f) != 2 {
+		return 0, 0, errors.New("damaged: want the shard count and the seed")
+	}
+	n, err = strconv.Atoi(f[0])
+	if err != nil || n < 2 || n > MaxShards {
+		return 0, 0, fmt.Errorf("damaged: shard count %q", f[0])
+	}
+	s, err := strconv.ParseUint(f[1], 16, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("damaged: seed %q", f[1])
+	}
+	return n, shardSeed(s), nil
+}
+
+// writeShards writes shardsFile durably: to a temporary file, synced, then
+// renamed over, and the directory synced.
+func writeShards(fsys persist.FS, dir string, n int, seed shardSeed) error {
+	if fsys == persist.OS {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+	}
+	tmp, final := filepath.Join(dir, shardsFile+".tmp"), filepath.Join(dir, shardsFile)
+	f, err := fsys.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "%s\n%d %016x\n", shardsHeader, n, uint64(seed))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fsys.Rename(tmp, final)
+	}
+	if err == nil {
+		err = fsys.SyncDir(dir)
+	}
+	return err
+}

@@ -24,7 +24,6 @@ type limiter struct {
 func (l *limiter) Receive(c protoactor.Context) {
 	switch m := c.Message().(type) {
 	case *call:
-		defer answerOnPanic(m)
 		l.serve(c, m)
 	case *gather:
 		defer answerAllOnPanic(m)
@@ -53,13 +52,15 @@ func (l *limiter) Receive(c protoactor.Context) {
 }
 
 func (l *limiter) serve(c protoactor.Context, k *call) {
+	if k.checks() {
+		l.h.serveCheck(k) // answers k if it panics
+		return
+	}
 	if k.gone() {
 		return // its caller gave up before we got to it: nothing counted
 	}
+	defer answerOnPanic(k)
 	switch k.kind {
-	case callCheck, callBatch:
-		// one instant for the whole message
-		k.answer(l.h.decide(k.batch, k.decs, l.instant(k.at)))
 	case callStats:
 		k.stats = l.h.stats()
 		k.answer(nil)
@@ -121,9 +122,12 @@ func (l *limiter) serveGather(g *gather) {
 }
 
 // now reads the clock, in Unix nanoseconds, and notes the instant.
-func (l *limiter) now() int64 {
-	t := l.h.cfg.Clock.Now().UnixNano()
-	l.h.last = t
+func (l *limiter) now() int64 { return l.h.now() }
+
+// now reads the clock, in Unix nanoseconds, and notes the instant.
+func (h *heir) now() int64 {
+	t := h.cfg.Clock.Now().UnixNano()
+	h.last = t
 	return t
 }
 
@@ -133,12 +137,26 @@ func (l *limiter) now() int64 {
 // time, unless the limiter has decided at a later instant since; then, as
 // for a call that did not read it, the clock read now. The instants the
 // store sees thus never go back (unless the clock does).
-func (l *limiter) instant(at int64) int64 {
-	if at != 0 && at >= l.h.last {
-		l.h.last = at
+func (h *heir) instant(at int64) int64 {
+	if at != 0 && at >= h.last {
+		h.last = at
 		return at
 	}
-	return l.now()
+	return h.now()
+}
+
+// serveCheck decides the checks of k, a callCheck or callBatch, at one
+// instant and answers it; a caller that gave up is skipped. It is the
+// limiter's work on such a call, and must run as the limiter does: in the
+// limiter's Receive, or by the goroutine holding the mailbox's turn (see
+// [mailbox.runCheck]). If deciding panics, k's caller is answered with
+// ErrPanicked and the panic goes on.
+func (h *heir) serveCheck(k *call) {
+	if k.gone() {
+		return // its caller gave up before we got to it: nothing counted
+	}
+	defer answerOnPanic(k)
+	k.answer(h.decide(k.batch, k.decs, h.instant(k.at))) // one instant for the whole message
 }
 
 // cutoff returns the Unix ns time at or before which a window must have

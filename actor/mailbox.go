@@ -57,6 +57,14 @@ type mailbox struct {
 	maxChecks int     // most checks gathered into one message; < 2: no gathering
 	g         *gather // reused across runs; only the running goroutine touches it
 	drain     func()  // m.runDrainer, bound once
+
+	// check is the limiter's work on a check call (heir.serveCheck), run
+	// by runCheck without going through protoactor's actor context; over
+	// is set once the limiter has stopped for good. Both are set, before
+	// the mailbox is used, for a limiter whose callers take turns; nil
+	// otherwise.
+	check func(*call)
+	over  *atomic.Bool
 }
 
 // newMailbox returns a mailbox whose callers run at most batch messages and
@@ -125,7 +133,11 @@ func (m *mailbox) Take(ctx context.Context, msg any) bool {
 // the mailbox is not suspended, else from the queue behind the others.
 func (m *mailbox) runOwn(msg any) {
 	if m.users.Load() == 0 && m.systems.Load() == 0 && !m.suspended.Load() {
-		m.direct(msg)
+		if k, ok := msg.(*call); ok && m.check != nil && k.checks() {
+			m.runCheck(k)
+		} else {
+			m.direct(msg)
+		}
 		if m.release() {
 			m.process(max(1, m.batch-1), nil)
 		}
@@ -152,6 +164,27 @@ func (m *mailbox) direct(msg any) {
 		}
 	}()
 	m.invoker.InvokeUserMessage(msg)
+}
+
+// runCheck is direct for a check call: it runs the limiter's work on k
+// itself, as the limiter's Receive would, without protoactor's actor
+// context around it, so that the turn is held for the store's work and
+// little else. The actor's contract holds: the turn is held, nothing is
+// queued (no system message goes after it) and the mailbox is not
+// suspended; a panic is escalated to the supervisor with k, as in direct,
+// k's caller having been answered with ErrPanicked. Once the limiter has
+// stopped for good k is dropped, as protoactor drops a stopped actor's
+// messages, and its caller gets ErrClosed.
+func (m *mailbox) runCheck(k *call) {
+	if m.over.Load() {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, k)
+		}
+	}()
+	m.check(k)
 }
 
 // PostSystemMessage implements protoactor.Mailbox.

@@ -116,6 +116,7 @@ type heir struct {
 	mailbox   atomic.Pointer[mailbox] // the limiter's, set at each spawn; read by stats and tests
 	screener  Screener                // store, if it is one; nil for the embedded table
 	turns     bool                    // callers take turns running the mailbox (see [mailbox.Take])
+	over      atomic.Bool             // the limiter stopped for good: done is closed, or about to be
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -150,6 +151,7 @@ func (h *heir) restarting() {
 }
 
 func (h *heir) stopped() {
+	h.over.Store(true)
 	h.doneOnce.Do(func() { close(h.done) })
 }
 
@@ -230,6 +232,9 @@ func (s *supervisor) spawnChildren(c protoactor.Context) {
 		func() protoactor.Actor { return &limiter{h: s.h} },
 		protoactor.WithMailbox(func() protoactor.Mailbox {
 			m := newMailbox(cfg.Throughput, cfg.MaxBatch)
+			if s.h.turns {
+				m.check, m.over = s.h.serveCheck, &s.h.over
+			}
 			s.h.mailbox.Store(m)
 			return m
 		}),

@@ -1,0 +1,66 @@
+package actor
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/table"
+)
+
+// unknownCheck is a check the table panics on: no algorithm has its number.
+func unknownCheck() algo.Check {
+	c := hit("boom", 1)
+	c.Algorithm = algo.Algorithm(200)
+	return c
+}
+
+// TestTurnPanicGoesToTheSupervisor: a check that a caller runs on its own
+// turn, and that makes the table panic, is answered with ErrPanicked and
+// escalated to the supervisor, which restarts the limiter with its table:
+// the counts before the panic are kept, and the next checks are decided.
+func TestTurnPanicGoesToTheSupervisor(t *testing.T) {
+	c := startWithStore(t, table.New(0), 0)
+	require.True(t, c.h.turns)
+	ctx := context.Background()
+	for want := range int64(3) {
+		d, err := c.Do(ctx, hit("k", 1))
+		require.NoError(t, err)
+		require.Equal(t, want+1, d.Count)
+		_, err = c.Do(ctx, unknownCheck())
+		require.ErrorIs(t, err, ErrPanicked, "panic %d", want+1)
+	}
+	d, err := c.Do(ctx, hit("k", 1))
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), d.Count, "the counts before the panics were lost")
+	st, err := c.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, st.Restarts)
+}
+
+// TestTurnAfterTheLimiterStopped: once the supervisor has given up on a
+// limiter that keeps panicking, a caller taking its turn is not served by
+// the table any more: it gets ErrClosed, as from a stopped actor.
+func TestTurnAfterTheLimiterStopped(t *testing.T) {
+	sys := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
+		func(*protoactor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	c, err := Start(sys.Root, Config{Clock: frozenClock{}, MaxRestarts: 1, RestartWindow: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.True(t, c.h.turns)
+	ctx := context.Background()
+	for range 2 {
+		_, err := c.Do(ctx, unknownCheck())
+		require.ErrorIs(t, err, ErrPanicked)
+	}
+	<-c.h.done // stopped for good
+	_, err = c.Do(ctx, hit("k", 1))
+	assert.ErrorIs(t, err, ErrClosed)
+}

@@ -1,8 +1,9 @@
 // Command report turns the CSV that `benchstat -format csv` prints for the
 // bench module's benchmarks into the markdown tables of results/limiters.md:
 // median ns/op and allocs/op per implementation, key set and callers with
-// the ratio to the fastest peer, the same for the HTTP middlewares, bytes
-// per key, and the latencies during a sweep. It reads the CSV on stdin and
+// the ratio to the fastest peer, actorlimit's ratios to the peers its
+// targets name, how checks per second grow with GOMAXPROCS, the same for the
+// HTTP middlewares, bytes per key, and the latencies during a sweep. It reads the CSV on stdin and
 // writes markdown on stdout.
 package main
 
@@ -165,6 +166,8 @@ func (res *results) best(unit, bench string, impls []string, conf map[string]str
 
 func (res *results) write(w io.Writer) {
 	res.writeLimiters(w)
+	res.writeTargets(w)
+	res.writeScaling(w)
 	res.writeMiddleware(w)
 	res.writeMemory(w)
 	res.writeSweep(w)

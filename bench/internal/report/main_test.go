@@ -12,6 +12,7 @@ cpu: AMD EPYC
 Limiters/impl=actorlimit/keys=1/callers=2-2,4e-07,∞
 Limiters/impl=mutex-map/keys=1/callers=2-2,1e-07,∞
 Limiters/impl=throttled/keys=1/callers=2-2,2e-07,∞
+Limiters/impl=mutex-btree/keys=1/callers=2-2,5e-07,∞
 Middleware/impl=bare/keys=10000/callers=1-2,1e-07,∞
 Middleware/impl=actorlimit/keys=10000/callers=1-2,9e-07,∞
 Middleware/impl=go-limiter/keys=10000/callers=1-2,1e-06,∞
@@ -42,6 +43,11 @@ Memory/impl=actorlimit/keys=100000-2,50,∞
 Memory/impl=throttled/keys=100000-2,40,∞
 
 ,limiters.txt,
+,checks/s,CI
+Scaling/impl=actorlimit/procs=1/callers=256-2,1e+06,∞
+Scaling/impl=actorlimit/procs=2/callers=256-2,1.5e+06,∞
+
+,limiters.txt,
 ,p999-sec,CI
 SweepUnderLoad/keys=100000/callers=2-2,0.0005,∞
 `
@@ -66,6 +72,9 @@ func TestReport(t *testing.T) {
 		"| tollbooth | 3 000 | 3.00 | 1 600 | 1.00 | 29 / 30 |",
 		"| actorlimit | 50 | 1.25 | – |",
 		"| 100 000 | 10 000 | 2 | – | – | – | 500.0 µs | – |",
+		"| 1 | 2 | 400 | 0.80 ✓ | 4.00 ✗ | 4.00 ✗ |",
+		"| impl | callers | checks/s, 1 proc | checks/s, 2 procs | growth |",
+		"| actorlimit | 256 | 1 000 000 | 1 500 000 | 1.50× |",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())

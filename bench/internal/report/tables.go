@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -191,4 +192,111 @@ func bytes(b float64, ok bool) string {
 	default:
 		return fmt.Sprintf("%.1f MiB", b/(1<<20))
 	}
+}
+
+// target is one bound on actorlimit's cost: at most max times the peer's
+// (peer "" is the fastest peer) at the given callers ("" at any).
+type target struct {
+	peer, callers string
+	max           float64
+}
+
+// targets are the bounds on one CheckRate through actorlimit.
+var targets = []target{
+	{"mutex-btree", "", 1.0},
+	{"mutex-map", "", 1.5},
+	{"", "2", 3},
+	{"", "256", 2},
+}
+
+// writeTargets writes impl=actorlimit's ratios to the peers its targets
+// name in BenchmarkLimiters, each marked met or not.
+func (res *results) writeTargets(w io.Writer) {
+	const bench = "Limiters"
+	impls := res.values(bench, "impl")
+	if !slices.Contains(impls, "actorlimit") {
+		return
+	}
+	fmt.Fprintln(w, "## actorlimit against its targets (BenchmarkLimiters)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "impl=actorlimit's median ns/op over the median of each peer the targets name, from the same run; ✓ is a target met, ✗ one missed (bound in the heading).")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| keys | callers | ns/op | × mutex-btree (≤ 1.0) | × mutex-map (≤ 1.5) | × fastest peer (≤ 3 at 2 callers, ≤ 2 at 256) |")
+	fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|")
+	for _, keys := range res.values(bench, "keys") {
+		for _, c := range res.values(bench, "callers") {
+			conf := map[string]string{"impl": "actorlimit", "keys": keys, "callers": c}
+			ns, ok := res.find("sec/op", bench, conf)
+			fmt.Fprintf(w, "| %s | %s | %s |", group(keys), c, num(ns*1e9, ok))
+			for _, t := range targets {
+				if t.callers != "" && t.callers != c {
+					continue
+				}
+				var peer float64
+				var okPeer bool
+				if t.peer == "" {
+					peer, okPeer = res.best("sec/op", bench, impls, map[string]string{"keys": keys, "callers": c})
+				} else {
+					peer, okPeer = res.find("sec/op", bench, map[string]string{"impl": t.peer, "keys": keys, "callers": c})
+				}
+				fmt.Fprintf(w, " %s |", mark(ns, peer, t.max, ok && okPeer))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// mark returns x/peer with ✓ if it is at most max, ✗ if not.
+func mark(x, peer, max float64, ok bool) string {
+	if !ok || peer <= 0 {
+		return "–"
+	}
+	sign := "✓"
+	if x/peer > max {
+		sign = "✗"
+	}
+	return fmt.Sprintf("%.2f %s", x/peer, sign)
+}
+
+// writeScaling writes the checks per second of BenchmarkScaling at each
+// GOMAXPROCS, and how they grow from the least to the most.
+func (res *results) writeScaling(w io.Writer) {
+	const bench = "Scaling"
+	impls, procs, callers := res.values(bench, "impl"), res.values(bench, "procs"), res.values(bench, "callers")
+	if len(impls) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "## Checks per second and cores (BenchmarkScaling)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Median checks per second on 10 000 keys with GOMAXPROCS set to each value; growth is the most procs' over the least's. actorlimit is one limiter actor, actorlimit-shards one a processor (WithShards(GOMAXPROCS)).")
+	fmt.Fprint(w, "\n| impl | callers |")
+	for _, p := range procs {
+		fmt.Fprintf(w, " checks/s, %s %s |", p, plural1(p, "proc"))
+	}
+	fmt.Fprint(w, " growth |\n|---|--:|", strings.Repeat("--:|", len(procs)), "--:|\n")
+	for _, impl := range impls {
+		for _, c := range callers {
+			fmt.Fprintf(w, "| %s | %s |", impl, c)
+			var first, last float64
+			var okFirst, okLast bool
+			for i, p := range procs {
+				v, ok := res.find("checks/s", bench, map[string]string{"impl": impl, "procs": p, "callers": c})
+				fmt.Fprintf(w, " %s |", num(v, ok))
+				if i == 0 {
+					first, okFirst = v, ok
+				}
+				last, okLast = v, ok
+			}
+			fmt.Fprintf(w, " %s |\n", growth(last, first, okFirst && okLast && len(procs) > 1))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func growth(x, base float64, ok bool) string {
+	if !ok || base <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", x/base)
 }

@@ -22,10 +22,8 @@ import (
 
 // The kill test's setting, shared by the parent and its child.
 const (
-	killEnv = "ACTORLIMIT_KILL_CHILD_DIR"
-	// killShardsEnv is the child's number of shards.
-	killShardsEnv = "ACTORLIMIT_KILL_CHILD_SHARDS"
-	killFlush     = 20 * time.Millisecond
+	killEnv   = "ACTORLIMIT_KILL_CHILD_DIR"
+	killFlush = 20 * time.Millisecond
 	// killSnapshot is far longer than the run: the only snapshot is the
 	// empty one Start writes, so every count restored comes from the log.
 	killSnapshot = time.Hour
@@ -73,12 +71,7 @@ func TestKill9Child(t *testing.T) {
 	if dir == "" {
 		return // not the child
 	}
-	shards, err := strconv.Atoi(os.Getenv(killShardsEnv))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	lim, err := actorlimit.Start(actorlimit.WithClock(stoppedClock{}), actorlimit.WithJanitor(0, 0), actorlimit.WithShards(shards),
+	lim, err := actorlimit.Start(actorlimit.WithClock(stoppedClock{}), actorlimit.WithJanitor(0, 0),
 		actorlimit.WithPersistence(dir, actorlimit.PersistConfig{FlushEvery: killFlush, SnapshotEvery: killSnapshot}))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -119,8 +112,8 @@ type told struct {
 	at      []int64 // when each was told, Unix ns
 }
 
-// TestKill9 runs a limiter with persistence (of one shard, and of two) in a
-// child process under load, kills it with SIGKILL, starts a limiter on the same directory and
+// TestKill9 runs a limiter with persistence in a child process under load,
+// kills it with SIGKILL, starts a limiter on the same directory and
 // compares its counts with what the child's callers were told. The child
 // takes no snapshot but the empty one at its start, so the counts come
 // back from the log alone. Every decision told more than killBound (four
@@ -132,39 +125,23 @@ func TestKill9(t *testing.T) {
 	if os.Getenv(killEnv) != "" {
 		return
 	}
-	for _, shards := range []int{1, 2} {
-		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) { testKill9(t, shards) })
-	}
-}
-
-func testKill9(t *testing.T, shards int) {
 	dir := t.TempDir()
-	data, killed := runKillChild(t, dir, shards)
+	data, killed := runKillChild(t, dir)
 	byID := parseTold(t, data)
 
-	// what the restart will load: of each shard, the empty snapshot Start
-	// wrote, and a log
-	dirs := []string{dir}
-	if shards > 1 {
-		dirs = dirs[:0]
-		for i := range shards {
-			dirs = append(dirs, actorlimit.ShardDir(dir, i))
-		}
-	}
-	for _, d := range dirs {
-		j, err := persist.New(d, persist.Config{})
-		require.NoError(t, err)
-		now := stoppedClock{}.Now().UnixNano()
-		ld, err := j.Load(now, func(algo.Record) error { return nil })
-		require.NoError(t, err)
-		require.Equal(t, uint64(1), ld.Generation, "%s: no snapshot but Start's", d)
-		// one frame a flush interval; at least one each killBound, whatever
-		// the phase of the kill
-		require.GreaterOrEqual(t, ld.Frames, int(killAfter/killBound), "%s: the counts come from the log, written every %v", d, killFlush)
-	}
+	// what the restart will load: the empty snapshot Start wrote, and a log
+	j, err := persist.New(dir, persist.Config{})
+	require.NoError(t, err)
+	now := stoppedClock{}.Now().UnixNano()
+	ld, err := j.Load(now, func(algo.Record) error { return nil })
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), ld.Generation, "no snapshot but Start's")
+	// one frame a flush interval; at least one each killBound, whatever
+	// the phase of the kill
+	require.GreaterOrEqual(t, ld.Frames, int(killAfter/killBound), "the counts come from the log, written every %v", killFlush)
 
 	ctx := context.Background()
-	lim, err := actorlimit.Start(actorlimit.WithClock(stoppedClock{}), actorlimit.WithJanitor(0, 0), actorlimit.WithShards(shards),
+	lim, err := actorlimit.Start(actorlimit.WithClock(stoppedClock{}), actorlimit.WithJanitor(0, 0),
 		actorlimit.WithPersistence(dir, actorlimit.PersistConfig{}))
 	require.NoError(t, err)
 	defer lim.Close()
@@ -208,18 +185,18 @@ func testKill9(t *testing.T, shards int) {
 		require.False(t, r.Allowed, "%s: one more than Peek said", id)
 		assert.LessOrEqual(t, int64(tl.allowed)+after, killLimit+int64(within), "%s: allowed %d before, %d after", id, tl.allowed, after)
 	}
-	t.Logf("after kill -9 (%d shards): lost at most %d told hits of one id, the oldest told %v before the kill (bound %v: flush %v + slack %v)",
-		shards, lostHits, lostFor, killBound, killFlush, killSlack)
+	t.Logf("after kill -9: %d log frames loaded; lost at most %d told hits of one id, the oldest told %v before the kill (bound %v: flush %v + slack %v)",
+		ld.Frames, lostHits, lostFor, killBound, killFlush, killSlack)
 }
 
-// runKillChild runs TestKill9Child on dir with shards shards, kills it killAfter after its
+// runKillChild runs TestKill9Child on dir, kills it killAfter after its
 // first output, and returns all it wrote and when it was killed. The
 // output is kept raw while the child runs, so that reading it never slows
 // the child down.
-func runKillChild(t *testing.T, dir string, shards int) ([]byte, time.Time) {
+func runKillChild(t *testing.T, dir string) ([]byte, time.Time) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKill9Child$", "-test.count=1")
-	cmd.Env = append(os.Environ(), killEnv+"="+dir, fmt.Sprint(killShardsEnv, "=", shards))
+	cmd.Env = append(os.Environ(), killEnv+"="+dir)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)

@@ -215,7 +215,7 @@ func configure(opts []Option) (settings, error) {
 		return settings{}, fmt.Errorf("%w: WithStore with WithShards(%d): a store serves one limiter actor", ErrInvalidArgument, cfg.shards)
 	}
 	if cfg.persistDir != "" {
-		if err := cfg.openJournals(); err != nil {
+		if err := cfg.journal(); err != nil {
 			return settings{}, err
 		}
 	}

@@ -53,11 +53,8 @@ func WithPersistence(dir string, c PersistConfig) Option {
 	}
 }
 
-// openJournals makes the Journals of WithPersistence, one a shard, once every
-// option is in. One shard keeps its files in the directory itself; more
-// keep them in a directory each, beside the file that holds their count
-// and the seed of the hash of ids onto them (see shardLayout).
-func (cfg *settings) openJournals() error {
+// journal makes the Journal of WithPersistence, once every option is in.
+func (cfg *settings) journal() error {
 	if cfg.Store != nil {
 		if _, ok := cfg.Store.(actor.Snapshotter); !ok {
 			return fmt.Errorf("%w: WithPersistence: the store given to WithStore cannot be saved and loaded", ErrInvalidArgument)
@@ -70,33 +67,17 @@ func (cfg *settings) openJournals() error {
 	if pc.Logger == nil {
 		pc.Logger = cfg.Logger
 	}
-	fsys := pc.FS
-	if fsys == nil {
-		fsys = persist.OS
+	if cfg.shards > 1 {
+		return cfg.shardJournals(pc)
 	}
-	dirs := []string{cfg.persistDir}
-	if cfg.shards == 1 {
-		if err := checkOneShard(fsys, cfg.persistDir); err != nil {
-			return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
-		}
-	} else {
-		seed, err := shardLayout(fsys, cfg.persistDir, cfg.shards)
-		if err != nil {
-			return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
-		}
-		cfg.seed, cfg.seeded = seed, true
-		dirs = dirs[:0]
-		for i := range cfg.shards {
-			dirs = append(dirs, shardDir(cfg.persistDir, i))
-		}
+	if err := checkOneShard(pc.FS, cfg.persistDir); err != nil {
+		return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
 	}
-	for _, dir := range dirs {
-		j, err := persist.New(dir, pc)
-		if err != nil {
-			return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
-		}
-		cfg.journals = append(cfg.journals, journal{j})
+	j, err := persist.New(cfg.persistDir, pc)
+	if err != nil {
+		return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
 	}
+	cfg.Journal = journal{j}
 	return nil
 }
 

@@ -76,12 +76,33 @@ func shardDir(dir string, i int) string {
 	return filepath.Join(dir, fmt.Sprintf("shard-%d", i))
 }
 
+// shardJournals makes the Journals of a limiter of more than one shard
+// persisted in cfg.persistDir, with pc: each shard keeps its files in a
+// directory of its own, beside the file that holds the shard count and the
+// seed of the hash of ids onto the shards (see shardLayout).
+func (cfg *settings) shardJournals(pc PersistConfig) error {
+	seed, err := shardLayout(pc.FS, cfg.persistDir, cfg.shards)
+	if err != nil {
+		return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
+	}
+	cfg.seed, cfg.seeded = seed, true
+	for i := range cfg.shards {
+		j, err := persist.New(shardDir(cfg.persistDir, i), pc)
+		if err != nil {
+			return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
+		}
+		cfg.journals = append(cfg.journals, journal{j})
+	}
+	return nil
+}
+
 // shardLayout returns the seed of a limiter of n > 1 shards persisted in
 // dir: the one stored there, or, in a directory that holds no state yet, a
 // new one, which it stores. A directory written with another number of
 // shards is an error that names both, and changes nothing: ids would hash
 // onto other shards than the ones whose files hold their state.
 func shardLayout(fsys persist.FS, dir string, n int) (shardSeed, error) {
+	fsys = orOS(fsys)
 	b, err := fsys.ReadFile(filepath.Join(dir, shardsFile))
 	switch {
 	case err == nil:
@@ -111,6 +132,7 @@ func shardLayout(fsys persist.FS, dir string, n int) (shardSeed, error) {
 // checkOneShard returns an error if dir holds the state of more than one
 // shard: a limiter of one shard would not see it.
 func checkOneShard(fsys persist.FS, dir string) error {
+	fsys = orOS(fsys)
 	b, err := fsys.ReadFile(filepath.Join(dir, shardsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -123,6 +145,15 @@ func checkOneShard(fsys persist.FS, dir string) error {
 		return fmt.Errorf("%s: %w", filepath.Join(dir, shardsFile), err)
 	}
 	return fmt.Errorf("%s holds the state of %d shards, not 1: start with WithShards(%d)", dir, stored, stored)
+}
+
+// orOS returns fsys, or the operating system's file system if it is nil
+// (as package persist takes a nil FS).
+func orOS(fsys persist.FS) persist.FS {
+	if fsys == nil {
+		return persist.OS
+	}
+	return fsys
 }
 
 func exists(fsys persist.FS, name string) (bool, error) {

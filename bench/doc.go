@@ -47,6 +47,15 @@
 // "p99-ns", "p999-ns"; "calls" is how many) and the sweep's time
 // ("sweep-ms").
 //
+// BenchmarkScaling/impl=<name>/procs=<p>/callers=<c> (procs_test.go) sets
+// GOMAXPROCS to p, 1, 2 and all the cores, for the sub-benchmark (the -N
+// suffix of the name is the GOMAXPROCS the binary started with, not p),
+// builds and fills the implementation anew on 10 000 keys, and measures as
+// BenchmarkLimiters does, reporting "checks/s" (b.N over the elapsed time)
+// beside ns/op: how the checks a second grow with the cores. impl=actorlimit
+// is one limiter actor, impl=actorlimit-shards WithShards(p); beside them
+// x-time-rate, go-limiter, mutex-map and mutex-btree.
+//
 // BenchmarkCheckRate (checkrate_test.go) is the earlier comparison with the
 // two mutex versions on a frozen clock.
 //
@@ -100,9 +109,13 @@
 // BenchmarkMiddleware's impl=actorlimit) with WithShards(n) instead of the
 // library's default.
 //
-// report.sh [COUNT] runs the comparison COUNT times (default 10) and writes
-// results/limiters.md: the machine, then median ns/op and allocs/op with
-// the ratio to the fastest peer, the same for the HTTP middlewares ("HTTP
+// report.sh [COUNT] runs the comparison COUNT times (default 10), in
+// rounds for BenchmarkLimiters and BenchmarkScaling (each implementation
+// once a round, so that a shared machine's load weighs alike on all), and
+// writes results/limiters.md: the machine, then median ns/op and allocs/op
+// with the ratio to the fastest peer, actorlimit's ratios to mutex-btree,
+// mutex-map and the fastest peer against its targets, checks per second at
+// each GOMAXPROCS, the same for the HTTP middlewares ("HTTP
 // middleware, one rule"; the ratio is to the cheapest peer, bare excluded),
 // bytes per key, and the latencies during a sweep. wrk.sh [ROUNDS] writes
 // results/wrk.md. profile.sh writes CPU and allocation profiles of

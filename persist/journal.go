@@ -138,7 +138,7 @@ type Journal struct {
 	after   []byte    // records committed since a snapshot began: for both logs
 	begun   bool      // a snapshot began and is not yet written (or given up)
 	snap    *snapshot // a snapshot ended, not yet taken by the writer
-	writing bool      // the writer took a snapshot and is writing it
+	writing bool      // the writer took a snapshot and it is not yet in place
 	spare   []byte    // a buffer the writer gave back
 
 	// the writer's
@@ -146,6 +146,7 @@ type Journal struct {
 	log      File  // the current generation's log
 	next     File  // the next generation's, from the moment a snapshot begins
 	nextErr  error // why next could not be made or written: the snapshot is not written
+	inflight bool  // a snapshot's file is being written, and will be reported on snapDone
 	frame    []byte
 	snapErr  error  // why the last snapshot was not written; nil once one is
 	lastErr  error  // the last failure, for Close
@@ -153,7 +154,10 @@ type Journal struct {
 	request  func() // asks the limiter for a snapshot
 	askKeys  func() // asks the limiter for the keys changed since the last flush
 
+	snapshotted func() // a test's hook: a snapshot ended, written or not
+
 	needSnap atomic.Bool // something was dropped: a snapshot begun later covers it
+	snapDone chan error  // the end of writing a snapshot's file: nil, or why it failed
 	kick     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -199,17 +203,22 @@ func New(dir string, cfg Config) (*Journal, error) {
 		}
 	}
 	return &Journal{
-		dir:  dir,
-		cfg:  cfg,
-		kick: make(chan struct{}, 1),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		dir:      dir,
+		cfg:      cfg,
+		kick:     make(chan struct{}, 1),
+		snapDone: make(chan error, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}, nil
 }
 
 func (j *Journal) path(name string) string { return filepath.Join(j.dir, name) }
 
 func logName(gen uint64) string { return fmt.Sprintf("log-%016x", gen) }
+
+// snapshotTmp is the file a snapshot is written to before it is renamed
+// into place.
+const snapshotTmp = "snapshot.tmp"
 
 // Append adds r to the records of the current flush. The limiter calls it,
 // when asked, for every key changed since the last flush; r.State is
@@ -324,6 +333,7 @@ func (j *Journal) Start(records iter.Seq[algo.Record], snapshot, flush func()) {
 	j.Snapshot(records)
 	<-j.kick
 	j.flush()
+	j.endSnapshot(<-j.snapDone)
 	go j.run(j.cfg.NewTicker(j.cfg.FlushEvery), j.cfg.NewTicker(j.cfg.SyncEvery), j.cfg.NewTicker(j.cfg.SnapshotEvery))
 }
 

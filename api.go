@@ -14,6 +14,7 @@ import (
 
 	"github.com/actorlimit/actorlimit/actor"
 	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/persist"
 )
 
 // Errors. Bad input and context errors come back wrapped with details; test
@@ -32,6 +33,15 @@ var (
 	// WithMaxBatch): their checks may or may not have been counted. The
 	// limiter is restarted with its counts intact.
 	ErrPanicked = actor.ErrPanicked
+	// ErrCorrupt is wrapped by the error of Start when a file in
+	// [WithPersistence]'s directory is damaged, truncated or foreign (see
+	// PersistConfig.StartEmptyOnCorrupt); it is persist.ErrCorrupt.
+	ErrCorrupt = persist.ErrCorrupt
+	// ErrUnwritable is wrapped by the error of Start when
+	// [WithPersistence]'s directory cannot be created or a file cannot be
+	// written in it (see PersistConfig.StartUnwritable); it is
+	// persist.ErrUnwritable.
+	ErrUnwritable = persist.ErrUnwritable
 )
 
 // MaxIDLength is the longest id accepted, in bytes.
@@ -152,11 +162,17 @@ type Stats struct {
 	// PersistDropped the changes it could not write (the next snapshot
 	// written covers them).
 	PersistErrors, PersistDropped uint64
+	// Loaded is what Start found in [WithPersistence]'s directory: the
+	// snapshot's generation, the records loaded and skipped, the log's
+	// frames, the bytes of a last write cut short, the files set aside;
+	// zero without persistence.
+	Loaded PersistLoaded
 }
 
 // Limiter is a running limiter. Its methods are safe for concurrent use.
 type Limiter struct {
 	shards    []Backend
+	loaded    PersistLoaded // what WithPersistence's journal loaded
 	seed      maphash.Seed
 	system    *protoactor.ActorSystem // made by Start, shut down by Close
 	closeOnce sync.Once
@@ -202,6 +218,9 @@ func start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg ac
 			return nil, err
 		}
 		l.shards = append(l.shards, c)
+	}
+	if j, ok := cfg.Journal.(*journal); ok {
+		l.loaded = j.loaded // Load ran in actor.Start
 	}
 	return l, nil
 }
@@ -295,6 +314,7 @@ func (l *Limiter) Stats(ctx context.Context) (Stats, error) {
 		sum.PersistErrors += s.PersistErrors
 		sum.PersistDropped += s.PersistDropped
 	}
+	sum.Loaded = l.loaded
 	return sum, nil
 }
 

@@ -169,22 +169,19 @@ func testKill9(t *testing.T, snapshot bool) {
 		require.NoError(t, err, "killed while a snapshot was written")
 	}
 
-	// what the restart will load: the snapshot the child's Start wrote, and a log
-	j, err := persist.New(dir, persist.Config{})
-	require.NoError(t, err)
-	now := stoppedClock{}.Now().UnixNano()
-	ld, err := j.Load(now, func(algo.Record) error { return nil })
-	require.NoError(t, err)
-	require.Equal(t, gen, ld.Generation, "no snapshot in place but the one the child's Start wrote")
-	// one frame a flush interval; at least one each killBound, whatever
-	// the phase of the kill
-	require.GreaterOrEqual(t, ld.Frames, int(killed.Sub(started)/killBound), "the counts come from the log, written every %v", killFlush)
-
+	// the restart loads the snapshot the child's Start wrote, and a log
 	ctx := context.Background()
 	lim, err := actorlimit.Start(actorlimit.WithClock(stoppedClock{}), actorlimit.WithJanitor(0, 0),
 		actorlimit.WithPersistence(dir, actorlimit.PersistConfig{}))
 	require.NoError(t, err)
 	defer lim.Close()
+	st, err := lim.Stats(ctx)
+	require.NoError(t, err)
+	ld := st.Loaded
+	require.Equal(t, gen, ld.Generation, "no snapshot in place but the one the child's Start wrote")
+	// one frame a flush interval; at least one each killBound, whatever
+	// the phase of the kill
+	require.GreaterOrEqual(t, ld.Frames, int(killed.Sub(started)/killBound), "the counts come from the log, written every %v", killFlush)
 
 	lostHits, lostFor := 0, time.Duration(0)
 	for _, id := range killIDs {

@@ -70,17 +70,26 @@ func (cfg *settings) journal() error {
 	if err != nil {
 		return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
 	}
-	cfg.Journal = journal{j}
+	cfg.Journal = &journal{Journal: j}
 	return nil
 }
 
-// journal adapts a persist.Journal to the limiter's Journal.
-type journal struct{ *persist.Journal }
+// PersistLoaded is what Start found in [WithPersistence]'s directory,
+// reported in [Stats].Loaded. The package persist documents each field.
+type PersistLoaded = persist.Loaded
 
-var _ actor.Journal = journal{}
+// journal adapts a persist.Journal to the limiter's Journal, and keeps
+// what it loaded.
+type journal struct {
+	*persist.Journal
+	loaded persist.Loaded
+}
+
+var _ actor.Journal = (*journal)(nil)
 
 // Load implements actor.Journal.
-func (j journal) Load(now int64, apply func(algo.Record) error) error {
-	_, err := j.Journal.Load(now, apply)
+func (j *journal) Load(now int64, apply func(algo.Record) error) error {
+	ld, err := j.Journal.Load(now, apply)
+	j.loaded = ld
 	return err
 }

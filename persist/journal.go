@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -55,6 +54,13 @@ type Config struct {
 	// silently give every blocked client a fresh limit, which is what
 	// persistence is for preventing, so an operator decides.
 	StartEmptyOnCorrupt bool
+	// StartUnwritable makes Load log a warning and go on when the
+	// directory cannot be written (see [Journal.Load]): the limiter then
+	// serves with its state in memory only, counting and logging every
+	// failed write, until a snapshot can be written. By default Load
+	// returns the error: a limiter that believes its state is kept when
+	// nothing can be is what an operator wants to hear about at once.
+	StartUnwritable bool
 	// FS is the file system; nil means [OS].
 	FS FS
 	// NewTicker makes the writer's tickers; nil means the wall clock's.
@@ -188,7 +194,8 @@ func (s *snapshot) add(r algo.Record) {
 	s.count++
 }
 
-// New returns a Journal on dir, which must exist, after checking cfg.
+// New returns a Journal on dir, after checking cfg; it touches no file:
+// Load creates dir if missing.
 func New(dir string, cfg Config) (*Journal, error) {
 	if dir == "" {
 		return nil, errors.New("persist: directory is empty")
@@ -197,11 +204,6 @@ func New(dir string, cfg Config) (*Journal, error) {
 		return nil, err
 	}
 	cfg.defaults()
-	if _, isOS := cfg.FS.(osFS); isOS {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("persist: %w", err)
-		}
-	}
 	return &Journal{
 		dir:      dir,
 		cfg:      cfg,

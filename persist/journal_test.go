@@ -305,9 +305,10 @@ func TestJournalFailedSnapshot(t *testing.T) {
 	st := r.j.Stats()
 	assert.Positive(t, st.Errors)
 	assert.Equal(t, uint64(1), st.Dropped, "c")
-	got, _, err := reload(t, "d", cfg)
+	got, ld, err := reload(t, "d", persist.Config{FS: mfs, StartUnwritable: true}) // the disk still fails
 	require.NoError(t, err, "the last snapshot and its log are intact")
 	assert.Equal(t, map[string]int64{"a": 1, "b": 1}, got)
+	assert.ErrorIs(t, ld.Unwritable, errDisk)
 
 	mfs.fail.Store(false)
 	r.tick.tick(syncEvery)

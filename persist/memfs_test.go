@@ -3,6 +3,7 @@ package persist_test
 import (
 	"errors"
 	"io/fs"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -66,7 +67,20 @@ func (m *memFS) Remove(name string) error {
 	return nil
 }
 
-func (m *memFS) SyncDir(string) error { return nil }
+func (m *memFS) SyncDir(string) error  { return nil }
+func (m *memFS) MkdirAll(string) error { return nil }
+
+func (m *memFS) ReadDirNames(dir string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var names []string
+	for name := range m.files {
+		if rest, ok := strings.CutPrefix(name, dir+"/"); ok && !strings.Contains(rest, "/") {
+			names = append(names, rest)
+		}
+	}
+	return names, nil
+}
 
 func (m *memFS) failing() bool {
 	if m.fail.Load() {

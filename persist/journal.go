@@ -28,13 +28,17 @@ const (
 	DefaultMaxPending = 8 << 20
 )
 
-// Config configures a [Journal]. Zero fields take the defaults.
+// Config configures a [Journal]. Zero fields take the defaults. A process
+// killed at any moment, while a snapshot is being written or not, loses at
+// most the changes of the last FlushEvery (100 ms by default) plus the time
+// the flush request waits in the limiter's mailbox and the log write takes;
+// a machine that crashes loses at most those of the last SyncEvery +
+// FlushEvery (1.1 s by default).
 type Config struct {
 	// FlushEvery is how often the records of the batches decided since the
-	// last flush are written to the log, in one write (group commit). A
-	// process killed with SIGKILL loses the changes of at most the last
-	// FlushEvery (plus a write under way); the written ones are in the
-	// operating system's cache and survive the process.
+	// last flush are written to the log, in one write (group commit); the
+	// written ones are in the operating system's cache and survive the
+	// process.
 	FlushEvery time.Duration
 	// SyncEvery is how often the log is fsynced. A machine that crashes or
 	// loses power loses at most the last SyncEvery + FlushEvery.
@@ -48,18 +52,20 @@ type Config struct {
 	// asked for, which writes them all again: the limiter never waits for
 	// the disk.
 	MaxPending int
-	// StartEmptyOnCorrupt makes Load log a warning, set the damaged files
-	// aside (renamed to *.corrupt) and start empty when a file is damaged
-	// or foreign. By default Load returns the error: starting empty would
-	// silently give every blocked client a fresh limit, which is what
-	// persistence is for preventing, so an operator decides.
+	// StartEmptyOnCorrupt makes Load set aside every file of the state when
+	// one is damaged or foreign (the snapshot and every log, renamed whole
+	// to NAME.corrupt, or NAME.corrupt.N when that exists), log their names
+	// and start empty, after their generation. By default Load returns the
+	// error: starting empty would silently give every blocked client a
+	// fresh limit, which is what persistence is for preventing, so an
+	// operator decides.
 	StartEmptyOnCorrupt bool
-	// StartUnwritable makes Load log a warning and go on when the
-	// directory cannot be written (see [Journal.Load]): the limiter then
-	// serves with its state in memory only, counting and logging every
-	// failed write, until a snapshot can be written. By default Load
-	// returns the error: a limiter that believes its state is kept when
-	// nothing can be is what an operator wants to hear about at once.
+	// StartUnwritable makes Load log a warning and go on when the directory
+	// cannot be written (see [Journal.Load]): the limiter then serves with
+	// its state in memory only, counting and logging every failed write,
+	// until a snapshot can be written. By default Load returns the error: a
+	// limiter that believes its state is kept when nothing can be is what
+	// an operator wants to hear about at once.
 	StartUnwritable bool
 	// FS is the file system; nil means [OS].
 	FS FS
@@ -127,8 +133,10 @@ func (c *Config) defaults() {
 // that found it changed, later than its record in the snapshot or equal
 // to it; a key changed after its last flush is one a kill loses anyway.
 // Until the snapshot is renamed into place the current log still gets
-// every record, so a process killed while a snapshot is being taken loses
-// no more than at any other time.
+// every record, and its file is written and fsynced by a goroutine of its
+// own while the writer goes on writing the log, so a process killed while
+// a snapshot is being taken or written loses no more than at any other
+// time.
 type Journal struct {
 	dir string
 	cfg Config

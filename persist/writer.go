@@ -155,7 +155,7 @@ func (j *Journal) writeSnapshot(s *snapshot) {
 // err. If its file and the next log are whole, it renames the file into
 // place, fsyncs the directory, makes the next log, which holds every record
 // committed since the snapshot began, the current one, and removes the
-// last; otherwise it keeps the current snapshot and log, removes the
+// last (unless the directory's fsync failed); otherwise it keeps the current snapshot and log, removes the
 // next log and the file, and has a snapshot asked for again. Either way
 // the records committed meanwhile go to the current log from now on.
 func (j *Journal) endSnapshot(err error) {
@@ -167,9 +167,10 @@ func (j *Journal) endSnapshot(err error) {
 	if err == nil {
 		err = j.cfg.FS.Rename(tmp, final)
 	}
-	if err == nil {
-		err = j.cfg.FS.SyncDir(j.dir)
-	}
+	// Once renamed, the snapshot is the state, with the next log after it,
+	// whether or not the directory's fsync makes the rename durable; if it
+	// fails, the last log is kept for a crash that would undo the rename.
+	durable := err == nil && !j.fail("snapshot directory sync", j.cfg.FS.SyncDir(j.dir))
 	if j.fail("snapshot write", err) {
 		j.snapErr = err
 		_ = j.cfg.FS.Remove(tmp)
@@ -188,7 +189,9 @@ func (j *Journal) endSnapshot(err error) {
 			_ = j.log.Close()
 		}
 		j.log, j.next = j.next, nil
-		_ = j.cfg.FS.Remove(j.path(logName(old))) // the new snapshot holds it
+		if durable {
+			_ = j.cfg.FS.Remove(j.path(logName(old))) // the new snapshot holds it
+		}
 		if old > 0 {
 			// left behind by a crash between a rename and this removal
 			_ = j.cfg.FS.Remove(j.path(logName(old - 1)))

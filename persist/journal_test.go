@@ -347,3 +347,30 @@ func TestJournalCloseError(t *testing.T) {
 	assert.ErrorContains(t, err, "last snapshot")
 	assert.Equal(t, err, r.j.Close(), "the same error again")
 }
+
+// TestJournalDirSyncFails: a snapshot renamed into place whose directory
+// fsync fails is the state from then on, with its log after it: the
+// records committed after it are not lost to the last log.
+func TestJournalDirSyncFails(t *testing.T) {
+	mfs := newMemFS()
+	r, _, err := newRig(t, "d", persist.Config{FS: mfs})
+	require.NoError(t, err)
+	r.hit("a")
+	r.tick.tick(flushEvery)
+
+	require.True(t, r.j.BeginSnapshot())
+	r.tick.tick(flushEvery) // the writer opens the log to follow it
+	for rec := range r.records() {
+		r.j.SnapshotRecord(rec)
+	}
+	mfs.failDir.Store(true) // from the rename on
+	r.j.EndSnapshot()
+	r.snapshotted()
+	r.hit("b")
+	r.tick.tick(flushEvery)
+	assert.Positive(t, r.j.Stats().Errors, "the failed fsync is counted")
+	got, ld, err := reload(t, "d", persist.Config{FS: mfs, StartUnwritable: true})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), ld.Generation, "the snapshot renamed")
+	assert.Equal(t, map[string]int64{"a": 1, "b": 1}, got)
+}

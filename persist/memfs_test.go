@@ -15,7 +15,10 @@ type memFS struct {
 	mu    sync.Mutex
 	files map[string][]byte
 	fail  atomic.Bool // every Write, Sync and Rename fails
-	fails atomic.Int64
+	// failDir makes SyncDir fail: a directory whose entries cannot be
+	// made durable
+	failDir atomic.Bool
+	fails   atomic.Int64
 }
 
 var errDisk = errors.New("injected disk failure")
@@ -67,7 +70,12 @@ func (m *memFS) Remove(name string) error {
 	return nil
 }
 
-func (m *memFS) SyncDir(string) error  { return nil }
+func (m *memFS) SyncDir(string) error {
+	if m.failDir.Load() {
+		return errDisk
+	}
+	return nil
+}
 func (m *memFS) MkdirAll(string) error { return nil }
 
 func (m *memFS) ReadDirNames(dir string) ([]string, error) {

@@ -217,7 +217,7 @@ func New(cfg Config) (*Collector, error) {
 	}
 	c.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: ns, Name: "check_duration_seconds",
-		Help:    "Duration of the middleware's calls to the limiter.",
+		Help:    "Duration of the checks made through the limiter wrapped by the collector (the middleware's and the application's own), in seconds.",
 		Buckets: buckets,
 	})
 	ruleDesc := func(name, help string) *prometheus.Desc {
@@ -230,7 +230,7 @@ func New(cfg Config) (*Collector, error) {
 	c.shadowed = ruleDesc("shadowed_total", "Requests over the limit of a shadow rule: answered with a fake success.")
 	c.nearLimit = ruleDesc("near_limit_total", "Allowed requests whose group had used at least the near-limit ratio of its limit.")
 	c.ruleErrors = ruleDesc("errors_total", "Requests whose hit of the rule the limiter did not decide.")
-	c.checkErrorsDesc = prometheus.NewDesc(ns+"_check_errors_total", "Calls to the limiter that failed.", nil, nil)
+	c.checkErrorsDesc = prometheus.NewDesc(ns+"_check_errors_total", "Checks made through the wrapped limiter that failed.", nil, nil)
 	c.entries = prometheus.NewDesc(ns+"_limiter_entries", "Keys the limiter holds.", nil, nil)
 	c.evictions = prometheus.NewDesc(ns+"_limiter_evictions_total", "Entries evicted by the limiter's memory bound.", nil, nil)
 	c.expired = prometheus.NewDesc(ns+"_limiter_expired_total", "Entries deleted by the limiter's sweeps.", nil, nil)
@@ -317,9 +317,63 @@ func (c *Collector) SetCluster(s ClusterStatsSource) {
 }
 
 // Wrap returns a limiter that calls lim and records each call's duration
-// and failure. Give the result to httpadapter.New.
+// and failure. Give the result to httpadapter.New. [Collector.WrapLimiter]
+// does the same for the other checks of a limiter (CheckRate, Hit, HitN)
+// made outside the middleware.
 func (c *Collector) Wrap(lim httpadapter.Limiter) httpadapter.Limiter {
 	return &timed{lim: lim, c: c}
+}
+
+// Checker is what [Collector.WrapLimiter] times: the checks of
+// *actorlimit.Limiter, which is one.
+type Checker interface {
+	httpadapter.Limiter
+	Hit(ctx context.Context, id string, p actorlimit.Policy) (actorlimit.Result, error)
+	HitN(ctx context.Context, id string, p actorlimit.Policy, n int64) (actorlimit.Result, error)
+	CheckRate(id string, scaleMs, limit int64) (actorlimit.Result, error)
+}
+
+// TimedLimiter is a [Checker] whose every check the collector that made it
+// times in actorlimit_check_duration_seconds, and counts in
+// actorlimit_check_errors_total when it fails. Make it with
+// [Collector.WrapLimiter]; it is safe for concurrent use as its limiter
+// is.
+type TimedLimiter struct {
+	timed
+	lim Checker
+}
+
+var _ Checker = (*TimedLimiter)(nil)
+
+// WrapLimiter returns lim with its checks timed: give it to httpadapter.New
+// and make the application's own checks (CheckRate, Hit, HitN) through it
+// too, so that the histogram holds every check of the process.
+func (c *Collector) WrapLimiter(lim Checker) *TimedLimiter {
+	return &TimedLimiter{timed: timed{lim: lim, c: c}, lim: lim}
+}
+
+// Hit calls the limiter's Hit and records the call.
+func (t *TimedLimiter) Hit(ctx context.Context, id string, p actorlimit.Policy) (actorlimit.Result, error) {
+	start := t.c.now()
+	res, err := t.lim.Hit(ctx, id, p)
+	t.c.record(start, err)
+	return res, err
+}
+
+// HitN calls the limiter's HitN and records the call.
+func (t *TimedLimiter) HitN(ctx context.Context, id string, p actorlimit.Policy, n int64) (actorlimit.Result, error) {
+	start := t.c.now()
+	res, err := t.lim.HitN(ctx, id, p, n)
+	t.c.record(start, err)
+	return res, err
+}
+
+// CheckRate calls the limiter's CheckRate and records the call.
+func (t *TimedLimiter) CheckRate(id string, scaleMs, limit int64) (actorlimit.Result, error) {
+	start := t.c.now()
+	res, err := t.lim.CheckRate(id, scaleMs, limit)
+	t.c.record(start, err)
+	return res, err
 }
 
 // timed is the limiter Wrap returns.
@@ -330,12 +384,9 @@ type timed struct {
 
 // HitMany calls the wrapped limiter and records the call.
 func (t *timed) HitMany(ctx context.Context, hits []actorlimit.HitRequest, results []actorlimit.Result) error {
-	start := t.c.clock.Now()
+	start := t.c.now()
 	err := t.lim.HitMany(ctx, hits, results)
-	t.c.latency.Observe(t.c.clock.Now().Sub(start).Seconds())
-	if err != nil {
-		t.c.checkErrors.Add(1)
-	}
+	t.c.record(start, err)
 	return err
 }
 
@@ -344,6 +395,26 @@ func (t *timed) HitMany(ctx context.Context, hits []actorlimit.HitRequest, resul
 func (t *timed) Started() bool {
 	s, ok := t.lim.(interface{ Started() bool })
 	return !ok || s.Started()
+}
+
+// now reads the clock, when the collector has one (a zero Collector has
+// none, and records nothing).
+func (c *Collector) now() time.Time {
+	if c.clock == nil {
+		return time.Time{}
+	}
+	return c.clock.Now()
+}
+
+// record records a limiter call that began at start and returned err.
+func (c *Collector) record(start time.Time, err error) {
+	if c.latency == nil {
+		return // a zero Collector, not made by New
+	}
+	c.latency.Observe(c.clock.Now().Sub(start).Seconds())
+	if err != nil {
+		c.checkErrors.Add(1)
+	}
 }
 
 // Describe sends the descriptions of every metric the collector exports.

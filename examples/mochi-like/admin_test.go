@@ -66,7 +66,7 @@ func TestRunAdmin(t *testing.T) {
 	for _, rule := range snap.Rules {
 		names = append(names, rule.Rule)
 	}
-	assert.Equal(t, []string{"per-host", "per-peer", "trial"}, names)
+	assert.Equal(t, []string{"trial", "per-host", "per-peer"}, names, "the rules file's order, then the per-peer limit")
 	assert.Contains(t, fetch(t, adminURL+"/limits"), `<svg class="heatmap" data-kind="requests"`)
 }
 

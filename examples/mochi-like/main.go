@@ -214,6 +214,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...a
 		// Every check, the rules' and the per-peer limit's, is timed.
 		tl := adm.col.WrapLimiter(lim)
 		checker, mwLim = tl, tl
+		// The limits page lists the rules in the file's order, then the
+		// per-peer limit, which decides after them.
+		order := make([]string, 0, len(rules)+1)
+		for _, r := range rules {
+			order = append(order, r.Name)
+		}
+		adm.an.SetOrder(append(order, "per-peer")...)
 	}
 	handler := newHandler(checker, root.FS(), cfg.scaleMs, cfg.limit, logger)
 	handler.obs = obs

@@ -19,6 +19,14 @@ import (
 // errors.Is.
 var ErrInvalidConfig = errors.New("metrics: invalid configuration")
 
+// ErrNotMade is the error a zero Collector, one not made by [New], gives
+// when registered (prometheus.Registry.Register returns an error wrapping
+// it): it has no metrics to describe.
+var ErrNotMade = errors.New("metrics: the Collector was not made by metrics.New")
+
+// notMade is the description a zero Collector gives.
+var notMade = prometheus.NewInvalidDesc(ErrNotMade)
+
 // Defaults used when Config leaves a field zero.
 const (
 	DefaultNamespace      = "actorlimit"
@@ -147,7 +155,9 @@ type systemClock struct{}
 func (systemClock) Now() time.Time { return time.Now() }
 
 // Collector is a prometheus.Collector of a middleware's rules and a
-// limiter. Its methods are safe for concurrent use.
+// limiter. Its methods are safe for concurrent use. Make it with [New]: a
+// zero Collector counts nothing, its wrapped limiters pass calls through
+// untimed, and registering it fails with [ErrNotMade].
 type Collector struct {
 	near    float64
 	clock   Clock
@@ -265,6 +275,9 @@ var _ prometheus.Collector = (*Collector)(nil)
 // Observe counts one rule's decision; it is the [httpadapter.Observer]
 // method, and allocates only the first time it sees a rule.
 func (c *Collector) Observe(o httpadapter.Observation) {
+	if c.latency == nil {
+		return // a zero Collector exports nothing
+	}
 	k := ruleKey{o.Rule, o.Action}
 	v, ok := c.rules.Load(k)
 	if !ok {
@@ -419,6 +432,10 @@ func (c *Collector) record(start time.Time, err error) {
 
 // Describe sends the descriptions of every metric the collector exports.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	if c.latency == nil {
+		ch <- notMade
+		return
+	}
 	for _, d := range []*prometheus.Desc{c.matched, c.allowed, c.denied, c.monitored, c.shadowed, c.nearLimit,
 		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.queued, c.restarts, c.statsErrorsDesc, c.sweeps, c.sweepSeconds,
 		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed, c.storeCheckErrors,
@@ -432,6 +449,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends the current values; it reads the limiter's statistics
 // (bounded by Config.StatsTimeout).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	if c.latency == nil {
+		ch <- prometheus.NewInvalidMetric(notMade, ErrNotMade)
+		return
+	}
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}

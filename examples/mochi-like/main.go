@@ -28,9 +28,9 @@
 //
 // Logs go to stderr as slog text, and only there: at -log info (the
 // default), the actor system starting, the limiter restarting, the
-// shutdown and the limiter closing, Redis going away and coming back (-redis), the
-// limiter failing under the rules (-rules) or the per-peer limit and
-// answering again, each once per change, never per request.
+// shutdown and the limiter closing, Redis going away and coming back
+// (-redis), the limiter failing under the rules (-rules) or the per-peer
+// limit and answering again, each once per change, never per request.
 //
 // With -redis, the counts live in that Redis (package redisstore), so that
 // several servers behind one load balancer share them: a peer gets -limit

@@ -247,7 +247,7 @@ func New(cfg Config) (*Collector, error) {
 	c.queued = prometheus.NewDesc(ns+"_limiter_mailbox_queued", "Messages waiting in the limiter's mailbox when scraped.", nil, nil)
 	c.restarts = prometheus.NewDesc(ns+"_limiter_restarts_total", "Restarts of the limiter actor.", nil, nil)
 	c.sweeps = prometheus.NewDesc(ns+"_limiter_sweeps_total", "Sweeps of expired entries finished.", nil, nil)
-	c.sweepSeconds = prometheus.NewDesc(ns+"_limiter_sweep_seconds_total", "Time the sweeps took in all, by the limiter's clock.", nil, nil)
+	c.sweepSeconds = prometheus.NewDesc(ns+"_limiter_sweep_seconds_total", "Time the sweeps took in all, in seconds, by the limiter's clock.", nil, nil)
 	c.statsErrorsDesc = prometheus.NewDesc(ns+"_limiter_stats_errors_total", "Scrapes at which reading the limiter's statistics failed.", nil, nil)
 	c.storeErrors = prometheus.NewDesc(ns+"_store_errors_total", "Round trips to the networked store that failed.", nil, nil)
 	c.storeOutages = prometheus.NewDesc(ns+"_store_outages_total", "Times the networked store went from answering to not.", nil, nil)

@@ -131,7 +131,7 @@ actorlimit_limiter_restarts_total 1
 # HELP actorlimit_limiter_stats_errors_total Scrapes at which reading the limiter's statistics failed.
 # TYPE actorlimit_limiter_stats_errors_total counter
 actorlimit_limiter_stats_errors_total 0
-# HELP actorlimit_limiter_sweep_seconds_total Time the sweeps took in all, by the limiter's clock.
+# HELP actorlimit_limiter_sweep_seconds_total Time the sweeps took in all, in seconds, by the limiter's clock.
 # TYPE actorlimit_limiter_sweep_seconds_total counter
 actorlimit_limiter_sweep_seconds_total 1.5
 # HELP actorlimit_limiter_sweeps_total Sweeps of expired entries finished.

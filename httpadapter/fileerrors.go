@@ -81,37 +81,83 @@ func yamlTypeMessage(msg string) string {
 
 // yamlSyntaxError words a YAML syntax error of data. yaml.v3 reports the
 // line of the construct the error is in, zero-based for some errors and
-// one-based for others, and no column; so the line is found again here: it
-// is the first k such that the first k lines alone fail with the same
-// message, the line where the parser meets the problem (found by binary
-// search: a prefix that holds the problem fails as the whole file does).
+// one-based for others, and no column; so the place is found again here:
+// the shortest prefix of data that fails with the same message as the
+// whole file ends where the parser meets the problem. Its line is at or
+// after the reported one, usually on it or the next: those are tried
+// first, then a binary search over the lines after them (a prefix that
+// holds the problem fails as the whole file does). A binary search over
+// that line's characters then finds the column, for files of up to
+// yamlColumnLimit bytes (each try parses the prefix again, and yaml.v3
+// takes about a second a megabyte).
 func yamlSyntaxError(data []byte, file string, err error) error {
 	full := err.Error()
 	msg := strings.TrimPrefix(full, "yaml: ")
+	hint := 0
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if _, m, ok := strings.Cut(rest, ": "); ok {
+		if n, m, ok := strings.Cut(rest, ": "); ok {
 			msg = m
+			_, _ = fmt.Sscan(n, &hint)
 		}
 	}
-	ends := lineEnds(data)
-	same := func(k int) bool {
-		var n yaml.Node
-		e := yaml.Unmarshal(data[:ends[k-1]], &n)
+	msg = "YAML syntax: " + msg
+	same := func(n int) bool {
+		var node yaml.Node
+		e := yaml.Unmarshal(data[:n], &node)
 		return e != nil && e.Error() == full
 	}
-	lo, hi := 1, len(ends) // the answer is in [lo, hi]
-	if hi == 0 || !same(hi) {
-		return fileError(file, 0, fmt.Errorf("YAML syntax: %s", msg))
+	ends := lineEnds(data)
+	if len(ends) == 0 {
+		return fileError(file, 0, errors.New(msg))
 	}
+	first := min(max(hint, 1), len(ends)) // the line, counted from 1, is at least this
+	line := 0
+	for k := first; k <= min(first+2, len(ends)) && line == 0; k++ {
+		if same(ends[k-1]) {
+			line = k
+		}
+	}
+	if line == 0 {
+		from := min(first+3, len(ends))
+		if !same(ends[len(ends)-1]) {
+			return fileError(file, 0, errors.New(msg))
+		}
+		line = from + firstTrue(len(ends)-from, func(i int) bool { return same(ends[from-1+i]) })
+	}
+	if len(data) > yamlColumnLimit {
+		return fileError(file, line, errors.New(msg))
+	}
+	start := 0
+	if line > 1 {
+		start = ends[line-2]
+	}
+	// The shortest prefix ending on the line; its last character is where
+	// the parser stopped.
+	n := start + 1 + firstTrue(ends[line-1]-start, func(i int) bool { return same(start + i + 1) })
+	col := utf8.RuneCount(data[start:n])
+	if col < 1 || n > ends[line-1] {
+		return fileError(file, line, errors.New(msg))
+	}
+	return fmt.Errorf("%w: %s column %d: %s", ErrInvalidConfig, where(file, line), col, msg)
+}
+
+// yamlColumnLimit is the largest rules file whose YAML syntax errors get a
+// column; tests lower it.
+var yamlColumnLimit = 256 << 10
+
+// firstTrue returns the least i in [0, n) for which f holds, f being false
+// and then true (n when it never holds).
+func firstTrue(n int, f func(int) bool) int {
+	lo, hi := 0, n
 	for lo < hi {
 		mid := (lo + hi) / 2
-		if same(mid) {
+		if f(mid) {
 			hi = mid
 		} else {
 			lo = mid + 1
 		}
 	}
-	return fileError(file, lo, fmt.Errorf("YAML syntax: %s", msg))
+	return lo
 }
 
 // lineEnds returns the offset just past each line of data, the last line

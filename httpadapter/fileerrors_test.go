@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,15 +26,21 @@ func TestRulesFileErrorsSayWhere(t *testing.T) {
 		name, data, want string
 	}{
 		{"yaml unclosed flow mapping", "rules:\n  - name: a\n    policy: {limit: 1, period: 1m\n  - name: b\n",
-			`line 3: YAML syntax: did not find expected ',' or '}'`},
+			`line 3 column 14: YAML syntax: did not find expected ',' or '}'`},
 		{"yaml bad indentation", "rules:\n  - name: a\n    policy: {limit: 1, period: 1m}\n   bad: [\n",
-			`line 4: YAML syntax: did not find expected '-' indicator`},
+			`line 4 column 4: YAML syntax: did not find expected '-' indicator`},
 		{"yaml tab", "rules:\n  - name: a\n\tpolicy: x\n",
-			`line 3: YAML syntax: found a tab character that violates indentation`},
+			`line 3 column 1: YAML syntax: found a tab character that violates indentation`},
 		{"yaml unclosed list on line 1", "rules: [\n",
-			`line 1: YAML syntax: did not find expected node content`},
+			`line 1 column 8: YAML syntax: did not find expected node content`},
 		{"yaml error after many lines", "rules:\n" + repeat("  - name: r\n    policy: {limit: 1, period: 1m}\n", 40) + "  - name: x\n    policy: {limit: 1, period: 1m]\n",
-			`line 83: YAML syntax: did not find expected ',' or '}'`},
+			`line 83 column 14: YAML syntax: did not find expected ',' or '}'`},
+		{"yaml reserved character", "rules:\n  - name: a\n    policy: {limit: 1, period: 1m}\n    body: @x\n",
+			`line 4 column 11: YAML syntax: found character that cannot start any token`},
+		{"yaml colon in a value", "rules:\n  - name: a\n    policy: {limit: 1, period: 1m}\n    body: a: b\n",
+			`line 4 column 12: YAML syntax: mapping values are not allowed in this context`},
+		{"yaml unclosed quote", "rules:\n  - name: a\n    body: \"slow\n    policy: {limit: 1, period: 1m}\n",
+			`line 3 column 11: YAML syntax: found unexpected end of stream`},
 		{"yaml path is a string", "rules:\n  - name: a\n    when:\n      - path: /login\n    policy: {limit: 1, period: 1m}\n",
 			`line 4: rule "a": when[0].path: "/login" is a string where a mapping with one of exact:, prefix:, glob: (such as {prefix: /login}) is wanted`},
 		{"yaml method is a string", "rules:\n  - name: a\n    when:\n      - method: GET\n    policy: {limit: 1, period: 1m}\n",
@@ -73,10 +80,16 @@ func TestRulesFileErrorsSayWhere(t *testing.T) {
 	}
 }
 
-func repeat(s string, n int) string {
-	out := ""
-	for range n {
-		out += s
-	}
-	return out
+func repeat(s string, n int) string { return strings.Repeat(s, n) }
+
+// TestLargeYAMLFileErrorsSayTheLine: past a size, finding a YAML syntax
+// error's column would parse the file too many times (yaml.v3 takes about
+// a second a megabyte): the error names the line only.
+func TestLargeYAMLFileErrorsSayTheLine(t *testing.T) {
+	defer httpadapter.SetYAMLColumnLimit(1 << 10)()
+	data := "rules:\n" + repeat("  - name: r\n    policy: {limit: 1, period: 1m}\n", 40) + "  - name: x\n    policy: {limit: 1, period: 1m\n"
+	require.Greater(t, len(data), 1<<10)
+	_, err := httpadapter.ParseRules([]byte(data))
+	require.ErrorIs(t, err, httpadapter.ErrInvalidConfig)
+	assert.Equal(t, "httpadapter: invalid configuration: line 83: YAML syntax: did not find expected ',' or '}'", err.Error())
 }

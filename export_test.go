@@ -40,7 +40,3 @@ func (s *injecting) Decide(ctx context.Context, now int64, checks []algo.Check, 
 func NewOnBackends(bs ...Backend) *Limiter {
 	return &Limiter{shards: slices.Clone(bs), seed: randomSeed()}
 }
-
-// ShardDir is the directory of shard i's files within a persistence
-// directory of more than one shard.
-func ShardDir(dir string, i int) string { return shardDir(dir, i) }

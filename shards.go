@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/actorlimit/actorlimit/actor"
 	"github.com/actorlimit/actorlimit/persist"
 )
 
@@ -81,9 +82,9 @@ func shardDir(dir string, i int) string {
 // directory of its own, beside the file that holds the shard count and the
 // seed of the hash of ids onto the shards (see shardLayout).
 func (cfg *settings) shardJournals(pc PersistConfig) error {
-	seed, err := shardLayout(pc.FS, cfg.persistDir, cfg.shards)
+	seed, err := shardLayout(pc, cfg.persistDir, cfg.shards)
 	if err != nil {
-		return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
+		return fmt.Errorf("WithPersistence: %w", err)
 	}
 	cfg.seed, cfg.seeded = seed, true
 	for i := range cfg.shards {
@@ -91,60 +92,94 @@ func (cfg *settings) shardJournals(pc PersistConfig) error {
 		if err != nil {
 			return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
 		}
-		cfg.journals = append(cfg.journals, journal{j})
+		cfg.journals = append(cfg.journals, &journal{Journal: j})
 	}
 	return nil
+}
+
+// sumLoaded returns what the shards' journals loaded, as one: the counts
+// summed, the latest snapshot generation, the files set aside by any,
+// Discarded if any shard started empty, the first Unwritable.
+func sumLoaded(js []actor.Journal) PersistLoaded {
+	var sum PersistLoaded
+	for _, aj := range js {
+		j, ok := aj.(*journal)
+		if !ok {
+			continue
+		}
+		ld := j.loaded
+		sum.Generation = max(sum.Generation, ld.Generation)
+		sum.Records += ld.Records
+		sum.Skipped += ld.Skipped
+		sum.Frames += ld.Frames
+		sum.TornBytes += ld.TornBytes
+		sum.Discarded = sum.Discarded || ld.Discarded
+		sum.SetAside = append(sum.SetAside, ld.SetAside...)
+		if sum.Unwritable == nil {
+			sum.Unwritable = ld.Unwritable
+		}
+	}
+	return sum
 }
 
 // shardLayout returns the seed of a limiter of n > 1 shards persisted in
 // dir: the one stored there, or, in a directory that holds no state yet, a
 // new one, which it stores. A directory written with another number of
-// shards is an error that names both, and changes nothing: ids would hash
-// onto other shards than the ones whose files hold their state.
-func shardLayout(fsys persist.FS, dir string, n int) (shardSeed, error) {
-	fsys = orOS(fsys)
-	b, err := fsys.ReadFile(filepath.Join(dir, shardsFile))
+// shards is an error wrapping ErrInvalidArgument that names both, and
+// changes nothing: ids would hash onto other shards than the ones whose
+// files hold their state. A damaged shards file is an error wrapping
+// ErrCorrupt. A directory that cannot be read or written is an error
+// wrapping ErrUnwritable, unless pc.StartUnwritable: then the shards get a
+// seed of their own, as their journals serve in memory only.
+func shardLayout(pc PersistConfig, dir string, n int) (shardSeed, error) {
+	fsys := orOS(pc.FS)
+	unwritable := func(err error) (shardSeed, error) {
+		if pc.StartUnwritable {
+			return randomSeed(), nil
+		}
+		return 0, fmt.Errorf("%w: %s: %w", ErrUnwritable, dir, err)
+	}
+	name := filepath.Join(dir, shardsFile)
+	b, err := fsys.ReadFile(name)
 	switch {
 	case err == nil:
 		stored, seed, perr := parseShards(b)
 		if perr != nil {
-			return 0, fmt.Errorf("%s: %w", filepath.Join(dir, shardsFile), perr)
+			return 0, fmt.Errorf("%w: %s: %w", ErrCorrupt, name, perr)
 		}
 		if stored != n {
-			return 0, fmt.Errorf("%s holds the state of %d shards, not %d: start with WithShards(%d)", dir, stored, n, stored)
+			return 0, fmt.Errorf("%w: %s holds the state of %d shards, not %d: start with WithShards(%d)", ErrInvalidArgument, dir, stored, n, stored)
 		}
 		return seed, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return 0, err
+		return unwritable(err)
 	}
 	if one, err := exists(fsys, filepath.Join(dir, snapshotFile)); err != nil {
-		return 0, err
+		return unwritable(err)
 	} else if one {
-		return 0, fmt.Errorf("%s holds the state of one shard, not %d: start with WithShards(1)", dir, n)
+		return 0, fmt.Errorf("%w: %s holds the state of one shard, not %d: start with WithShards(1)", ErrInvalidArgument, dir, n)
 	}
 	seed := randomSeed()
 	if err := writeShards(fsys, dir, n, seed); err != nil {
-		return 0, err
+		return unwritable(err)
 	}
 	return seed, nil
 }
 
-// checkOneShard returns an error if dir holds the state of more than one
-// shard: a limiter of one shard would not see it.
+// checkOneShard returns an error wrapping ErrInvalidArgument if dir holds
+// the state of more than one shard: a limiter of one shard would not see
+// it. A shards file it cannot read is left to the journal, which reports
+// the directory's trouble as it does for one shard.
 func checkOneShard(fsys persist.FS, dir string) error {
-	fsys = orOS(fsys)
-	b, err := fsys.ReadFile(filepath.Join(dir, shardsFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+	b, err := orOS(fsys).ReadFile(filepath.Join(dir, shardsFile))
 	if err != nil {
-		return err
+		return nil
 	}
 	stored, _, err := parseShards(b)
 	if err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(dir, shardsFile), err)
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, filepath.Join(dir, shardsFile), err)
 	}
-	return fmt.Errorf("%s holds the state of %d shards, not 1: start with WithShards(%d)", dir, stored, stored)
+	return fmt.Errorf("%w: %s holds the state of %d shards, not 1: start with WithShards(%d)", ErrInvalidArgument, dir, stored, stored)
 }
 
 // orOS returns fsys, or the operating system's file system if it is nil

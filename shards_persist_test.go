@@ -118,7 +118,7 @@ func TestShardedPersistenceRefusesAnotherCount(t *testing.T) {
 }
 
 // TestShardedPersistenceDamagedShardsFile: a shards file that is not one
-// makes Start fail with an error naming it.
+// makes Start fail with an error wrapping ErrCorrupt that names it.
 func TestShardedPersistenceDamagedShardsFile(t *testing.T) {
 	for name, text := range map[string]string{
 		"foreign":       "hello\n",
@@ -130,9 +130,28 @@ func TestShardedPersistenceDamagedShardsFile(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "shards"), []byte(text), 0o600))
-			_, err := startPersisted(t, newFakeClock(), dir, actorlimit.PersistConfig{}, actorlimit.WithShards(2))
-			require.ErrorIs(t, err, actorlimit.ErrInvalidArgument)
-			assert.Contains(t, err.Error(), filepath.Join(dir, "shards"))
+			for _, shards := range []int{1, 2} {
+				_, err := startPersisted(t, newFakeClock(), dir, actorlimit.PersistConfig{}, actorlimit.WithShards(shards))
+				require.ErrorIs(t, err, actorlimit.ErrCorrupt, "%d shards", shards)
+				assert.Contains(t, err.Error(), filepath.Join(dir, "shards"))
+			}
 		})
 	}
+}
+
+// TestShardedPersistenceUnwritable: a directory of several shards that
+// cannot be written makes Start fail with an error wrapping ErrUnwritable
+// that names it, unless StartUnwritable, which serves from memory.
+func TestShardedPersistenceUnwritable(t *testing.T) {
+	base := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(base, "file"), nil, 0o600))
+	dir := filepath.Join(base, "file", "state")
+	_, err := startPersisted(t, newFakeClock(), dir, actorlimit.PersistConfig{}, actorlimit.WithShards(2))
+	require.ErrorIs(t, err, actorlimit.ErrUnwritable)
+	assert.ErrorContains(t, err, dir)
+
+	lim, err := startPersisted(t, newFakeClock(), dir, actorlimit.PersistConfig{StartUnwritable: true}, actorlimit.WithShards(2))
+	require.NoError(t, err, "served anyway")
+	want := hitShardedIDs(t, lim, 10)
+	assertShardedIDs(t, lim, 10, want, "in memory")
 }

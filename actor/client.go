@@ -144,11 +144,19 @@ func (c *Client) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 
 // readClock returns the time, in Unix ns, for a caller that takes its turn
 // to run the limiter, read before it waits for the turn (see
-// [limiter.instant]); 0 for a caller that only queues its call.
-func (c *Client) readClock() int64 {
+// [heir.instant]); 0 for a caller that only queues its call. A clock that
+// panics is the limiter's failure, not the caller's: readClock then
+// returns 0, and the limiter reads the clock itself on the caller's turn,
+// where the panic goes to the supervisor.
+func (c *Client) readClock() (at int64) {
 	if !c.h.turns {
 		return 0
 	}
+	defer func() {
+		if recover() != nil {
+			at = 0
+		}
+	}()
 	return c.h.cfg.Clock.Now().UnixNano()
 }
 

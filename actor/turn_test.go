@@ -3,6 +3,7 @@ package actor
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,4 +64,43 @@ func TestTurnAfterTheLimiterStopped(t *testing.T) {
 	<-c.h.done // stopped for good
 	_, err = c.Do(ctx, hit("k", 1))
 	assert.ErrorIs(t, err, ErrClosed)
+}
+
+// breakableClock is a frozen clock whose reading panics while broken.
+type breakableClock struct{ broken atomic.Bool }
+
+func (c *breakableClock) Now() time.Time {
+	if c.broken.Load() {
+		panic("clock broken by the test")
+	}
+	return frozenClock{}.Now()
+}
+
+// TestTurnClockPanicGoesToTheSupervisor: a caller reads the clock before
+// it waits for its turn, but a clock that panics is the limiter's failure:
+// the caller gets ErrPanicked, not the panic, and the limiter is restarted
+// with its table and serves again once the clock works.
+func TestTurnClockPanicGoesToTheSupervisor(t *testing.T) {
+	sys := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
+		func(*protoactor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	clk := &breakableClock{}
+	c, err := Start(sys.Root, Config{Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.True(t, c.h.turns)
+	ctx := context.Background()
+	_, err = c.Do(ctx, hit("k", 1))
+	require.NoError(t, err)
+
+	clk.broken.Store(true)
+	_, err = c.Do(ctx, hit("k", 1))
+	require.ErrorIs(t, err, ErrPanicked)
+	err = c.DoMany(ctx, []algo.Check{hit("k", 1)}, make([]algo.Decision, 1))
+	require.ErrorIs(t, err, ErrPanicked)
+
+	clk.broken.Store(false)
+	d, err := c.Do(ctx, hit("k", 1))
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), d.Count, "the hits of the failed calls were counted, or the first was lost")
 }

@@ -107,4 +107,3 @@ func (m *Member) SystemID() string { return m.cluster.ActorSystem.ID }
 // SetLive sets the number of live members a detached member divides its
 // limit by while an owner cannot be reached.
 func (m *Member) SetLive(n int) { m.live.Store(int64(n)) }
-

@@ -3,8 +3,8 @@
 package cluster_test
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"

@@ -21,6 +21,9 @@ type SyncStats struct {
 	// QueuedResets is the resets kept for an owner that could not be
 	// reached, sent with a later sync.
 	QueuedResets uint64
+	// Seeds is the peeks that asked the owner for a key's count or state
+	// because the member held no copy of it.
+	Seeds uint64
 }
 
 // counters are a member's SyncStats as they run.
@@ -28,7 +31,7 @@ type counters struct {
 	fallbacks                     atomic.Uint64
 	rounds, requests, failures    atomic.Uint64
 	outages, recoveries, rebuilds atomic.Uint64
-	queuedResets                  atomic.Uint64
+	queuedResets, seeds           atomic.Uint64
 }
 
 // SyncStats returns what the member's checks and syncs did since it
@@ -39,6 +42,6 @@ func (m *Member) SyncStats() SyncStats {
 		Fallbacks: c.fallbacks.Load(),
 		Rounds:    c.rounds.Load(), Requests: c.requests.Load(), Failures: c.failures.Load(),
 		Outages: c.outages.Load(), Recoveries: c.recoveries.Load(), Rebuilds: c.rebuilds.Load(),
-		QueuedResets: c.queuedResets.Load(),
+		QueuedResets: c.queuedResets.Load(), Seeds: c.seeds.Load(),
 	}
 }

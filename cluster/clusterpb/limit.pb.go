@@ -307,12 +307,15 @@ func (x *DecideReply) GetError() string {
 // same window gives the new one a larger epoch, and the owner adds the new
 // copy's hits to what it had from the old one.
 type Total struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	PeriodNs      int64                  `protobuf:"varint,2,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
-	Window        int64                  `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`
-	Hits          int64                  `protobuf:"varint,4,opt,name=hits,proto3" json:"hits,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	PeriodNs int64                  `protobuf:"varint,2,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
+	Window   int64                  `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`
+	Hits     int64                  `protobuf:"varint,4,opt,name=hits,proto3" json:"hits,omitempty"`
+	Epoch    uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// last is the time (Unix ns) of the copy's latest hit: a total whose
+	// hits all came before a reset of the key counts nothing.
+	Last          int64 `protobuf:"varint,6,opt,name=last,proto3" json:"last,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -382,6 +385,13 @@ func (x *Total) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *Total) GetLast() int64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
 // PartSync is one partition's share of a sync: the node's totals for the
 // keys of that partition (none for a probe, which only asks the owner's
 // incarnation).
@@ -393,9 +403,15 @@ type PartSync struct {
 	Hits []*Hits `protobuf:"bytes,3,rep,name=hits,proto3" json:"hits,omitempty"`
 	// resets are the keys the node reset while the owner could not be
 	// reached; the owner applies them before the totals and the hits.
-	Resets        []*Check `protobuf:"bytes,4,rep,name=resets,proto3" json:"resets,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// reset_at[i] (Unix ns) is when the i-th was made.
+	Resets  []*Check `protobuf:"bytes,4,rep,name=resets,proto3" json:"resets,omitempty"`
+	ResetAt []int64  `protobuf:"varint,5,rep,packed,name=reset_at,json=resetAt,proto3" json:"reset_at,omitempty"`
+	// reset_incarnation and reset_gen name the last of the owner's resets
+	// that the node has seen: the owner answers with those made since.
+	ResetIncarnation uint64 `protobuf:"varint,6,opt,name=reset_incarnation,json=resetIncarnation,proto3" json:"reset_incarnation,omitempty"`
+	ResetGen         uint64 `protobuf:"varint,7,opt,name=reset_gen,json=resetGen,proto3" json:"reset_gen,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartSync) Reset() {
@@ -456,6 +472,27 @@ func (x *PartSync) GetResets() []*Check {
 	return nil
 }
 
+func (x *PartSync) GetResetAt() []int64 {
+	if x != nil {
+		return x.ResetAt
+	}
+	return nil
+}
+
+func (x *PartSync) GetResetIncarnation() uint64 {
+	if x != nil {
+		return x.ResetIncarnation
+	}
+	return 0
+}
+
+func (x *PartSync) GetResetGen() uint64 {
+	if x != nil {
+		return x.ResetGen
+	}
+	return 0
+}
+
 // Hits is what one node allowed, on its own copy, of one key of an
 // algorithm other than the fixed window, since the owner last counted its
 // hits: the owner charges them to its state, whatever its limit says (they
@@ -474,7 +511,11 @@ type Hits struct {
 	// state, when set, is the node's copy of the key's state, in the
 	// table's encoding, sent instead of hits to an owner that started
 	// empty: it keeps the fuller of its own state and this one.
-	State         []byte `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	State []byte `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	// reset_at is the time (Unix ns) of the latest reset of the key that
+	// the copy has honoured: a state sent whole from before a later reset
+	// is not kept.
+	ResetAt       int64 `protobuf:"varint,7,opt,name=reset_at,json=resetAt,proto3" json:"reset_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -549,6 +590,13 @@ func (x *Hits) GetState() []byte {
 		return x.State
 	}
 	return nil
+}
+
+func (x *Hits) GetResetAt() int64 {
+	if x != nil {
+		return x.ResetAt
+	}
+	return 0
 }
 
 // SyncRequest carries a node's totals to one owner: to a partition's grain
@@ -669,7 +717,12 @@ type PartReply struct {
 	Counts      []*Count               `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty"`
 	Absent      bool                   `protobuf:"varint,3,opt,name=absent,proto3" json:"absent,omitempty"`
 	// states answer the part's hits, the i-th for the i-th.
-	States        []*State `protobuf:"bytes,4,rep,name=states,proto3" json:"states,omitempty"`
+	States []*State `protobuf:"bytes,4,rep,name=states,proto3" json:"states,omitempty"`
+	// resets are the owner's resets of the partition's keys since the one
+	// the node named (all it keeps, if it named another incarnation), and
+	// reset_gen names the last of them.
+	Resets        []*Reset `protobuf:"bytes,5,rep,name=resets,proto3" json:"resets,omitempty"`
+	ResetGen      uint64   `protobuf:"varint,6,opt,name=reset_gen,json=resetGen,proto3" json:"reset_gen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -732,6 +785,90 @@ func (x *PartReply) GetStates() []*State {
 	return nil
 }
 
+func (x *PartReply) GetResets() []*Reset {
+	if x != nil {
+		return x.Resets
+	}
+	return nil
+}
+
+func (x *PartReply) GetResetGen() uint64 {
+	if x != nil {
+		return x.ResetGen
+	}
+	return 0
+}
+
+// Reset is a reset of one key, which every node's copy honours: at is
+// when it was made (Unix ns); the hits of the key before it are forgotten.
+type Reset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Algorithm     uint32                 `protobuf:"varint,1,opt,name=algorithm,proto3" json:"algorithm,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	PeriodNs      int64                  `protobuf:"varint,3,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
+	At            int64                  `protobuf:"varint,4,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reset) Reset() {
+	*x = Reset{}
+	mi := &file_limit_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reset) ProtoMessage() {}
+
+func (x *Reset) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reset.ProtoReflect.Descriptor instead.
+func (*Reset) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Reset) GetAlgorithm() uint32 {
+	if x != nil {
+		return x.Algorithm
+	}
+	return 0
+}
+
+func (x *Reset) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Reset) GetPeriodNs() int64 {
+	if x != nil {
+		return x.PeriodNs
+	}
+	return 0
+}
+
+func (x *Reset) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
 // State is the owner's answer to Hits: how many of the copy's hits it has
 // charged in all (done), and its state of the key after them, in the
 // table's encoding (empty: none), with its death (Unix ns).
@@ -746,7 +883,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_limit_proto_msgTypes[10]
+	mi := &file_limit_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +895,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[10]
+	mi := &file_limit_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +908,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{10}
+	return file_limit_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *State) GetDone() int64 {
@@ -805,7 +942,7 @@ type SyncReply struct {
 
 func (x *SyncReply) Reset() {
 	*x = SyncReply{}
-	mi := &file_limit_proto_msgTypes[11]
+	mi := &file_limit_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +954,7 @@ func (x *SyncReply) String() string {
 func (*SyncReply) ProtoMessage() {}
 
 func (x *SyncReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[11]
+	mi := &file_limit_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +967,7 @@ func (x *SyncReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncReply.ProtoReflect.Descriptor instead.
 func (*SyncReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{11}
+	return file_limit_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SyncReply) GetParts() []*PartReply {
@@ -864,36 +1001,48 @@ const file_limit_proto_rawDesc = "" +
 	"\x06checks\x18\x01 \x03(\v2\x19.actorlimit.cluster.CheckR\x06checks\"_\n" +
 	"\vDecideReply\x12:\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x1c.actorlimit.cluster.DecisionR\tdecisions\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"v\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\x8a\x01\n" +
 	"\x05Total\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x16\n" +
 	"\x06window\x18\x03 \x01(\x03R\x06window\x12\x12\n" +
 	"\x04hits\x18\x04 \x01(\x03R\x04hits\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\xbc\x01\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x12\n" +
+	"\x04last\x18\x06 \x01(\x03R\x04last\"\xa1\x02\n" +
 	"\bPartSync\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x121\n" +
 	"\x06totals\x18\x02 \x03(\v2\x19.actorlimit.cluster.TotalR\x06totals\x12,\n" +
 	"\x04hits\x18\x03 \x03(\v2\x18.actorlimit.cluster.HitsR\x04hits\x121\n" +
-	"\x06resets\x18\x04 \x03(\v2\x19.actorlimit.cluster.CheckR\x06resets\"\x95\x01\n" +
+	"\x06resets\x18\x04 \x03(\v2\x19.actorlimit.cluster.CheckR\x06resets\x12\x19\n" +
+	"\breset_at\x18\x05 \x03(\x03R\aresetAt\x12+\n" +
+	"\x11reset_incarnation\x18\x06 \x01(\x04R\x10resetIncarnation\x12\x1b\n" +
+	"\treset_gen\x18\a \x01(\x04R\bresetGen\"\xb0\x01\n" +
 	"\x04Hits\x12/\n" +
 	"\x05check\x18\x01 \x01(\v2\x19.actorlimit.cluster.CheckR\x05check\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x12\n" +
 	"\x04base\x18\x03 \x01(\x03R\x04base\x12\x0e\n" +
 	"\x02at\x18\x04 \x03(\x03R\x02at\x12\f\n" +
 	"\x01n\x18\x05 \x03(\x03R\x01n\x12\x14\n" +
-	"\x05state\x18\x06 \x01(\fR\x05state\"[\n" +
+	"\x05state\x18\x06 \x01(\fR\x05state\x12\x19\n" +
+	"\breset_at\x18\a \x01(\x03R\aresetAt\"[\n" +
 	"\vSyncRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x122\n" +
 	"\x05parts\x18\x03 \x03(\v2\x1c.actorlimit.cluster.PartSyncR\x05partsJ\x04\b\x02\x10\x03\"5\n" +
 	"\x05Count\x12\x16\n" +
 	"\x06window\x18\x01 \x01(\x03R\x06window\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"\xab\x01\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\xfb\x01\n" +
 	"\tPartReply\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x121\n" +
 	"\x06counts\x18\x02 \x03(\v2\x19.actorlimit.cluster.CountR\x06counts\x12\x16\n" +
 	"\x06absent\x18\x03 \x01(\bR\x06absent\x121\n" +
-	"\x06states\x18\x04 \x03(\v2\x19.actorlimit.cluster.StateR\x06states\"G\n" +
+	"\x06states\x18\x04 \x03(\v2\x19.actorlimit.cluster.StateR\x06states\x121\n" +
+	"\x06resets\x18\x05 \x03(\v2\x19.actorlimit.cluster.ResetR\x06resets\x12\x1b\n" +
+	"\treset_gen\x18\x06 \x01(\x04R\bresetGen\"b\n" +
+	"\x05Reset\x12\x1c\n" +
+	"\talgorithm\x18\x01 \x01(\rR\talgorithm\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1b\n" +
+	"\tperiod_ns\x18\x03 \x01(\x03R\bperiodNs\x12\x0e\n" +
+	"\x02at\x18\x04 \x01(\x03R\x02at\"G\n" +
 	"\x05State\x12\x12\n" +
 	"\x04done\x18\x01 \x01(\x03R\x04done\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x14\n" +
@@ -913,7 +1062,7 @@ func file_limit_proto_rawDescGZIP() []byte {
 	return file_limit_proto_rawDescData
 }
 
-var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_limit_proto_goTypes = []any{
 	(*Check)(nil),         // 0: actorlimit.cluster.Check
 	(*Decision)(nil),      // 1: actorlimit.cluster.Decision
@@ -925,8 +1074,9 @@ var file_limit_proto_goTypes = []any{
 	(*SyncRequest)(nil),   // 7: actorlimit.cluster.SyncRequest
 	(*Count)(nil),         // 8: actorlimit.cluster.Count
 	(*PartReply)(nil),     // 9: actorlimit.cluster.PartReply
-	(*State)(nil),         // 10: actorlimit.cluster.State
-	(*SyncReply)(nil),     // 11: actorlimit.cluster.SyncReply
+	(*Reset)(nil),         // 10: actorlimit.cluster.Reset
+	(*State)(nil),         // 11: actorlimit.cluster.State
+	(*SyncReply)(nil),     // 12: actorlimit.cluster.SyncReply
 }
 var file_limit_proto_depIdxs = []int32{
 	0,  // 0: actorlimit.cluster.DecideRequest.checks:type_name -> actorlimit.cluster.Check
@@ -937,13 +1087,14 @@ var file_limit_proto_depIdxs = []int32{
 	0,  // 5: actorlimit.cluster.Hits.check:type_name -> actorlimit.cluster.Check
 	5,  // 6: actorlimit.cluster.SyncRequest.parts:type_name -> actorlimit.cluster.PartSync
 	8,  // 7: actorlimit.cluster.PartReply.counts:type_name -> actorlimit.cluster.Count
-	10, // 8: actorlimit.cluster.PartReply.states:type_name -> actorlimit.cluster.State
-	9,  // 9: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	11, // 8: actorlimit.cluster.PartReply.states:type_name -> actorlimit.cluster.State
+	10, // 9: actorlimit.cluster.PartReply.resets:type_name -> actorlimit.cluster.Reset
+	9,  // 10: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_limit_proto_init() }
@@ -957,7 +1108,7 @@ func file_limit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_limit_proto_rawDesc), len(file_limit_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -104,15 +104,6 @@ func (noProvider) Shutdown(bool) error                     { return nil }
 // SystemID is the member's actor system id: its name in the registry.
 func (m *Member) SystemID() string { return m.cluster.ActorSystem.ID }
 
-// OwnerOf returns the address of the member that owns id's partition now.
-func (m *Member) OwnerOf(id string) string {
-	pid := m.cluster.Get(m.ids[m.partition(id)], kind)
-	if pid == nil {
-		return ""
-	}
-	return pid.Address
-}
-
 // SetLive sets the number of live members a detached member divides its
 // limit by while an owner cannot be reached.
 func (m *Member) SetLive(n int) { m.live.Store(int64(n)) }

@@ -167,6 +167,14 @@ func (l *local) decide(c *algo.Check, now int64, p int, ps *partState, members i
 	k := localKey{id: c.ID, period: period}
 	w := algo.FloorDiv(now, period)
 	op := ps.owned.Load()
+	if op != nil {
+		if !op.enter() {
+			op = nil
+		} else {
+			defer op.leave()
+			op.touch()
+		}
+	}
 	s := l.shard(c.ID)
 	s.mu.Lock()
 	if c.Op == algo.OpPeek {

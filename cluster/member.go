@@ -31,9 +31,12 @@ type Member struct {
 	local    *local
 	states   *states
 	parts    []partState  // partition number -> what the member knows of it
-	live     atomic.Int64 // the live members at the last sync: the fallback's divisor
+	live     atomic.Int64 // the live members in the view: the fallback's divisor
 	ids      []string     // partition number -> identity
 	topology *eventstream.Subscription
+	view     atomic.Pointer[view] // the members this member takes for live; nil before the first
+	own      ownership
+	leaving  atomic.Bool // Close has handed the partitions on: this member owns none
 
 	syncMu    sync.Mutex // held by a sync round
 	round     uint64
@@ -52,11 +55,11 @@ type Member struct {
 	mu        sync.RWMutex // held for reading by calls, for writing by Close
 	down      bool
 
-	// send makes one request to a partition's grain; tests replace it.
+	// send makes one request to a partition's owner; tests replace it.
 	send func(partition int, msg any) (any, error)
 	// ownerOf returns the address of the member that owns a partition, ""
 	// if unknown; sendTo sends a batch of syncs to the member at an
-	// address. Without them every sync goes to its partition's grain.
+	// address. Without them every sync goes through send.
 	ownerOf func(partition int) string
 	sendTo  func(addr string, msg *clusterpb.SyncRequest) (any, error)
 }
@@ -76,40 +79,56 @@ func Start(cfg Config) (*Member, error) {
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
 	m := newMember(cfg, "", nil)
-	props := protoactor.PropsFromProducer(func() protoactor.Actor {
-		o := newOwner(cfg.Clock, cfg.MaxEntries)
-		o.m, o.part.self = m, m.local
-		return o
-	})
 	if _, err := system.Root.SpawnNamed(protoactor.PropsFromProducer(func() protoactor.Actor { return syncReceiver{m} }), syncActor); err != nil {
 		system.Shutdown()
 		return nil, fmt.Errorf("cluster: starting member: %w", err)
 	}
 	pc := protocluster.Configure(cfg.Name, cfg.Provider, cfg.Lookup,
 		remote.Configure(cfg.Host, cfg.Port),
-		protocluster.WithKinds(protocluster.NewKind(kind, props)),
 		protocluster.WithRequestTimeout(cfg.RequestTimeout),
 		protocluster.WithHeartbeatExpiration(cfg.DeadAfter))
 	c := protocluster.New(system, pc)
-	owners := protocluster.NewRendezvous()
+	m.cluster = c
+	m.send = m.request
+	m.sendTo = m.requestMember
+	m.ownerOf = m.route
+	// The member's address is known once its remote has started: the
+	// views seen before wait for it.
+	var (
+		viewMu  sync.Mutex
+		started bool
+		last    []string
+	)
 	m.topology = system.EventStream.Subscribe(func(ev any) {
-		if t, ok := ev.(*protocluster.ClusterTopology); ok {
-			owners.UpdateMembers(t.Members)
+		t, ok := ev.(*protocluster.ClusterTopology)
+		if !ok {
+			return
 		}
+		addrs := make([]string, 0, len(t.Members))
+		for _, mb := range t.Members {
+			addrs = append(addrs, mb.Address())
+		}
+		viewMu.Lock()
+		defer viewMu.Unlock()
+		if !started {
+			last = addrs
+			return
+		}
+		m.setView(addrs)
 	})
 	if err := startMember(c); err != nil {
 		system.EventStream.Unsubscribe(m.topology)
 		system.Shutdown()
 		return nil, err
 	}
-	m.node = c.ActorSystem.Address()
+	viewMu.Lock()
+	m.node = system.Address()
 	m.local.setName(m.node)
-	m.cluster = c
-	m.send = m.request
-	m.sendTo = m.requestMember
-	m.ownerOf = func(p int) string {
-		return owners.GetByClusterIdentity(protocluster.NewClusterIdentity(m.ids[p], kind))
+	started = true
+	if last != nil {
+		m.setView(last)
 	}
+	viewMu.Unlock()
 	go m.syncLoop()
 	return m, nil
 }
@@ -121,6 +140,8 @@ func newMember(cfg Config, node string, send func(partition int, msg any) (any, 
 		cfg: cfg, node: node, send: send,
 		parts:  make([]partState, cfg.Partitions),
 		closed: make(chan struct{}), syncDone: make(chan struct{}),
+		own: ownership{handing: make(map[int]*handing), waiting: make(map[int]waiting),
+			backups: make(map[int]*backupState), accepted: make(map[int]string)},
 	}
 	m.local = newLocal(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()), m.parts)
 	m.states = newStates(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()))
@@ -154,6 +175,19 @@ func startMember(c *protocluster.Cluster) (err error) {
 
 // Address is the member's host:port.
 func (m *Member) Address() string { return m.node }
+
+// OwnerOf returns the address of the member that owns id's partition in
+// this member's view of the members ("" before it has one). While a
+// partition is handed on, the members' views may differ for a moment: a
+// member that does not own the partition refuses its requests and names
+// the owner it knows.
+func (m *Member) OwnerOf(id string) string {
+	v := m.view.Load()
+	if v == nil {
+		return ""
+	}
+	return v.owner(m.partition(id))
+}
 
 // Members returns the addresses of the members this member takes for live,
 // itself included: those the registry lists, less those the engine has
@@ -201,7 +235,9 @@ func (m *Member) decideLocal(c *algo.Check, now int64, p int) algo.Decision {
 		return m.local.decide(c, now, p, ps, m.live.Load(), m.node)
 	}
 	if op := ps.owned.Load(); op != nil {
-		return op.apply(c, now)
+		if d, ok := op.applyLive(c, now); ok {
+			return d
+		}
 	}
 	if ps.cut.Load() && c.Op == algo.OpHit {
 		m.counters.fallbacks.Add(1)
@@ -384,24 +420,6 @@ func (m *Member) call(ctx context.Context, p int, msg any) (any, error) {
 	}
 }
 
-// request is the default send: a request to partition p's grain, wherever
-// the engine has placed it.
-func (m *Member) request(p int, msg any) (any, error) {
-	timeout := m.cfg.RequestTimeout
-	if _, ok := msg.(*clusterpb.SyncRequest); ok {
-		timeout = m.cfg.syncTimeout()
-	}
-	resp, err := m.cluster.Request(m.ids[p], kind, msg,
-		protocluster.WithTimeout(timeout), protocluster.WithRetryCount(3))
-	if err != nil {
-		return nil, fmt.Errorf("cluster: partition %d: %w", p, err)
-	}
-	if resp == nil {
-		return nil, fmt.Errorf("cluster: partition %d: no answer", p)
-	}
-	return resp, nil
-}
-
 // Sweep deletes the state of ended windows now: the member's copies, and
 // the owner's state of the partitions it owns. The
 // sync loop does it every Config.SweepEvery.
@@ -451,6 +469,7 @@ func (m *Member) Close() error {
 	m.closeOnce.Do(func() {
 		close(m.closed)
 		<-m.syncDone
+		m.handOffAll()
 		m.mu.Lock()
 		m.down = true
 		m.mu.Unlock()
@@ -499,6 +518,7 @@ func (m *Member) release(p int, part *ownerPart, now int64) {
 	if p >= len(m.parts) || !m.parts[p].owned.CompareAndSwap(part, nil) {
 		return
 	}
+	part.close()
 	select {
 	case <-m.closed:
 		return

@@ -55,6 +55,15 @@ type ownerPart struct {
 	limit int    // the most keys it holds; 0: no bound
 	self  *local // the copies of the member it runs on; nil for a test's owner
 
+	// life is held for reading by every use of the state as the owner's,
+	// and for writing by close: once gone, the member that held it no
+	// longer owns the partition, and its state has been (or is being)
+	// handed on: nothing may change it.
+	life sync.RWMutex
+	gone bool
+	// dirty says the state changed since it was last sent to the backup.
+	dirty atomic.Bool
+
 	mu      sync.Mutex
 	windows map[localKey]*ownerWindow
 	// table holds the owner's state of the other algorithms' keys (and, in
@@ -112,6 +121,7 @@ func newOwnerPart(limit int) *ownerPart {
 // owner's counts nothing; nor does one whose hits all came before the
 // key's latest reset (it is recorded as counted).
 func (o *ownerPart) add(node string, k localKey, window int64, epoch uint64, hits, last int64) (int64, int64) {
+	o.touch()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	before := last < o.resetAt(stateKey{alg: algo.FixedWindow, period: k.period, id: k.id})
@@ -180,6 +190,7 @@ func (o *ownerPart) window(k localKey, window int64) (int64, int64) {
 // totals and its hits; it answers with the resets node has not seen yet,
 // and the owner's counts and states, which reflect them.
 func (o *ownerPart) sync(node string, ps *clusterpb.PartSync, now int64) *clusterpb.PartReply {
+	o.touch()
 	at := ps.GetResetAt()
 	for i, w := range ps.GetResets() {
 		if c, err := checkFromWire(w); err == nil {
@@ -309,9 +320,73 @@ func (o *ownerPart) merge(c *algo.Check, state []byte, now int64) {
 	}
 }
 
+// enter reports whether the state is still the owner's, and if so holds
+// it so until leave.
+func (o *ownerPart) enter() bool {
+	o.life.RLock()
+	if o.gone {
+		o.life.RUnlock()
+		return false
+	}
+	return true
+}
+
+// leave ends what enter began.
+func (o *ownerPart) leave() { o.life.RUnlock() }
+
+// close makes the state no longer the owner's, once the uses under way
+// have ended, and reports whether it was (false: closed already).
+func (o *ownerPart) close() bool {
+	o.life.Lock()
+	defer o.life.Unlock()
+	was := !o.gone
+	o.gone = true
+	return was
+}
+
+// touch records that the state changed since it was last sent to the
+// backup.
+func (o *ownerPart) touch() {
+	if !o.dirty.Load() {
+		o.dirty.Store(true)
+	}
+}
+
+// decideLive is decide while the state is the owner's; it reports false,
+// deciding nothing, once it is gone.
+func (o *ownerPart) decideLive(now int64, checks []algo.Check, out []algo.Decision) bool {
+	if !o.enter() {
+		return false
+	}
+	defer o.leave()
+	o.decide(now, checks, out)
+	return true
+}
+
+// applyLive is apply while the state is the owner's; it reports false once
+// it is gone.
+func (o *ownerPart) applyLive(c *algo.Check, now int64) (algo.Decision, bool) {
+	if !o.enter() {
+		return algo.Decision{}, false
+	}
+	defer o.leave()
+	return o.apply(c, now), true
+}
+
+// syncLive is sync while the state is the owner's; it returns nil once it
+// is gone.
+func (o *ownerPart) syncLive(node string, ps *clusterpb.PartSync, now int64) *clusterpb.PartReply {
+	if !o.enter() {
+		return nil
+	}
+	defer o.leave()
+	return o.sync(node, ps, now)
+}
+
 // decide decides checks at now on the owner's table, writing the i-th
 // decision to out[i]; a reset is the owner's (see ownerPart.reset).
 func (o *ownerPart) decide(now int64, checks []algo.Check, out []algo.Decision) {
+	o.touch()
 	o.mu.Lock()
 	var selfResets []int
 	for i := range checks {
@@ -334,6 +409,7 @@ func (o *ownerPart) decide(now int64, checks []algo.Check, out []algo.Decision) 
 
 // apply decides c, a hit or a peek, at now on the owner's table.
 func (o *ownerPart) apply(c *algo.Check, now int64) algo.Decision {
+	o.touch()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.table.Apply(c, now)

@@ -129,6 +129,38 @@ func (o *ownerPart) sweepMarks(now int64) {
 	}
 }
 
+// exportMarks returns the marks that have not ended at now, for the
+// partition's next owner or its backup. o.mu is held.
+func (o *ownerPart) exportMarks(now int64) []*clusterpb.Reset {
+	var out []*clusterpb.Reset
+	for k, mk := range o.marks {
+		if mk.until >= now {
+			out = append(out, &clusterpb.Reset{Algorithm: uint32(k.alg), Id: k.id, PeriodNs: k.period, At: mk.at, Until: mk.until})
+		}
+	}
+	return out
+}
+
+// loadMarks keeps the marks rs that another owner of the partition
+// exported, where they are later than its own: each is a reset made
+// since, to the members, which honour it once. o.mu is held.
+func (o *ownerPart) loadMarks(rs []*clusterpb.Reset, now int64) {
+	for _, r := range rs {
+		k := stateKey{alg: algo.Algorithm(r.GetAlgorithm()), period: r.GetPeriodNs(), id: r.GetId()}
+		if !k.alg.Known() || k.period <= 0 || r.GetUntil() < now {
+			continue
+		}
+		if mk, ok := o.marks[k]; ok && mk.at >= r.GetAt() {
+			continue
+		}
+		if _, ok := o.marks[k]; !ok && o.limit > 0 && len(o.marks) >= o.limit {
+			o.evictMark()
+		}
+		o.gen++
+		o.marks[k] = resetMark{gen: o.gen, at: r.GetAt(), until: r.GetUntil()}
+	}
+}
+
 // resetSeen is the last of an owner's resets of a partition that a member
 // has seen: the owner's incarnation and its count of resets.
 type resetSeen struct{ inc, gen uint64 }

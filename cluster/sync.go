@@ -16,10 +16,6 @@ const syncActor = "actorlimit-sync"
 // then one last one.
 func (m *Member) syncLoop() {
 	defer close(m.syncDone)
-	if m.cfg.Mode != LocalFirst {
-		<-m.closed
-		return
-	}
 	t := m.cfg.Clock.NewTicker(m.cfg.SyncEvery)
 	defer t.Stop()
 	for {
@@ -60,11 +56,17 @@ func (m *Member) killed() bool {
 func (m *Member) SyncNow() {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
-	if m.cluster != nil {
-		m.live.Store(int64(max(1, len(m.Members()))))
-	}
-	m.counters.rounds.Add(1)
 	now := m.cfg.Clock.Now().UnixNano()
+	m.maintain(now)
+	if m.cfg.Mode == LocalFirst {
+		m.syncRound(now)
+	}
+	m.sendBackups(m.cfg.Clock.Now().UnixNano())
+}
+
+// syncRound is a LocalFirst sync round at now (see SyncNow).
+func (m *Member) syncRound(now int64) {
+	m.counters.rounds.Add(1)
 	m.round++
 	work := make(partWorks)
 	for _, p := range m.local.takeActive(now, m.round, nil) {
@@ -84,18 +86,26 @@ func (m *Member) SyncNow() {
 			// The owner's state reads this member's copies as it answers:
 			// it has every total this member holds. The other algorithms'
 			// copies, made before the partition came here, are charged to
-			// it directly.
+			// it directly. A partition handed on meanwhile is synced with
+			// its new owner below.
 			ps.known.Store(op.inc)
+			handled := true
 			if w := work[p]; w != nil {
 				for _, pd := range w.totals {
 					m.local.applied(pd, pd.window, pd.hits)
 				}
 				if len(w.hits) > 0 || len(w.resets) > 0 {
-					m.answered(p, w, op.sync(m.node, m.part(p, w, false), now), now)
+					if r := op.syncLive(m.node, m.part(p, w, false), now); r != nil {
+						m.answered(p, w, r, now)
+					} else {
+						handled = false
+					}
 				}
 			}
-			delete(work, p)
-			continue
+			if handled {
+				delete(work, p)
+				continue
+			}
 		}
 		if _, ok := work[p]; !ok && (ps.until.Load() > now || ps.cut.Load()) {
 			work[p] = &partWork{} // a probe
@@ -347,22 +357,36 @@ func (m *Member) handleSync(req *clusterpb.SyncRequest) *clusterpb.SyncReply {
 		if p := int(ps.GetPartition()); p < len(m.parts) {
 			op = m.parts[p].owned.Load()
 		}
-		if op == nil {
-			reply.Parts[i] = &clusterpb.PartReply{Absent: true}
-			continue
+		var r *clusterpb.PartReply
+		if op != nil && !m.leaving.Load() {
+			r = op.syncLive(req.GetNode(), ps, m.cfg.Clock.Now().UnixNano())
 		}
-		reply.Parts[i] = op.sync(req.GetNode(), ps, m.cfg.Clock.Now().UnixNano())
+		if r == nil {
+			m.counters.refusals.Add(1)
+			r = &clusterpb.PartReply{Absent: true}
+			if p := int(ps.GetPartition()); p < len(m.parts) {
+				r.Owner = m.hint(p)
+			}
+		}
+		reply.Parts[i] = r
 	}
 	return reply
 }
 
-// syncReceiver is each member's actor that takes batched syncs. It never
-// waits: the owners' states it applies them to are behind short locks.
+// syncReceiver is each member's actor that takes the requests to the
+// owner of partitions: checks, batched syncs, and partitions handed on. It
+// never waits: the owners' states are behind short locks.
 type syncReceiver struct{ m *Member }
 
-// Receive answers a [clusterpb.SyncRequest].
+// Receive answers a [clusterpb.SyncRequest], a [clusterpb.DecideRequest]
+// or a [clusterpb.HandOff].
 func (r syncReceiver) Receive(c protoactor.Context) {
-	if req, ok := c.Message().(*clusterpb.SyncRequest); ok {
+	switch req := c.Message().(type) {
+	case *clusterpb.SyncRequest:
 		c.Respond(r.m.handleSync(req))
+	case *clusterpb.DecideRequest:
+		c.Respond(r.m.serveDecide(req))
+	case *clusterpb.HandOff:
+		c.Respond(r.m.handleHandOff(req))
 	}
 }

@@ -59,6 +59,7 @@ func (o *ownerPart) export(p int, now int64, node string, copies []pending) *clu
 		}
 		st.Charged = append(st.Charged, pc)
 	}
+	st.Resets = o.exportMarks(now)
 	return st
 }
 
@@ -128,6 +129,7 @@ func (o *ownerPart) load(st *clusterpb.PartState, now int64, node string, own fu
 			o.merge(&c, r.GetState(), now)
 		}
 	}
+	o.loadMarks(st.GetResets(), now)
 	for _, pc := range st.GetCharged() {
 		k := stateKey{alg: algo.Algorithm(pc.GetAlgorithm()), period: pc.GetPeriodNs(), id: pc.GetId()}
 		ch := o.charged[k]

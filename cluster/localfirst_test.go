@@ -26,9 +26,17 @@ type detachedCluster struct {
 	down    atomic.Bool
 	lose    atomic.Bool // the owners handle each request, and the answer is lost
 	sends   atomic.Int64
+	record  atomic.Bool // keep each request sent, for replay
 
 	mu       sync.Mutex
 	handlers map[int]func(msg any) any // partition -> the grain of the member that owns it
+	recorded []sentRequest
+}
+
+// sentRequest is a request the detached cluster carried to partition p.
+type sentRequest struct {
+	p   int
+	msg any
 }
 
 func newDetached(t *testing.T, n int, clock *fakeClock) *detachedCluster {

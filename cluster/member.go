@@ -50,7 +50,7 @@ type Member struct {
 	counters  counters
 
 	resetMu sync.Mutex
-	resets  map[int][]algo.Check // partition -> resets the owner has yet to apply
+	resets  map[int][]queuedReset // partition -> resets the owner has yet to apply
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -259,7 +259,9 @@ func (m *Member) Do(ctx context.Context, c algo.Check) (algo.Decision, error) {
 	defer m.mu.RUnlock()
 	p := m.partition(c.ID)
 	if m.isLocal(&c) {
-		return m.decideLocal(&c, m.cfg.Clock.Now().UnixNano(), p), nil
+		now := m.cfg.Clock.Now().UnixNano()
+		m.seedPeek(ctx, &c, now, p)
+		return m.decideLocal(&c, now, p), nil
 	}
 	var d [1]algo.Decision
 	if err := m.decideRemote(ctx, p, []algo.Check{c}, d[:]); err != nil {
@@ -281,6 +283,7 @@ func (m *Member) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 	for i := 0; i < len(checks); {
 		p := m.partition(checks[i].ID)
 		if m.isLocal(&checks[i]) {
+			m.seedPeek(ctx, &checks[i], now, p)
 			res[i] = m.decideLocal(&checks[i], now, p)
 			i++
 			continue
@@ -319,20 +322,27 @@ func (m *Member) decideRemote(ctx context.Context, p int, checks []algo.Check, o
 		return err
 	}
 	if m.cfg.Mode == LocalFirst {
+		now := m.cfg.Clock.Now().UnixNano()
 		for i := range checks {
-			m.forget(&checks[i])
+			m.forget(&checks[i], now)
 		}
 	}
 	return nil
 }
 
-// forget forgets the member's copy of c's key, which is reset.
-func (m *Member) forget(c *algo.Check) {
+// forget forgets the member's copy of c's key, which a reset made at now.
+func (m *Member) forget(c *algo.Check, now int64) {
 	if c.Algorithm == algo.FixedWindow {
-		m.local.reset(c)
+		m.local.reset(c, now)
 	} else {
-		m.states.reset(c)
+		m.states.reset(c, now)
 	}
+}
+
+// queuedReset is a reset kept for the owner, and when it was made.
+type queuedReset struct {
+	check algo.Check
+	at    int64
 }
 
 // resetLocally resets checks (LocalFirst resets of partition p, whose owner
@@ -342,11 +352,12 @@ func (m *Member) resetLocally(p int, checks []algo.Check, out []algo.Decision) {
 	m.resetMu.Lock()
 	defer m.resetMu.Unlock()
 	if m.resets == nil {
-		m.resets = make(map[int][]algo.Check)
+		m.resets = make(map[int][]queuedReset)
 	}
+	now := m.cfg.Clock.Now().UnixNano()
 	for i := range checks {
-		m.forget(&checks[i])
-		m.resets[p] = append(m.resets[p], checks[i])
+		m.forget(&checks[i], now)
+		m.resets[p] = append(m.resets[p], queuedReset{checks[i], now})
 		m.counters.queuedResets.Add(1)
 		out[i] = algo.Decision{}
 	}

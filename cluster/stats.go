@@ -21,6 +21,9 @@ type SyncStats struct {
 	// QueuedResets is the resets kept for an owner that could not be
 	// reached, sent with a later sync.
 	QueuedResets uint64
+	// Seeds is the peeks that asked the owner for a key's count or state
+	// because the member held no copy of it.
+	Seeds uint64
 	// HandOffs is the partitions this member took from their previous
 	// owner, alive, with its state: when a member joined or left
 	// gracefully. Refusals is the requests (checks, or a partition's
@@ -36,7 +39,7 @@ type counters struct {
 	fallbacks                     atomic.Uint64
 	rounds, requests, failures    atomic.Uint64
 	outages, recoveries, rebuilds atomic.Uint64
-	queuedResets                  atomic.Uint64
+	queuedResets, seeds           atomic.Uint64
 	handOffs, refusals            atomic.Uint64
 	takeOvers, backups            atomic.Uint64
 }
@@ -49,8 +52,8 @@ func (m *Member) SyncStats() SyncStats {
 		Fallbacks: c.fallbacks.Load(),
 		Rounds:    c.rounds.Load(), Requests: c.requests.Load(), Failures: c.failures.Load(),
 		Outages: c.outages.Load(), Recoveries: c.recoveries.Load(), Rebuilds: c.rebuilds.Load(),
-		QueuedResets: c.queuedResets.Load(),
-		HandOffs:     c.handOffs.Load(), Refusals: c.refusals.Load(),
+		QueuedResets: c.queuedResets.Load(), Seeds: c.seeds.Load(),
+		HandOffs: c.handOffs.Load(), Refusals: c.refusals.Load(),
 		TakeOvers: c.takeOvers.Load(), Backups: c.backups.Load(),
 	}
 }

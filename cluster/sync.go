@@ -6,7 +6,6 @@ import (
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 
-	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
 
@@ -96,7 +95,7 @@ func (m *Member) syncRound(now int64) {
 					m.local.applied(pd, pd.window, pd.hits)
 				}
 				if len(w.hits) > 0 || len(w.resets) > 0 {
-					if r := op.syncLive(m.node, w.part(p, false), now); r != nil {
+					if r := op.syncLive(m.node, m.part(p, w, false), now); r != nil {
 						m.answered(p, w, r, now)
 					} else {
 						handled = false
@@ -136,7 +135,7 @@ func (m *Member) syncRound(now int64) {
 type partWork struct {
 	totals []pending
 	hits   []statePending
-	resets []algo.Check
+	resets []queuedReset
 }
 
 // partWorks is a sync round's work, by partition.
@@ -153,22 +152,25 @@ func (ws partWorks) of(p int) *partWork {
 }
 
 // part returns w as partition p's part of a sync request; withTotals
-// says whether it carries the fixed windows' totals.
-func (w *partWork) part(p int, withTotals bool) *clusterpb.PartSync {
+// says whether it carries the fixed windows' totals. It names the last of
+// the owner's resets of p the member has seen.
+func (m *Member) part(p int, w *partWork, withTotals bool) *clusterpb.PartSync {
 	part := &clusterpb.PartSync{Partition: uint32(p)}
+	m.askResets(p, part)
 	if withTotals {
 		part.Totals = make([]*clusterpb.Total, len(w.totals))
 		for i, pd := range w.totals {
-			part.Totals[i] = &clusterpb.Total{Id: pd.key.id, PeriodNs: pd.key.period, Window: pd.window, Hits: pd.hits, Epoch: pd.epoch}
+			part.Totals[i] = &clusterpb.Total{Id: pd.key.id, PeriodNs: pd.key.period, Window: pd.window, Hits: pd.hits, Epoch: pd.epoch, Last: pd.last}
 		}
 	}
 	for _, sp := range w.hits {
 		part.Hits = append(part.Hits, sp.hits)
 	}
-	for i := range w.resets {
-		c := w.resets[i]
+	for _, r := range w.resets {
+		c := r.check
 		c.N = 1
 		part.Resets = append(part.Resets, checkToWire(&c))
+		part.ResetAt = append(part.ResetAt, r.at)
 	}
 	return part
 }
@@ -239,6 +241,8 @@ func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64)
 	st.cut.Store(false)
 	known := st.known.Swap(r.GetIncarnation())
 	changed := known != 0 && known != r.GetIncarnation()
+	// The resets first: the counts and states that follow reflect them.
+	m.learnResets(p, r)
 	for i, c := range r.GetCounts() {
 		m.local.applied(w.totals[i], c.GetWindow(), c.GetCount())
 	}
@@ -246,6 +250,7 @@ func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64)
 		// An owner that started empty has only the hits just sent: the
 		// copy keeps its state, which goes to it whole (rebuildIn).
 		m.states.applied(w.hits[i], s, now, !changed)
+		st.holdUntil(s.GetDeath())
 	}
 	if len(w.resets) > 0 {
 		m.resetMu.Lock()
@@ -300,7 +305,7 @@ func (m *Member) ownerAt(p int) string {
 // syncPartition sends partition p's work w to its grain and returns its
 // answer, nil if it failed.
 func (m *Member) syncPartition(p int, w *partWork) *clusterpb.PartReply {
-	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{w.part(p, true)}}
+	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{m.part(p, w, true)}}
 	m.counters.requests.Add(1)
 	resp, err := m.send(p, req)
 	reply, ok := resp.(*clusterpb.SyncReply)
@@ -318,7 +323,7 @@ func (m *Member) syncPartition(p int, w *partWork) *clusterpb.PartReply {
 func (m *Member) syncMember(addr string, parts []int, work partWorks) []*clusterpb.PartReply {
 	req := &clusterpb.SyncRequest{Node: m.node, Parts: make([]*clusterpb.PartSync, len(parts))}
 	for i, p := range parts {
-		req.Parts[i] = work[p].part(p, true)
+		req.Parts[i] = m.part(p, work[p], true)
 	}
 	out := make([]*clusterpb.PartReply, len(parts))
 	m.counters.requests.Add(1)

@@ -334,12 +334,15 @@ func (x *DecideReply) GetOwner() string {
 // same window gives the new one a larger epoch, and the owner adds the new
 // copy's hits to what it had from the old one.
 type Total struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	PeriodNs      int64                  `protobuf:"varint,2,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
-	Window        int64                  `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`
-	Hits          int64                  `protobuf:"varint,4,opt,name=hits,proto3" json:"hits,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	PeriodNs int64                  `protobuf:"varint,2,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
+	Window   int64                  `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`
+	Hits     int64                  `protobuf:"varint,4,opt,name=hits,proto3" json:"hits,omitempty"`
+	Epoch    uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// last is the time (Unix ns) of the copy's latest hit: a total whose
+	// hits all came before a reset of the key counts nothing.
+	Last          int64 `protobuf:"varint,6,opt,name=last,proto3" json:"last,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -409,6 +412,13 @@ func (x *Total) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *Total) GetLast() int64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
 // PartSync is one partition's share of a sync: the node's totals for the
 // keys of that partition (none for a probe, which only asks the owner's
 // incarnation).
@@ -420,9 +430,15 @@ type PartSync struct {
 	Hits []*Hits `protobuf:"bytes,3,rep,name=hits,proto3" json:"hits,omitempty"`
 	// resets are the keys the node reset while the owner could not be
 	// reached; the owner applies them before the totals and the hits.
-	Resets        []*Check `protobuf:"bytes,4,rep,name=resets,proto3" json:"resets,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// reset_at[i] (Unix ns) is when the i-th was made.
+	Resets  []*Check `protobuf:"bytes,4,rep,name=resets,proto3" json:"resets,omitempty"`
+	ResetAt []int64  `protobuf:"varint,5,rep,packed,name=reset_at,json=resetAt,proto3" json:"reset_at,omitempty"`
+	// reset_incarnation and reset_gen name the last of the owner's resets
+	// that the node has seen: the owner answers with those made since.
+	ResetIncarnation uint64 `protobuf:"varint,6,opt,name=reset_incarnation,json=resetIncarnation,proto3" json:"reset_incarnation,omitempty"`
+	ResetGen         uint64 `protobuf:"varint,7,opt,name=reset_gen,json=resetGen,proto3" json:"reset_gen,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartSync) Reset() {
@@ -483,6 +499,27 @@ func (x *PartSync) GetResets() []*Check {
 	return nil
 }
 
+func (x *PartSync) GetResetAt() []int64 {
+	if x != nil {
+		return x.ResetAt
+	}
+	return nil
+}
+
+func (x *PartSync) GetResetIncarnation() uint64 {
+	if x != nil {
+		return x.ResetIncarnation
+	}
+	return 0
+}
+
+func (x *PartSync) GetResetGen() uint64 {
+	if x != nil {
+		return x.ResetGen
+	}
+	return 0
+}
+
 // Hits is what one node allowed, on its own copy, of one key of an
 // algorithm other than the fixed window, since the owner last counted its
 // hits: the owner charges them to its state, whatever its limit says (they
@@ -501,7 +538,11 @@ type Hits struct {
 	// state, when set, is the node's copy of the key's state, in the
 	// table's encoding, sent instead of hits to an owner that started
 	// empty: it keeps the fuller of its own state and this one.
-	State         []byte `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	State []byte `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	// reset_at is the time (Unix ns) of the latest reset of the key that
+	// the copy has honoured: a state sent whole from before a later reset
+	// is not kept.
+	ResetAt       int64 `protobuf:"varint,7,opt,name=reset_at,json=resetAt,proto3" json:"reset_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -576,6 +617,13 @@ func (x *Hits) GetState() []byte {
 		return x.State
 	}
 	return nil
+}
+
+func (x *Hits) GetResetAt() int64 {
+	if x != nil {
+		return x.ResetAt
+	}
+	return 0
 }
 
 // SyncRequest carries a node's totals to one owner: to a partition's grain
@@ -697,8 +745,13 @@ type PartReply struct {
 	Counts      []*Count               `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty"`
 	Absent      bool                   `protobuf:"varint,3,opt,name=absent,proto3" json:"absent,omitempty"`
 	// states answer the part's hits, the i-th for the i-th.
-	States        []*State `protobuf:"bytes,4,rep,name=states,proto3" json:"states,omitempty"`
-	Owner         string   `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	States []*State `protobuf:"bytes,4,rep,name=states,proto3" json:"states,omitempty"`
+	Owner  string   `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	// resets are the owner's resets of the partition's keys since the one
+	// the node named (all it keeps, if it named another incarnation), and
+	// reset_gen names the last of them.
+	Resets        []*Reset `protobuf:"bytes,6,rep,name=resets,proto3" json:"resets,omitempty"`
+	ResetGen      uint64   `protobuf:"varint,7,opt,name=reset_gen,json=resetGen,proto3" json:"reset_gen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -768,6 +821,99 @@ func (x *PartReply) GetOwner() string {
 	return ""
 }
 
+func (x *PartReply) GetResets() []*Reset {
+	if x != nil {
+		return x.Resets
+	}
+	return nil
+}
+
+func (x *PartReply) GetResetGen() uint64 {
+	if x != nil {
+		return x.ResetGen
+	}
+	return 0
+}
+
+// Reset is a reset of one key, which every node's copy honours: at is
+// when it was made (Unix ns); the hits of the key before it are forgotten.
+// until (in a PartState) is when the owner may forget it.
+type Reset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Algorithm     uint32                 `protobuf:"varint,1,opt,name=algorithm,proto3" json:"algorithm,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	PeriodNs      int64                  `protobuf:"varint,3,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
+	At            int64                  `protobuf:"varint,4,opt,name=at,proto3" json:"at,omitempty"`
+	Until         int64                  `protobuf:"varint,5,opt,name=until,proto3" json:"until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reset) Reset() {
+	*x = Reset{}
+	mi := &file_limit_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reset) ProtoMessage() {}
+
+func (x *Reset) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reset.ProtoReflect.Descriptor instead.
+func (*Reset) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Reset) GetAlgorithm() uint32 {
+	if x != nil {
+		return x.Algorithm
+	}
+	return 0
+}
+
+func (x *Reset) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Reset) GetPeriodNs() int64 {
+	if x != nil {
+		return x.PeriodNs
+	}
+	return 0
+}
+
+func (x *Reset) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
+func (x *Reset) GetUntil() int64 {
+	if x != nil {
+		return x.Until
+	}
+	return 0
+}
+
 // State is the owner's answer to Hits: how many of the copy's hits it has
 // charged in all (done), and its state of the key after them, in the
 // table's encoding (empty: none), with its death (Unix ns).
@@ -782,7 +928,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_limit_proto_msgTypes[10]
+	mi := &file_limit_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +940,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[10]
+	mi := &file_limit_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +953,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{10}
+	return file_limit_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *State) GetDone() int64 {
@@ -841,7 +987,7 @@ type SyncReply struct {
 
 func (x *SyncReply) Reset() {
 	*x = SyncReply{}
-	mi := &file_limit_proto_msgTypes[11]
+	mi := &file_limit_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +999,7 @@ func (x *SyncReply) String() string {
 func (*SyncReply) ProtoMessage() {}
 
 func (x *SyncReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[11]
+	mi := &file_limit_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +1012,7 @@ func (x *SyncReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncReply.ProtoReflect.Descriptor instead.
 func (*SyncReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{11}
+	return file_limit_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SyncReply) GetParts() []*PartReply {
@@ -879,18 +1025,20 @@ func (x *SyncReply) GetParts() []*PartReply {
 // PartState is the whole owner's state of one partition: handed on to its
 // next owner when it moves, and sent to its backup member every sync.
 type PartState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	Windows       []*Window              `protobuf:"bytes,2,rep,name=windows,proto3" json:"windows,omitempty"`
-	Records       []*Record              `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
-	Charged       []*Charged             `protobuf:"bytes,4,rep,name=charged,proto3" json:"charged,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Windows   []*Window              `protobuf:"bytes,2,rep,name=windows,proto3" json:"windows,omitempty"`
+	Records   []*Record              `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
+	Charged   []*Charged             `protobuf:"bytes,4,rep,name=charged,proto3" json:"charged,omitempty"`
+	// resets are the owner's latest resets of the partition's keys.
+	Resets        []*Reset `protobuf:"bytes,5,rep,name=resets,proto3" json:"resets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartState) Reset() {
 	*x = PartState{}
-	mi := &file_limit_proto_msgTypes[12]
+	mi := &file_limit_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1050,7 @@ func (x *PartState) String() string {
 func (*PartState) ProtoMessage() {}
 
 func (x *PartState) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[12]
+	mi := &file_limit_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1063,7 @@ func (x *PartState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartState.ProtoReflect.Descriptor instead.
 func (*PartState) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{12}
+	return file_limit_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PartState) GetPartition() uint32 {
@@ -946,6 +1094,13 @@ func (x *PartState) GetCharged() []*Charged {
 	return nil
 }
 
+func (x *PartState) GetResets() []*Reset {
+	if x != nil {
+		return x.Resets
+	}
+	return nil
+}
+
 // Window is the owner's state of one key's fixed window (LocalFirst): each
 // member's total, as in Total, and their sum.
 type Window struct {
@@ -961,7 +1116,7 @@ type Window struct {
 
 func (x *Window) Reset() {
 	*x = Window{}
-	mi := &file_limit_proto_msgTypes[13]
+	mi := &file_limit_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1128,7 @@ func (x *Window) String() string {
 func (*Window) ProtoMessage() {}
 
 func (x *Window) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[13]
+	mi := &file_limit_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1141,7 @@ func (x *Window) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Window.ProtoReflect.Descriptor instead.
 func (*Window) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{13}
+	return file_limit_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Window) GetId() string {
@@ -1038,7 +1193,7 @@ type NodeTotal struct {
 
 func (x *NodeTotal) Reset() {
 	*x = NodeTotal{}
-	mi := &file_limit_proto_msgTypes[14]
+	mi := &file_limit_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1205,7 @@ func (x *NodeTotal) String() string {
 func (*NodeTotal) ProtoMessage() {}
 
 func (x *NodeTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[14]
+	mi := &file_limit_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1218,7 @@ func (x *NodeTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTotal.ProtoReflect.Descriptor instead.
 func (*NodeTotal) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{14}
+	return file_limit_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NodeTotal) GetNode() string {
@@ -1108,7 +1263,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_limit_proto_msgTypes[15]
+	mi := &file_limit_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1275,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[15]
+	mi := &file_limit_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1288,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{15}
+	return file_limit_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Record) GetAlgorithm() uint32 {
@@ -1186,7 +1341,7 @@ type Charged struct {
 
 func (x *Charged) Reset() {
 	*x = Charged{}
-	mi := &file_limit_proto_msgTypes[16]
+	mi := &file_limit_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1353,7 @@ func (x *Charged) String() string {
 func (*Charged) ProtoMessage() {}
 
 func (x *Charged) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[16]
+	mi := &file_limit_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1366,7 @@ func (x *Charged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Charged.ProtoReflect.Descriptor instead.
 func (*Charged) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{16}
+	return file_limit_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Charged) GetAlgorithm() uint32 {
@@ -1261,7 +1416,7 @@ type NodeCharged struct {
 
 func (x *NodeCharged) Reset() {
 	*x = NodeCharged{}
-	mi := &file_limit_proto_msgTypes[17]
+	mi := &file_limit_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1428,7 @@ func (x *NodeCharged) String() string {
 func (*NodeCharged) ProtoMessage() {}
 
 func (x *NodeCharged) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[17]
+	mi := &file_limit_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1441,7 @@ func (x *NodeCharged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCharged.ProtoReflect.Descriptor instead.
 func (*NodeCharged) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{17}
+	return file_limit_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NodeCharged) GetNode() string {
@@ -1327,7 +1482,7 @@ type HandOff struct {
 
 func (x *HandOff) Reset() {
 	*x = HandOff{}
-	mi := &file_limit_proto_msgTypes[18]
+	mi := &file_limit_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1494,7 @@ func (x *HandOff) String() string {
 func (*HandOff) ProtoMessage() {}
 
 func (x *HandOff) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[18]
+	mi := &file_limit_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1507,7 @@ func (x *HandOff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandOff.ProtoReflect.Descriptor instead.
 func (*HandOff) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{18}
+	return file_limit_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HandOff) GetFrom() string {
@@ -1395,7 +1550,7 @@ type HandOffReply struct {
 
 func (x *HandOffReply) Reset() {
 	*x = HandOffReply{}
-	mi := &file_limit_proto_msgTypes[19]
+	mi := &file_limit_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1562,7 @@ func (x *HandOffReply) String() string {
 func (*HandOffReply) ProtoMessage() {}
 
 func (x *HandOffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[19]
+	mi := &file_limit_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1575,7 @@ func (x *HandOffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandOffReply.ProtoReflect.Descriptor instead.
 func (*HandOffReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{19}
+	return file_limit_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HandOffReply) GetTaken() []uint32 {
@@ -1464,48 +1619,62 @@ const file_limit_proto_rawDesc = "" +
 	"\tdecisions\x18\x01 \x03(\v2\x1c.actorlimit.cluster.DecisionR\tdecisions\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x18\n" +
 	"\arefused\x18\x03 \x01(\bR\arefused\x12\x14\n" +
-	"\x05owner\x18\x04 \x01(\tR\x05owner\"v\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\"\x8a\x01\n" +
 	"\x05Total\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x16\n" +
 	"\x06window\x18\x03 \x01(\x03R\x06window\x12\x12\n" +
 	"\x04hits\x18\x04 \x01(\x03R\x04hits\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\xbc\x01\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x12\n" +
+	"\x04last\x18\x06 \x01(\x03R\x04last\"\xa1\x02\n" +
 	"\bPartSync\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x121\n" +
 	"\x06totals\x18\x02 \x03(\v2\x19.actorlimit.cluster.TotalR\x06totals\x12,\n" +
 	"\x04hits\x18\x03 \x03(\v2\x18.actorlimit.cluster.HitsR\x04hits\x121\n" +
-	"\x06resets\x18\x04 \x03(\v2\x19.actorlimit.cluster.CheckR\x06resets\"\x95\x01\n" +
+	"\x06resets\x18\x04 \x03(\v2\x19.actorlimit.cluster.CheckR\x06resets\x12\x19\n" +
+	"\breset_at\x18\x05 \x03(\x03R\aresetAt\x12+\n" +
+	"\x11reset_incarnation\x18\x06 \x01(\x04R\x10resetIncarnation\x12\x1b\n" +
+	"\treset_gen\x18\a \x01(\x04R\bresetGen\"\xb0\x01\n" +
 	"\x04Hits\x12/\n" +
 	"\x05check\x18\x01 \x01(\v2\x19.actorlimit.cluster.CheckR\x05check\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x12\n" +
 	"\x04base\x18\x03 \x01(\x03R\x04base\x12\x0e\n" +
 	"\x02at\x18\x04 \x03(\x03R\x02at\x12\f\n" +
 	"\x01n\x18\x05 \x03(\x03R\x01n\x12\x14\n" +
-	"\x05state\x18\x06 \x01(\fR\x05state\"[\n" +
+	"\x05state\x18\x06 \x01(\fR\x05state\x12\x19\n" +
+	"\breset_at\x18\a \x01(\x03R\aresetAt\"[\n" +
 	"\vSyncRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x122\n" +
 	"\x05parts\x18\x03 \x03(\v2\x1c.actorlimit.cluster.PartSyncR\x05partsJ\x04\b\x02\x10\x03\"5\n" +
 	"\x05Count\x12\x16\n" +
 	"\x06window\x18\x01 \x01(\x03R\x06window\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"\xc1\x01\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\x91\x02\n" +
 	"\tPartReply\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x121\n" +
 	"\x06counts\x18\x02 \x03(\v2\x19.actorlimit.cluster.CountR\x06counts\x12\x16\n" +
 	"\x06absent\x18\x03 \x01(\bR\x06absent\x121\n" +
 	"\x06states\x18\x04 \x03(\v2\x19.actorlimit.cluster.StateR\x06states\x12\x14\n" +
-	"\x05owner\x18\x05 \x01(\tR\x05owner\"G\n" +
+	"\x05owner\x18\x05 \x01(\tR\x05owner\x121\n" +
+	"\x06resets\x18\x06 \x03(\v2\x19.actorlimit.cluster.ResetR\x06resets\x12\x1b\n" +
+	"\treset_gen\x18\a \x01(\x04R\bresetGen\"x\n" +
+	"\x05Reset\x12\x1c\n" +
+	"\talgorithm\x18\x01 \x01(\rR\talgorithm\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1b\n" +
+	"\tperiod_ns\x18\x03 \x01(\x03R\bperiodNs\x12\x0e\n" +
+	"\x02at\x18\x04 \x01(\x03R\x02at\x12\x14\n" +
+	"\x05until\x18\x05 \x01(\x03R\x05until\"G\n" +
 	"\x05State\x12\x12\n" +
 	"\x04done\x18\x01 \x01(\x03R\x04done\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x14\n" +
 	"\x05death\x18\x03 \x01(\x03R\x05death\"F\n" +
 	"\tSyncReply\x123\n" +
-	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02\"\xcc\x01\n" +
+	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02\"\xff\x01\n" +
 	"\tPartState\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x124\n" +
 	"\awindows\x18\x02 \x03(\v2\x1a.actorlimit.cluster.WindowR\awindows\x124\n" +
 	"\arecords\x18\x03 \x03(\v2\x1a.actorlimit.cluster.RecordR\arecords\x125\n" +
-	"\acharged\x18\x04 \x03(\v2\x1b.actorlimit.cluster.ChargedR\acharged\"\x94\x01\n" +
+	"\acharged\x18\x04 \x03(\v2\x1b.actorlimit.cluster.ChargedR\acharged\x121\n" +
+	"\x06resets\x18\x05 \x03(\v2\x19.actorlimit.cluster.ResetR\x06resets\"\x94\x01\n" +
 	"\x06Window\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x16\n" +
@@ -1554,7 +1723,7 @@ func file_limit_proto_rawDescGZIP() []byte {
 	return file_limit_proto_rawDescData
 }
 
-var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_limit_proto_goTypes = []any{
 	(*Check)(nil),         // 0: actorlimit.cluster.Check
 	(*Decision)(nil),      // 1: actorlimit.cluster.Decision
@@ -1566,16 +1735,17 @@ var file_limit_proto_goTypes = []any{
 	(*SyncRequest)(nil),   // 7: actorlimit.cluster.SyncRequest
 	(*Count)(nil),         // 8: actorlimit.cluster.Count
 	(*PartReply)(nil),     // 9: actorlimit.cluster.PartReply
-	(*State)(nil),         // 10: actorlimit.cluster.State
-	(*SyncReply)(nil),     // 11: actorlimit.cluster.SyncReply
-	(*PartState)(nil),     // 12: actorlimit.cluster.PartState
-	(*Window)(nil),        // 13: actorlimit.cluster.Window
-	(*NodeTotal)(nil),     // 14: actorlimit.cluster.NodeTotal
-	(*Record)(nil),        // 15: actorlimit.cluster.Record
-	(*Charged)(nil),       // 16: actorlimit.cluster.Charged
-	(*NodeCharged)(nil),   // 17: actorlimit.cluster.NodeCharged
-	(*HandOff)(nil),       // 18: actorlimit.cluster.HandOff
-	(*HandOffReply)(nil),  // 19: actorlimit.cluster.HandOffReply
+	(*Reset)(nil),         // 10: actorlimit.cluster.Reset
+	(*State)(nil),         // 11: actorlimit.cluster.State
+	(*SyncReply)(nil),     // 12: actorlimit.cluster.SyncReply
+	(*PartState)(nil),     // 13: actorlimit.cluster.PartState
+	(*Window)(nil),        // 14: actorlimit.cluster.Window
+	(*NodeTotal)(nil),     // 15: actorlimit.cluster.NodeTotal
+	(*Record)(nil),        // 16: actorlimit.cluster.Record
+	(*Charged)(nil),       // 17: actorlimit.cluster.Charged
+	(*NodeCharged)(nil),   // 18: actorlimit.cluster.NodeCharged
+	(*HandOff)(nil),       // 19: actorlimit.cluster.HandOff
+	(*HandOffReply)(nil),  // 20: actorlimit.cluster.HandOffReply
 }
 var file_limit_proto_depIdxs = []int32{
 	0,  // 0: actorlimit.cluster.DecideRequest.checks:type_name -> actorlimit.cluster.Check
@@ -1586,19 +1756,21 @@ var file_limit_proto_depIdxs = []int32{
 	0,  // 5: actorlimit.cluster.Hits.check:type_name -> actorlimit.cluster.Check
 	5,  // 6: actorlimit.cluster.SyncRequest.parts:type_name -> actorlimit.cluster.PartSync
 	8,  // 7: actorlimit.cluster.PartReply.counts:type_name -> actorlimit.cluster.Count
-	10, // 8: actorlimit.cluster.PartReply.states:type_name -> actorlimit.cluster.State
-	9,  // 9: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
-	13, // 10: actorlimit.cluster.PartState.windows:type_name -> actorlimit.cluster.Window
-	15, // 11: actorlimit.cluster.PartState.records:type_name -> actorlimit.cluster.Record
-	16, // 12: actorlimit.cluster.PartState.charged:type_name -> actorlimit.cluster.Charged
-	14, // 13: actorlimit.cluster.Window.nodes:type_name -> actorlimit.cluster.NodeTotal
-	17, // 14: actorlimit.cluster.Charged.nodes:type_name -> actorlimit.cluster.NodeCharged
-	12, // 15: actorlimit.cluster.HandOff.parts:type_name -> actorlimit.cluster.PartState
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	11, // 8: actorlimit.cluster.PartReply.states:type_name -> actorlimit.cluster.State
+	10, // 9: actorlimit.cluster.PartReply.resets:type_name -> actorlimit.cluster.Reset
+	9,  // 10: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
+	14, // 11: actorlimit.cluster.PartState.windows:type_name -> actorlimit.cluster.Window
+	16, // 12: actorlimit.cluster.PartState.records:type_name -> actorlimit.cluster.Record
+	17, // 13: actorlimit.cluster.PartState.charged:type_name -> actorlimit.cluster.Charged
+	10, // 14: actorlimit.cluster.PartState.resets:type_name -> actorlimit.cluster.Reset
+	15, // 15: actorlimit.cluster.Window.nodes:type_name -> actorlimit.cluster.NodeTotal
+	18, // 16: actorlimit.cluster.Charged.nodes:type_name -> actorlimit.cluster.NodeCharged
+	13, // 17: actorlimit.cluster.HandOff.parts:type_name -> actorlimit.cluster.PartState
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_limit_proto_init() }
@@ -1612,7 +1784,7 @@ func file_limit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_limit_proto_rawDesc), len(file_limit_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -153,6 +153,7 @@ func (c *changeCluster) background(stop chan struct{}) *sync.WaitGroup {
 				continue // dropped meanwhile
 			}
 			c.hit(m, fmt.Sprintf("bg:%d", i%512), p)
+			time.Sleep(100 * time.Microsecond)
 		}
 	})
 	return &wg

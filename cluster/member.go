@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/labstack/echo"
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/algo"
@@ -82,6 +86,14 @@ func Start(cfg Config) (*Member, error) {
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
 	m := newMember(cfg, "", nil)
+	if cfg.AutoManaged != nil {
+		p, err := autoManaged(cfg, system)
+		if err != nil {
+			system.Shutdown()
+			return nil, err
+		}
+		cfg.Provider = p
+	}
 	if _, err := system.Root.SpawnNamed(protoactor.PropsFromProducer(func() protoactor.Actor { return syncReceiver{m} }), syncActor); err != nil {
 		system.Shutdown()
 		return nil, fmt.Errorf("cluster: starting member: %w", err)
@@ -131,6 +143,26 @@ func Start(cfg Config) (*Member, error) {
 	viewMu.Unlock()
 	go m.syncLoop()
 	return m, nil
+}
+
+// autoManaged makes the automanaged provider cfg.AutoManaged describes,
+// its health endpoint listening on cfg.Host.
+func autoManaged(cfg Config, system *protoactor.ActorSystem) (*automanaged.AutoManagedProvider, error) {
+	am := cfg.AutoManaged
+	l, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(am.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: starting member: its automanaged endpoint: %w", err)
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort, e.Listener = true, true, l
+	e.GET("/_health", func(c echo.Context) error {
+		host, port, err := system.GetHostPort()
+		if err != nil {
+			return c.NoContent(http.StatusServiceUnavailable)
+		}
+		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, system.ID, host, port, am.Port, nil))
+	})
+	return automanaged.NewWithTesting(am.Refresh, am.Port, e, am.Hosts...), nil
 }
 
 // newMember makes a member that sends its requests with send, and no

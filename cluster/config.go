@@ -71,7 +71,7 @@ type AutoManaged struct {
 // MaxPartitions is the most partitions a Config accepts.
 const MaxPartitions = 1 << 16
 
-// Config says how to start a member. Provider is required; every other
+// Config says how to start a member. Provider (or AutoManaged) is required; every other
 // zero field takes its default. Every member of a cluster must have the
 // same Name, Partitions and Mode.
 type Config struct {
@@ -90,8 +90,10 @@ type Config struct {
 	// endpoint, no registry), with its endpoint listening on Host only:
 	// the engine's own listens on every interface.
 	AutoManaged *AutoManaged
-	// Lookup finds the owner of a partition; default rendezvous hashing
-	// over the live members (disthash).
+	// Lookup is the engine's identity lookup, for the engine's own grains;
+	// default disthash. The partitions do not use it: the members place
+	// them themselves, by rendezvous hashing over the members each takes
+	// for live (see Member.OwnerOf).
 	Lookup protocluster.IdentityLookup
 	// Mode is LocalFirst (the default) or Owner.
 	Mode Mode

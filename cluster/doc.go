@@ -5,10 +5,43 @@
 // # Owners
 //
 // Ids are hashed onto a fixed number of partitions (Config.Partitions,
-// 1024 by default). Each partition is a virtual actor (a grain) that the
-// engine places on one live member by rendezvous hashing over the members;
-// that member owns the partition's state. When the members change, whole
-// partitions move, and a moved partition starts empty on its new owner.
+// 1024 by default). Each member places them itself, by rendezvous hashing
+// over the members it takes for live (its view, from the engine's member
+// list): a partition's owner is the member of highest score for it, its
+// backup the next one ([Member.OwnerOf]). A member answers as a
+// partition's owner (decides its checks, takes its syncs) only while it
+// holds the partition's state; any other member refuses, naming the owner
+// it knows, and the sender asks there. So at most one member decides for
+// a partition at any moment, whatever the members' views; the exception is
+// a member that the others take for dead while it lives (stopped, or cut
+// off from them): until it sees the change itself, it decides its own
+// callers' checks of the partitions it held, on its old state.
+//
+// # Membership changes
+//
+// Each change a member sees is logged at INFO, with the members before and
+// after. When the members change, whole partitions move:
+//
+//   - To a member that joins, or away from one that leaves gracefully
+//     (Close), a partition is handed on: its old owner stops deciding
+//     there at once, and sends its whole state (and its own copies'
+//     counts) to the new owner, which answers for it from then on. Requests
+//     meanwhile are refused and retried at the owner named (a few
+//     milliseconds); nothing counted is lost or counted twice, and Owner
+//     mode stays exact.
+//   - Every sync (SyncEvery, in both modes) an owner sends the state of
+//     each partition that changed since to its backup member. When the
+//     owner dies, the backup, which becomes the owner in the others' views,
+//     takes over from that state: the partition loses at most what its
+//     owner admitted in its last sync interval. In LocalFirst mode the
+//     other members send the new owner what they hold (below), so only the
+//     dead owner's own hits since its last backup can be lost.
+//   - A member whose view gives it a partition, held by a live member,
+//     waits for the hand-off; one that no live member holds (the cluster
+//     starts, an owner died without a backup) starts empty.
+//
+// [Member.SyncStats] counts the hand-offs, the refusals, the take-overs
+// and the backups sent.
 //
 // # Modes
 //
@@ -45,14 +78,15 @@
 //
 // A sync that fails is sent again at the next round: no hit is lost.
 //
-// The owner's state of a partition has an incarnation, new each time the
-// partition starts on a member. Every round, each member asks the owner of
+// The owner's state of a partition has an incarnation, new each time a
+// member becomes its owner. Every round, each member asks the owner of
 // every partition where it holds a copy whether its incarnation changed;
-// if it did (the partition moved, and started empty), the member sends
-// what it holds there again, in the same round: its totals for the
-// current windows, idle ones too, and its copies' states whole, of which
-// the new owner keeps the fullest. A count never drops because an owner
-// died.
+// if it did (the partition moved), the member sends what it holds there
+// again, in the same round: its totals for the current windows, idle ones
+// too, and its copies' states whole, of which the new owner keeps the
+// fullest. So a count that the members hold never drops because an owner
+// died; what the dead owner alone held since it last sent its backup, its
+// own hits, can.
 //
 // While a partition's owner cannot be reached (its last sync failed), the
 // member keeps answering from its copies, without error, but admits at

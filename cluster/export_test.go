@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"strconv"
 	"sync"
 
 	protocluster "github.com/asynkron/protoactor-go/cluster"
@@ -44,7 +43,8 @@ func DetachedBatched(cfg Config, node string, send func(partition int, msg any) 
 func (m *Member) Own(p int) (handle func(msg any) any, release func()) {
 	o := newOwner(m.cfg.Clock, m.cfg.MaxEntries)
 	o.m, o.part.self = m, m.local
-	o.start(strconv.Itoa(p))
+	o.p = p
+	m.claim(p, o.part)
 	var mu sync.Mutex
 	return func(msg any) any {
 		mu.Lock()

@@ -44,6 +44,7 @@ type Member struct {
 	own      ownership
 	leaving  atomic.Bool // Close has handed the partitions on: this member owns none
 	started  atomic.Bool // node is the member's address
+	ready    atomic.Bool // Start has returned: the member may take over partitions none holds
 
 	syncMu    sync.Mutex // held by a sync round
 	round     uint64
@@ -140,7 +141,9 @@ func Start(cfg Config) (*Member, error) {
 	}
 	viewMu.Lock()
 	name()
+	m.ready.Store(true)
 	viewMu.Unlock()
+	go m.settle()
 	go m.syncLoop()
 	return m, nil
 }

@@ -83,10 +83,11 @@ type handing struct {
 }
 
 // waiting is a partition that a member's view says it owns, whose state it
-// waits for from its previous owner, from, still live, since (Unix ns).
+// waits for from its previous owner, from, still live, since (on the wall
+// clock: a wait on the network, not a window).
 type waiting struct {
 	from  string
-	since int64
+	since time.Time
 }
 
 // backupState is a partition's state that its owner, from, sent to this
@@ -193,8 +194,11 @@ func (m *Member) reassign(p int, old, nv *view, now int64) {
 	} else {
 		prev = nv.without(m.node, m.ids).owner(p)
 	}
-	if prev != "" && prev != m.node && nv.has(prev) {
-		m.own.waiting[p] = waiting{from: prev, since: now}
+	if prev != "" && prev != m.node && nv.has(prev) || !m.ready.Load() {
+		// Before Start returns, a view may not list every member yet: the
+		// partitions that no member in it holds are taken over only once
+		// the member has started, if none holds them then (askWaiting).
+		m.own.waiting[p] = waiting{from: prev, since: time.Now()}
 		return
 	}
 	m.takeOver(p, now)
@@ -313,6 +317,9 @@ func (m *Member) askWaiting() bool {
 	if v == nil || m.cluster == nil {
 		return false
 	}
+	if !m.ready.Load() {
+		return true
+	}
 	m.own.mu.Lock()
 	var ask []*clusterpb.PartState
 	for p := range m.own.waiting {
@@ -426,7 +433,7 @@ func (m *Member) maintain(now int64) {
 		}
 	}
 	for p, w := range m.own.waiting {
-		if now-w.since > int64(m.cfg.DeadAfter) {
+		if time.Since(w.since) > m.cfg.DeadAfter {
 			m.cfg.Logger.Warn("actorlimit cluster: no hand-off from a partition's previous owner, taking it over", "partition", p, "from", w.from)
 			m.takeOver(p, now)
 		}
@@ -616,6 +623,9 @@ var errLeft = errors.New("the member asked left")
 // answers nothing, and its partitions have new owners then.
 func (m *Member) ask(addr string, msg any, deadline time.Time) (any, error) {
 	changed := m.viewChanged()
+	if v := m.view.Load(); v != nil && !v.has(addr) {
+		return nil, errLeft
+	}
 	f := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(addr, syncActor), msg, time.Until(deadline))
 	var (
 		resp any

@@ -35,8 +35,11 @@ type Member struct {
 	ids      []string     // partition number -> identity
 	topology *eventstream.Subscription
 	view     atomic.Pointer[view] // the members this member takes for live; nil before the first
+	viewMu   sync.Mutex
+	viewCh   chan struct{} // closed when the view changes
 	own      ownership
 	leaving  atomic.Bool // Close has handed the partitions on: this member owns none
+	started  atomic.Bool // node is the member's address
 
 	syncMu    sync.Mutex // held by a sync round
 	round     uint64
@@ -92,13 +95,18 @@ func Start(cfg Config) (*Member, error) {
 	m.send = m.request
 	m.sendTo = m.requestMember
 	m.ownerOf = m.route
-	// The member's address is known once its remote has started: the
-	// views seen before wait for it.
-	var (
-		viewMu  sync.Mutex
-		started bool
-		last    []string
-	)
+	// The member's address is known once its remote has started, which
+	// the engine does before it learns of any member: the first view
+	// names it. The engine's StartMember returns a second after the member
+	// has registered, and the others send it requests meanwhile.
+	var viewMu sync.Mutex
+	name := func() {
+		if !m.started.Load() {
+			m.node = system.Address()
+			m.local.setName(m.node)
+			m.started.Store(true)
+		}
+	}
 	m.topology = system.EventStream.Subscribe(func(ev any) {
 		t, ok := ev.(*protocluster.ClusterTopology)
 		if !ok {
@@ -110,10 +118,7 @@ func Start(cfg Config) (*Member, error) {
 		}
 		viewMu.Lock()
 		defer viewMu.Unlock()
-		if !started {
-			last = addrs
-			return
-		}
+		name()
 		m.setView(addrs)
 	})
 	if err := startMember(c); err != nil {
@@ -122,12 +127,7 @@ func Start(cfg Config) (*Member, error) {
 		return nil, err
 	}
 	viewMu.Lock()
-	m.node = system.Address()
-	m.local.setName(m.node)
-	started = true
-	if last != nil {
-		m.setView(last)
-	}
+	name()
 	viewMu.Unlock()
 	go m.syncLoop()
 	return m, nil
@@ -172,6 +172,10 @@ func startMember(c *protocluster.Cluster) (err error) {
 	c.StartMember()
 	return nil
 }
+
+// named reports whether the member knows its address (its remote has
+// started), or needs none (a detached member).
+func (m *Member) named() bool { return m.cluster == nil || m.started.Load() }
 
 // Address is the member's host:port.
 func (m *Member) Address() string { return m.node }

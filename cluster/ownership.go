@@ -122,6 +122,12 @@ func (m *Member) setView(addrs []string) {
 		return
 	}
 	m.view.Store(nv)
+	m.viewMu.Lock()
+	if m.viewCh != nil {
+		close(m.viewCh)
+		m.viewCh = nil
+	}
+	m.viewMu.Unlock()
 	m.live.Store(int64(max(1, len(nv.members))))
 	var before []string
 	if old != nil {
@@ -141,9 +147,9 @@ func (m *Member) setView(addrs []string) {
 
 // settle pushes the hand-offs, and asks the other members about the
 // partitions this member waits for, until none is left, pausing longer
-// after each attempt (at most a second), or until the member closes.
+// after each attempt (at most settlePause), or until the member closes.
 func (m *Member) settle() {
-	for pause := time.Millisecond; ; pause = min(2*pause, time.Second) {
+	for pause := time.Millisecond; ; pause = min(2*pause, settlePause) {
 		pushing := m.pushHandOffs()
 		if !m.askWaiting() && !pushing {
 			return
@@ -279,7 +285,7 @@ func (m *Member) pushHandOffs() bool {
 				&clusterpb.HandOff{From: m.node, Parts: parts}, m.cfg.syncTimeout()).Result()
 			reply, ok := resp.(*clusterpb.HandOffReply)
 			if err != nil || !ok {
-				m.cfg.Logger.Info("actorlimit cluster: hand-off failed, will retry", "member", to, "partitions", len(parts), "error", err)
+				m.cfg.Logger.Debug("actorlimit cluster: hand-off failed, will retry", "member", to, "partitions", len(parts), "error", err)
 				return
 			}
 			m.own.mu.Lock()
@@ -356,6 +362,10 @@ func (m *Member) askWaiting() bool {
 	return len(m.own.waiting) > 0
 }
 
+// settlePause is the longest pause between two attempts to hand
+// partitions on: short, since requests to them wait meanwhile.
+const settlePause = 20 * time.Millisecond
+
 // handleHandOff takes partitions' states from another member: as their
 // owner from now on, or, for a backup, keeps them for when their owner
 // dies. A member that is leaving takes none.
@@ -382,16 +392,16 @@ func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 			reply.Taken = append(reply.Taken, uint32(p))
 			continue
 		}
-		if m.leaving.Load() {
+		if m.leaving.Load() || !m.named() {
 			continue
 		}
 		if op := m.parts[p].owned.Load(); op != nil {
-			op.load(st, now, m.node, m.local.copyEpoch)
+			op.load(st, now, m.node, m.local.copyEpoch) // sent again: kept once
 		} else {
 			m.install(p, st, now)
+			m.counters.handOffs.Add(1)
 		}
 		m.own.accepted[p] = h.GetFrom()
-		m.counters.handOffs.Add(1)
 		reply.Taken = append(reply.Taken, uint32(p))
 	}
 	return reply
@@ -544,6 +554,10 @@ func (m *Member) serveDecide(req *clusterpb.DecideRequest) *clusterpb.DecideRepl
 	if p >= len(m.parts) {
 		return &clusterpb.DecideReply{Error: fmt.Sprintf("partition %d of %d", p, len(m.parts))}
 	}
+	if !m.named() {
+		m.counters.refusals.Add(1)
+		return &clusterpb.DecideReply{Refused: true}
+	}
 	op := m.parts[p].owned.Load()
 	checks := make([]algo.Check, len(req.GetChecks()))
 	for i, w := range req.GetChecks() {
@@ -593,6 +607,48 @@ func refusal(resp any) (string, bool) {
 // errNoOwner is a request's error when no member owns its partition.
 var errNoOwner = errors.New("no owner known")
 
+// errLeft is a request's error when the member it was sent to left the
+// view before it answered.
+var errLeft = errors.New("the member asked left")
+
+// ask sends msg to the member at addr and waits for its answer until
+// deadline, or until addr leaves this member's view: a member that died
+// answers nothing, and its partitions have new owners then.
+func (m *Member) ask(addr string, msg any, deadline time.Time) (any, error) {
+	changed := m.viewChanged()
+	f := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(addr, syncActor), msg, time.Until(deadline))
+	var (
+		resp any
+		err  error
+		done = make(chan struct{})
+	)
+	go func() {
+		resp, err = f.Result()
+		close(done)
+	}()
+	for {
+		select {
+		case <-done:
+			return resp, err
+		case <-changed:
+			if v := m.view.Load(); v != nil && !v.has(addr) {
+				return nil, errLeft
+			}
+			changed = m.viewChanged()
+		}
+	}
+}
+
+// viewChanged returns a channel closed when the view changes next.
+func (m *Member) viewChanged() <-chan struct{} {
+	m.viewMu.Lock()
+	defer m.viewMu.Unlock()
+	if m.viewCh == nil {
+		m.viewCh = make(chan struct{})
+	}
+	return m.viewCh
+}
+
 // request is the default send: a request to partition p's owner. A member
 // that does not own p refuses it, naming the owner it knows, and the
 // request goes there, or, after a pause, to the owner the view names then;
@@ -624,7 +680,7 @@ func (m *Member) request(p int, msg any) (any, error) {
 		case m.node:
 			resp = m.serve(msg)
 		default:
-			resp, err = m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(addr, syncActor), msg, time.Until(deadline)).Result()
+			resp, err = m.ask(addr, msg, deadline)
 		}
 		if err == nil {
 			h, refused := refusal(resp)
@@ -635,7 +691,7 @@ func (m *Member) request(p int, msg any) (any, error) {
 				return resp, nil
 			}
 			hint, err = h, fmt.Errorf("refused by %s", addr)
-		} else if !errors.Is(err, protoactor.ErrDeadLetter) && !errors.Is(err, remote.ErrDeadLetter) && err != errNoOwner {
+		} else if !errors.Is(err, protoactor.ErrDeadLetter) && !errors.Is(err, remote.ErrDeadLetter) && err != errNoOwner && err != errLeft {
 			return nil, fmt.Errorf("cluster: partition %d: %w", p, err)
 		}
 		left := time.Until(deadline)

@@ -354,7 +354,7 @@ func (m *Member) handleSync(req *clusterpb.SyncRequest) *clusterpb.SyncReply {
 	reply := &clusterpb.SyncReply{Parts: make([]*clusterpb.PartReply, len(req.GetParts()))}
 	for i, ps := range req.GetParts() {
 		var op *ownerPart
-		if p := int(ps.GetPartition()); p < len(m.parts) {
+		if p := int(ps.GetPartition()); p < len(m.parts) && m.named() {
 			op = m.parts[p].owned.Load()
 		}
 		var r *clusterpb.PartReply

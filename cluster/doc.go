@@ -49,9 +49,12 @@
 // for the answer: exact, at the cost of a round trip when the owner is
 // another member.
 //
-// In [LocalFirst] mode (the default) every hit or peek, of every
-// algorithm, is answered at once by the member: it never waits on the
-// network. Resets go to the owner.
+// In [LocalFirst] mode (the default) every hit, of every algorithm, and
+// every peek of an id the member holds a copy of, is answered at once by
+// the member: it never waits on the network. Resets go to the owner (see
+// Resets). A peek of an id the member holds no copy of asks the owner once,
+// and the answer becomes the member's copy: an id over its limit elsewhere
+// is over its limit there too.
 //
 // A FixedWindow key's copy is the member's count of the window. Every
 // Config.SyncEvery, on the injected clock's ticker, the member sends each
@@ -69,7 +72,9 @@
 // with the hits the member allowed since charged to it. The sync sends
 // those hits, with their times; the owner charges them to its state,
 // whatever its limit says (they happened: a bucket goes into debt, and
-// allows nothing until it has drained), counting each once (it knows how
+// allows nothing until it has drained; it holds at most one capacity of
+// debt, so every member admits again at most (capacity+1)·Period/Limit
+// after the charge), counting each once (it knows how
 // many of each copy's hits it has charged), and answers with its state,
 // which becomes the copy, with the hits allowed since charged again. A
 // member that owns a partition decides its keys on the owner's state
@@ -94,11 +99,30 @@
 // live members) beyond what the owner last confirmed; it counts every hit,
 // sends them once the owner answers again, and the full policy applies
 // again. A reset in that time forgets the member's copy at once and is
-// kept for the owner, which applies it before the hits counted after it.
-// The price of all this is inertia: until the next sync, each member
+// kept for the owner, which gets it with the member's next sync that
+// reaches it. The price of all this is inertia: until the next sync, each member
 // admits against its own view, so a burst may be over-admitted by about
 // what the other members admit in one sync interval. [Member.SyncStats]
 // counts the fallbacks, the failed syncs and the outages.
+//
+// # Resets
+//
+// A reset is decided by the owner of the key's partition, which forgets
+// its state of the key and keeps a mark of the reset: its time. The
+// resetting member forgets its copy at once, and so does the member that
+// owns the partition. Every sync round, each member asks the owner of
+// every partition where it holds a copy, active or idle, for the marks made
+// since the last one it saw, and its copies of the keys reset forget the
+// owner's count or state they had, and their hits from before the reset. So
+// every member sees a reset at its next sync after the owner has it: within
+// one sync interval, two for a reset kept while the owner could not be
+// reached. Hits and resets are ordered by the members' clocks: the owner
+// forgets the hits made before the reset and counts those after (a fixed
+// window's total carries the time of its latest hit only: when a member
+// counted hits both before and after the reset between two syncs, they all
+// count as after it), so a sync from before the reset, late, sent again or
+// replayed, cannot bring the old count back, and a reset sent again is
+// applied once.
 //
 // # Memory
 //

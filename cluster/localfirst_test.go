@@ -221,7 +221,10 @@ func TestLocalFirstOwnerRestartRebuilds(t *testing.T) {
 // one sync interval. A member learns another's hits at its first sync
 // after that member's: in this order of syncs, at most two intervals
 // later. Every algorithm: a bucket charged past its capacity pays the debt
-// back.
+// back. (A bucket holds at most one capacity of debt, see
+// TestLocalFirstDebtBounded; here the members over-admit less than a
+// capacity, 3000, so that bound never cuts the debt and the figures are
+// those of an unbounded debt.)
 func TestLocalFirstOverAdmissionBound(t *testing.T) {
 	const (
 		members = 3

@@ -247,3 +247,44 @@ func TestLocalFirstPeekAsksOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalFirstQueuedResetReachesEveryMember: a reset made while its
+// owner cannot be reached reaches the owner with the resetting member's
+// next sync, and the other members at theirs after that: within two sync
+// intervals when the others sync just before the resetting member (the
+// order "C,B,A"), one when they sync after it, for every algorithm.
+func TestLocalFirstQueuedResetReachesEveryMember(t *testing.T) {
+	const a, b, c = 0, 1, 2
+	ctx := context.Background()
+	for _, p := range everyAlgorithm() {
+		for _, order := range [][]int{{a, b, c}, {c, b, a}} {
+			t.Run(fmt.Sprintf("%v/order=%v", p.Algorithm, order), func(t *testing.T) {
+				clock := newFakeClock()
+				d := newDetached(t, 3, clock)
+				d.hit(t, b, "k", p, 35)
+				d.hit(t, c, "k", p, 5)
+				d.syncAll()
+				d.syncAll()
+				require.False(t, d.peek(t, a, "k", p).Allowed)
+				d.down.Store(true)
+				d.members[a].SyncNow() // fails: the owner is cut off
+				clock.Advance(time.Second)
+				require.NoError(t, d.members[a].Limiter.Reset(ctx, "k", p))
+				d.down.Store(false)
+				rounds := -1
+				for r := 1; r <= 3; r++ {
+					for _, i := range order {
+						d.members[i].SyncNow()
+					}
+					if d.sawReset(t, "k", p) {
+						rounds = r
+						break
+					}
+				}
+				t.Logf("%v order %v: every member saw the queued reset after %d sync rounds", p.Algorithm, order, rounds)
+				require.Positive(t, rounds)
+				assert.LessOrEqual(t, rounds, 2, "within two sync intervals")
+			})
+		}
+	}
+}

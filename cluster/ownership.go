@@ -214,6 +214,7 @@ func (m *Member) takeOver(p int, now int64) {
 		st = b.state
 		m.counters.takeOvers.Add(1)
 	}
+	m.cfg.Logger.Debug("actorlimit cluster: taking a partition over", "partition", p, "backup", st != nil)
 	m.install(p, st, now)
 }
 

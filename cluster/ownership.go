@@ -311,16 +311,14 @@ func (m *Member) pushHandOffs() bool {
 
 // askWaiting asks every other member which of the partitions this member
 // waits for it holds; one that none holds (when all answered) is taken
-// over (from this member's backup of it, or empty): at the cluster's
-// start, or when its owner left without handing it on. It reports whether
+// over (from this member's backup of it, or empty), once Start has
+// returned: at the cluster's start, or when its owner left without
+// handing it on. It reports whether
 // the member still waits for some.
 func (m *Member) askWaiting() bool {
 	v := m.view.Load()
 	if v == nil || m.cluster == nil {
 		return false
-	}
-	if !m.ready.Load() {
-		return true
 	}
 	m.own.mu.Lock()
 	var ask []*clusterpb.PartState
@@ -359,7 +357,10 @@ func (m *Member) askWaiting() bool {
 	wg.Wait()
 	m.own.mu.Lock()
 	defer m.own.mu.Unlock()
-	if !failed && m.view.Load() == v {
+	// Before Start returns, the asks only open the connections to the
+	// other members (the answers to the first requests they send here
+	// take them): nothing is taken over yet.
+	if !failed && m.view.Load() == v && m.ready.Load() {
 		now := m.cfg.Clock.Now().UnixNano()
 		for _, st := range ask {
 			p := int(st.GetPartition())

@@ -323,7 +323,7 @@ func checkOwnerWindows(t *testing.T, allowed map[int64]map[int]int, killedAt, de
 		switch {
 		case !start.Add(procWindow).After(killedAt) && len(allowed[w]) < 3:
 			// The killed member did not report this window.
-		case !start.Add(procWindow).After(killedAt), !start.Before(detectedAt.Add(procWindow)):
+		case !start.Add(procWindow).After(killedAt), !start.Before(detectedAt):
 			if !start.Before(detectedAt) {
 				after++
 			}

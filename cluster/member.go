@@ -548,11 +548,11 @@ func (m *Member) claim(p int, part *ownerPart) {
 	}
 }
 
-// release records that partition p's grain, whose owner's state is part,
-// stopped here at now. Unless the member is closing, the states of the
-// other algorithms' keys become the member's copies, sent whole to the
-// partition's new owner, which starts empty (the fixed windows' hits are
-// in the member's copies already).
+// release records that this member no longer owns partition p, whose
+// owner's state is part, at now (a test's Member.Own). Unless the member
+// is closing, the states of the other algorithms' keys become the
+// member's copies, sent whole to the partition's new owner (the fixed
+// windows' hits are in the member's copies already).
 func (m *Member) release(p int, part *ownerPart, now int64) {
 	if p >= len(m.parts) || !m.parts[p].owned.CompareAndSwap(part, nil) {
 		return

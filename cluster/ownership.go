@@ -254,8 +254,9 @@ func (m *Member) releaseTo(p int, op *ownerPart, to string, now int64) {
 // pushHandOffs sends the states of the partitions this member released to
 // their next owners, in one request per member, and forgets those taken.
 // One whose next owner left goes to the partition's owner in the view now
-// (or is taken back, when that is this member). What fails is sent again
-// by the next sync. It reports whether some are left.
+// (or is taken back, when that is this member). A push waits up to
+// RequestTimeout for its answer: the first request to a member that just
+// joined waits for the connection to it. What fails is sent again. It reports whether some are left.
 func (m *Member) pushHandOffs() bool {
 	if m.cluster == nil {
 		return false
@@ -287,7 +288,7 @@ func (m *Member) pushHandOffs() bool {
 	for to, parts := range byTo {
 		wg.Go(func() {
 			resp, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: parts}, m.cfg.syncTimeout()).Result()
+				&clusterpb.HandOff{From: m.node, Parts: parts}, m.cfg.RequestTimeout).Result()
 			reply, ok := resp.(*clusterpb.HandOffReply)
 			if err != nil || !ok {
 				m.cfg.Logger.Debug("actorlimit cluster: hand-off failed, will retry", "member", to, "partitions", len(parts), "error", err)

@@ -11,11 +11,11 @@ import (
 )
 
 // partState is what a member knows of one partition. Its fields are read
-// by checks and written by the sync and by the partition's grain, without a
-// lock.
+// by checks and written by the sync and by the ownership's changes,
+// without a lock.
 type partState struct {
 	// owned is the owner's state of the partition when this member owns
-	// it (its grain runs here), else nil.
+	// it (holds its state), else nil.
 	owned atomic.Pointer[ownerPart]
 	// known is the incarnation of the owner's state that has every total
 	// this member holds for the partition; 0 before the first answer.
@@ -45,7 +45,7 @@ func (ps *partState) holdUntil(end int64) {
 
 // ownerPart is the owner's state of one partition's LocalFirst windows:
 // for each key, the total each other member counted in its current window,
-// and their sum. The partition's grain holds it. The member it runs on
+// and their sum. The member that owns the partition holds it. The member it runs on
 // (self) keeps its own hits in its copies, where its checks count them: the
 // owner's count is the sum plus that copy's hits, read when the owner
 // answers, so they are in it at once; a copy that member evicts puts its

@@ -205,8 +205,9 @@ func (m *Member) exchange(work partWorks, now int64) map[int]bool {
 		wg.Go(func() {
 			for i, r := range m.syncMember(addr, ps, work) {
 				if r != nil && r.GetAbsent() {
-					// The member does not run the partition's grain (yet):
-					// the request to the grain starts it where it belongs.
+					// The member does not hold the partition (now): the
+					// request goes to the owner it names, or to the one
+					// the view names.
 					wg.Go(func() { one(ps[i]) })
 					continue
 				}
@@ -302,7 +303,7 @@ func (m *Member) ownerAt(p int) string {
 	return m.ownerOf(p)
 }
 
-// syncPartition sends partition p's work w to its grain and returns its
+// syncPartition sends partition p's work w to its owner and returns its
 // answer, nil if it failed.
 func (m *Member) syncPartition(p int, w *partWork) *clusterpb.PartReply {
 	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{m.part(p, w, true)}}
@@ -349,7 +350,8 @@ func (m *Member) requestMember(addr string, msg *clusterpb.SyncRequest) (any, er
 }
 
 // handleSync answers a batched sync as the owner of the partitions it
-// names: those whose grain does not run here are answered absent.
+// names: those it does not hold (now) are refused, answered absent with
+// the owner it knows.
 func (m *Member) handleSync(req *clusterpb.SyncRequest) *clusterpb.SyncReply {
 	reply := &clusterpb.SyncReply{Parts: make([]*clusterpb.PartReply, len(req.GetParts()))}
 	for i, ps := range req.GetParts() {

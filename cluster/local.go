@@ -50,7 +50,7 @@ type localEntry struct {
 	epoch  uint64 // names this copy to the owner (see clusterpb.Total)
 	taken  uint64 // the last sync round that took the key from the active list
 	own    int64  // hits this member counted in the window, in all
-	acked  int64  // the largest own total the owner has answered for
+	acked  int64  // the largest own total the owner has answered for, or forgot in a reset
 	owner  int64  // the owner's count at that answer, all members together
 	last   int64  // when (Unix ns) this member last counted a hit in it
 	// reset is the time (Unix ns) of the latest reset of the key that the

@@ -391,7 +391,8 @@ func (st *states) adopt(p int, recs []algo.Record, now int64) {
 				s.copies[k] = cp
 			}
 			cp.policy = algo.Check{Algorithm: r.Algorithm, Period: r.Period, ID: r.ID, Limit: 1, Burst: 1, N: 1}
-			cp.rebuild, cp.idle = true, 0
+			// The owner's state has honoured every reset made until now.
+			cp.rebuild, cp.idle, cp.reset = true, 0, max(cp.reset, now)
 			if !cp.active {
 				cp.active = true
 				s.active = append(s.active, k)

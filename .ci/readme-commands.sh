@@ -44,12 +44,15 @@ if ! grep -qxF "$test_command" .ci/run; then
 fi
 
 # free_port prints a port of 127.0.0.1 that nothing listens on and that
-# this run has not handed out yet.
+# this run has not handed out yet, below the kernel's ephemeral range (where
+# a client's connection, to Redis say, could take it before the server that
+# is handed it listens).
 used=" "
+read -r ephemeral _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || ephemeral=32768
 free_port() {
   local p
   while :; do
-    p=$((20000 + RANDOM % 40000))
+    p=$((10000 + RANDOM % (ephemeral - 10000)))
     case "$used" in *" $p "*) continue ;; esac
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       used+="$p "

@@ -141,6 +141,13 @@ func (m *Member) setView(addrs []string) {
 		for p := range m.parts {
 			m.reassign(p, old, nv, now)
 		}
+		// A backup this member no longer is would be stale by the time it
+		// is used: its owner sends the next one to the new backup.
+		for p := range m.own.backups {
+			if nv.backup(p) != m.node {
+				delete(m.own.backups, p)
+			}
+		}
 	}
 	m.own.mu.Unlock()
 	go m.settle()

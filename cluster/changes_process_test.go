@@ -401,4 +401,49 @@ func testChangesAsProcesses(t *testing.T, mode string) {
 	waitMembersOf(members, 2)
 	allowed = phase("kill", members, nil, 2)
 	check("kill", allowed, members, 2)
+	logViewSpread(t, logs.String())
+}
+
+// logViewSpread logs, for each set of members that the members' logs show
+// views of, how long the members took to see it: from the first member's
+// log line to the last one's (the membership-propagation interval).
+func logViewSpread(t *testing.T, logs string) {
+	t.Helper()
+	type seen struct{ first, last time.Time }
+	views := map[string]*seen{}
+	var order []string
+	for _, l := range strings.Split(logs, "\n") {
+		if !strings.Contains(l, `msg="actorlimit cluster: members changed"`) {
+			continue
+		}
+		ts, rest, ok := strings.Cut(strings.TrimPrefix(l, "time="), " ")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		_, after, found := strings.Cut(rest, "after=")
+		if !ok || err != nil || !found {
+			continue
+		}
+		if s := views[after]; s != nil {
+			s.first, s.last = minTime(s.first, at), maxTime(s.last, at)
+			continue
+		}
+		views[after] = &seen{at, at}
+		order = append(order, after)
+	}
+	for _, v := range order {
+		t.Logf("view %s: seen by its members within %v", v, views[v].last.Sub(views[v].first).Round(time.Millisecond))
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

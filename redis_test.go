@@ -605,3 +605,40 @@ func TestRedisFailErrorFailsOnlyTheBadCheck(t *testing.T) {
 	assert.Equal(t, uint64(hits), st.CheckErrors)
 	assert.Less(t, st.Batches, uint64((callers+1)*hits), "calls were gathered into shared batches")
 }
+
+// TestRedisDeniedCacheThroughTheLimiter: with redisstore.WithDeniedCache,
+// once Redis has denied a key's hit, the limiter answers that key's hits
+// denied on the caller's goroutine, with the denial's RetryAfter less the
+// time since: no store batch, no round trip, counted in the store's
+// Cached; the clock past the denial, Redis decides again.
+func TestRedisDeniedCacheThroughTheLimiter(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := newFakeClock()
+	lim, store := startOnRedis(t, srv, []redisstore.Option{redisstore.WithCallerTime(), redisstore.WithDeniedCache(time.Minute)},
+		actorlimit.WithClock(clk))
+	ctx := context.Background()
+	p := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 2, Period: 10 * time.Second}
+	for range 2 {
+		res, err := lim.Hit(ctx, "flood", p)
+		require.NoError(t, err)
+		require.True(t, res.Allowed)
+	}
+	first, err := lim.Hit(ctx, "flood", p)
+	require.NoError(t, err)
+	require.False(t, first.Allowed)
+	batches := store.Stats().Batches
+	clk.Advance(time.Second)
+	for range 100 {
+		res, err := lim.Hit(ctx, "flood", p)
+		require.NoError(t, err)
+		assert.False(t, res.Allowed)
+		assert.Equal(t, first.RetryAfter-time.Second, res.RetryAfter)
+	}
+	assert.Equal(t, batches, store.Stats().Batches, "no store batch")
+	assert.Equal(t, uint64(100), store.Stats().Cached)
+	clk.Advance(first.RetryAfter - time.Second)
+	res, err := lim.Hit(ctx, "flood", p)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "past the denial, Redis decides")
+	assert.Equal(t, batches+1, store.Stats().Batches)
+}

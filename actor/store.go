@@ -79,6 +79,18 @@ type Screener interface {
 	Screen(c *algo.Check) error
 }
 
+// Answerer is a [Store] that can answer some hits itself, on the caller's
+// goroutine, without the limiter actor: a networked store's cache of the
+// denials it was given (redisstore's over-limit cache). [Client.Do] asks it
+// first, at the limiter's clock; a hit it answers never reaches the
+// mailbox. Answer must be safe for concurrent use with everything else the
+// store does, cheap, and must not block; it applies nothing (a hit it
+// answers changes no state), and returns false for every check it does not
+// answer.
+type Answerer interface {
+	Answer(now int64, c *algo.Check) (algo.Decision, bool)
+}
+
 // Snapshotter is a [Store] whose state can be written out and read back, so
 // that it survives a restart of the process. It is part of the Store
 // contract for stores that keep their state in the process (the table); a

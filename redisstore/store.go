@@ -164,6 +164,22 @@ func (s *Store) Expire(before int64, max int) (int, bool) { return 0, false }
 // Len returns -1, unknown: counting a shared Redis's keys is not cheap.
 func (s *Store) Len() int { return -1 }
 
+// Answer returns the over-limit cache's denial of c's hit at now, if it
+// holds one that applies (see [WithDeniedCache]), counted in
+// [Stats].Cached, and false without the cache: the limiter asks it before
+// queueing a hit, so that a cached denial costs no trip through the
+// limiter actor either. It is safe for concurrent use.
+func (s *Store) Answer(now int64, c *algo.Check) (algo.Decision, bool) {
+	if s.denied == nil || c.Op != algo.OpHit {
+		return algo.Decision{}, false
+	}
+	d, ok := s.denied.answer(s.key(c), now, c)
+	if ok {
+		s.stats.cached.Add(1)
+	}
+	return d, ok
+}
+
 // Shared reports true: a Store is safe for concurrent use, so several
 // limiter actors (actorlimit.WithShards with actorlimit.WithStore) may drive
 // one, each with its own round trips in flight.

@@ -75,10 +75,13 @@ var redisImpls = map[string]func(b *testing.B, client *redis.Client, p actorlimi
 }
 
 // onRedis returns impl=actorlimit's adapter: a Limiter on a redisstore of
-// client with sopts (FailError, so that an error is never hidden by a
-// fallback), started with opts, hitting under p.
+// client with sopts, started with opts, hitting under p.
 func onRedis(b *testing.B, client *redis.Client, p actorlimit.Policy, sopts []redisstore.Option, opts ...actorlimit.Option) (adapter, func()) {
-	s, err := redisstore.New(client, append([]redisstore.Option{redisstore.WithOutage(redisstore.FailError)}, sopts...)...)
+	// FailError, so that no error hides behind a fallback; a timeout far
+	// above any round trip, so that a loaded machine measures slow, not
+	// failed, round trips.
+	s, err := redisstore.New(client, append([]redisstore.Option{redisstore.WithOutage(redisstore.FailError),
+		redisstore.WithTimeout(10 * time.Second)}, sopts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -261,7 +264,7 @@ func BenchmarkRedisScript(b *testing.B) {
 					return err
 				}
 			} else {
-				s, err := redisstore.New(client, redisstore.WithOutage(redisstore.FailError))
+				s, err := redisstore.New(client, redisstore.WithOutage(redisstore.FailError), redisstore.WithTimeout(10*time.Second))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -14,9 +14,19 @@ type deniedCache struct {
 	bound int64 // the longest an entry answers, ns
 	size  int
 
-	mu sync.Mutex
-	m  map[string]deniedEntry
+	mu sync.RWMutex
+	m  map[deniedKey]deniedEntry
 }
+
+// deniedKey names a Redis key by what it is made of (see Store.key),
+// without building the string.
+type deniedKey struct {
+	id     string
+	alg    algo.Algorithm
+	period time.Duration
+}
+
+func keyOf(c *algo.Check) deniedKey { return deniedKey{c.ID, c.Algorithm, c.Period} }
 
 // deniedEntry is Redis's denial of a hit of n under one policy, made at
 // now (the now given to Decide, read before the round trip).
@@ -29,15 +39,15 @@ type deniedEntry struct {
 }
 
 func newDeniedCache(bound time.Duration, size int) *deniedCache {
-	return &deniedCache{bound: int64(bound), size: size, m: make(map[string]deniedEntry)}
+	return &deniedCache{bound: int64(bound), size: size, m: make(map[deniedKey]deniedEntry)}
 }
 
 // answer returns the cached denial of c's hit at now, if its key has one
 // that applies: same policy and N, from the denial until its end.
-func (d *deniedCache) answer(key string, now int64, c *algo.Check) (algo.Decision, bool) {
-	d.mu.Lock()
-	e, ok := d.m[key]
-	d.mu.Unlock()
+func (d *deniedCache) answer(now int64, c *algo.Check) (algo.Decision, bool) {
+	d.mu.RLock()
+	e, ok := d.m[keyOf(c)]
+	d.mu.RUnlock()
 	if !ok || now >= e.until || now < e.at || // a clock that stepped back asks Redis
 		e.limit != c.Limit || e.burst != c.Burst || c.N != e.n {
 		return algo.Decision{}, false
@@ -51,7 +61,8 @@ func (d *deniedCache) answer(key string, now int64, c *algo.Check) (algo.Decisio
 // remember records Redis's decision dec of c's hit made at now: a denial
 // with a finite RetryAfter is kept for at most the bound; any other answer,
 // and a reset, forgets the key's denial.
-func (d *deniedCache) remember(key string, now int64, c *algo.Check, dec *algo.Decision) {
+func (d *deniedCache) remember(now int64, c *algo.Check, dec *algo.Decision) {
+	key := keyOf(c)
 	keep := c.Op == algo.OpHit && !dec.Allowed && dec.RetryAfter > 0 && dec.RetryAfter != algo.Never
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -24,15 +24,14 @@ func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Che
 	r.pipe = r.pipe[:0]
 	for i := range checks {
 		c := &checks[i]
-		k := s.key(c)
 		if s.denied != nil && c.Op == algo.OpHit {
-			if d, ok := s.denied.answer(k, now, c); ok {
+			if d, ok := s.denied.answer(now, c); ok {
 				s.stats.cached.Add(1)
 				r.calls = append(r.calls, call{local: true, cached: true, dec: d})
 				continue
 			}
 		}
-		r.calls = append(r.calls, s.plan(ctx, now, k, c))
+		r.calls = append(r.calls, s.plan(ctx, now, s.key(c), c))
 		if cmd := r.calls[i].cmd; cmd != nil {
 			r.pipe = append(r.pipe, cmd)
 		}
@@ -52,7 +51,7 @@ func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Che
 		cl := &r.calls[i]
 		out[i] = s.decision(&checks[i], cl, now)
 		if s.denied != nil && !cl.cached {
-			s.denied.remember(cl.key, now, &checks[i], &out[i])
+			s.denied.remember(now, &checks[i], &out[i])
 		}
 	}
 	return nil
@@ -177,7 +176,7 @@ func p2cmds(m map[*redis.Cmd]*redis.Cmd) []redis.Cmder {
 // Redis has nothing to say (a bucket whose limit is 0).
 func (s *Store) plan(ctx context.Context, now int64, k string, c *algo.Check) call {
 	if c.Op == algo.OpReset {
-		return call{local: true, key: k, cmd: redis.NewCmd(ctx, "del", k)}
+		return call{local: true, cmd: redis.NewCmd(ctx, "del", k)}
 	}
 	op := "0"
 	if c.Op == algo.OpPeek {
@@ -195,7 +194,7 @@ func (s *Store) plan(ctx context.Context, now int64, k string, c *algo.Check) ca
 		args[5], args[6], args[7] = "0", m, now-m*ms
 	}
 	pms := int64(c.Period) / ms
-	cl := call{n: n, key: k}
+	cl := call{n: n}
 	switch c.Algorithm {
 	case algo.FixedWindow:
 		args[1] = fixedLua.Hash()
@@ -212,7 +211,7 @@ func (s *Store) plan(ctx context.Context, now int64, k string, c *algo.Check) ca
 		args = append(args, kind, pms, c.Limit, min(n, c.Limit+1))
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
 		if c.Limit <= 0 || capacity(c) <= 0 {
-			return call{local: true, never: true, key: k}
+			return call{local: true, never: true}
 		}
 		args[1] = drainLua.Hash()
 		args, cl.never = drainArgs(c, n, args)

@@ -94,7 +94,6 @@ type call struct {
 	never  bool // the hits ask for more than the limit allows at once
 	cached bool // dec is the over-limit cache's answer
 	n      int64
-	key    string
 	cmd    *redis.Cmd
 	dec    algo.Decision
 }
@@ -173,7 +172,7 @@ func (s *Store) Answer(now int64, c *algo.Check) (algo.Decision, bool) {
 	if s.denied == nil || c.Op != algo.OpHit {
 		return algo.Decision{}, false
 	}
-	d, ok := s.denied.answer(s.key(c), now, c)
+	d, ok := s.denied.answer(now, c)
 	if ok {
 		s.stats.cached.Add(1)
 	}

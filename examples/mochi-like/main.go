@@ -8,6 +8,12 @@
 // the original, with a Retry-After header in whole seconds (rounded up) and a
 // short plain-text message. If the limiter cannot decide, the answer is 503.
 //
+// It serves the folder -dir (by default examples/mochi-like/public, a small
+// page, as seen from the repository's root) but never its dotfiles: a name
+// with any element that starts with "." (.git/config, .env) is not found,
+// and directory listings leave such entries out. Symbolic links may not
+// lead out of the folder.
+//
 // Watch it refuse requests: the demo serves -dir on a free port of
 // 127.0.0.1, sends itself the limit plus three requests, prints what came
 // back and exits:
@@ -16,7 +22,7 @@
 //
 // Or serve a folder until SIGINT or SIGTERM, then shut down gracefully:
 //
-//	go run ./examples/mochi-like -dir ./public -addr 127.0.0.1:8080 -scale 30000 -limit 500
+//	go run ./examples/mochi-like -dir examples/mochi-like/public -addr 127.0.0.1:8080 -scale 30000 -limit 500
 //
 // With -rules, the rules of a file (package httpadapter: conditions,
 // grouping keys, block / monitor / shadow actions; YAML or JSON) run in
@@ -43,7 +49,8 @@
 // The flags:
 //
 //	-addr   address to listen on (default 127.0.0.1:8080; ignored with -demo)
-//	-dir    folder to serve (default "."); symbolic links may not leave it
+//	-dir    folder to serve, without its dotfiles (default
+//	        examples/mochi-like/public); symbolic links may not leave it
 //	-scale  window length in milliseconds (default 30000)
 //	-limit  requests allowed per peer IP per window (default 500, 5 with -demo)
 //	-demo   run the demo instead of serving
@@ -71,6 +78,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -92,7 +100,10 @@ import (
 )
 
 const (
-	defaultAddr    = "127.0.0.1:8080"
+	defaultAddr = "127.0.0.1:8080"
+	// defaultDir is the example folder beside this file, as seen from the
+	// repository's root, where the README's commands run.
+	defaultDir     = "examples/mochi-like/public"
 	defaultScaleMs = 30000
 	defaultLimit   = 500
 	// demoLimit is the -limit of the demo when none is given, so that it
@@ -149,6 +160,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...a
 	}
 	root, err := os.OpenRoot(cfg.dir)
 	if err != nil {
+		if cfg.dir == defaultDir && errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("-dir: %w (the default folder is relative to the repository's root: run from there, or give -dir)", err)
+		}
 		return fmt.Errorf("-dir: %w", err)
 	}
 	defer root.Close()
@@ -173,7 +187,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...a
 	// Deferred, so it runs after serve has shut the server down and no
 	// request in flight meets a closed limiter.
 	defer lim.Close()
-	handler := newHandler(lim, root.FS(), cfg.scaleMs, cfg.limit, logger)
+	handler := newHandler(lim, hiddenFS{root.FS()}, cfg.scaleMs, cfg.limit, logger)
 	mwCfg := httpadapter.Config{Logger: logger}
 	var mwLim httpadapter.Limiter = lim
 	if cfg.admin != "" {
@@ -237,7 +251,7 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	flags.SetOutput(io.Discard) // errors are returned, not printed
 	var cfg config
 	flags.StringVar(&cfg.addr, "addr", defaultAddr, "`address` to listen on (ignored with -demo)")
-	flags.StringVar(&cfg.dir, "dir", ".", "`folder` to serve")
+	flags.StringVar(&cfg.dir, "dir", defaultDir, "`folder` to serve, without its dotfiles")
 	flags.Int64Var(&cfg.scaleMs, "scale", defaultScaleMs, "window length in `milliseconds`")
 	flags.Int64Var(&cfg.limit, "limit", defaultLimit, "`requests` allowed per peer IP per window (5 with -demo)")
 	flags.BoolVar(&cfg.demo, "demo", false, "send limit+3 requests to a server of its own, print the answers and exit")

@@ -334,7 +334,10 @@ func TestRunBadFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
-		err := run(t.Context(), tt.args, &out, io.Discard)
+		// A folder that exists, unless the case gives its own -dir (the
+		// default is relative to the repository's root).
+		args := append([]string{"-dir", filepath.Dir(file)}, tt.args...)
+		err := run(t.Context(), args, &out, io.Discard)
 		if assert.Error(t, err, "args %q", tt.args) {
 			assert.Contains(t, err.Error(), tt.want, "args %q", tt.args)
 		}

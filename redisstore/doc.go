@@ -19,16 +19,17 @@
 //
 // One key per (algorithm, period, ID), as in the embedded table:
 //
-//	<prefix>v2:{<ID>}:<algorithm>:<period in ns>
+//	<prefix>v3:{<ID>}:<algorithm>:<period in ns>
 //
-// for example "actorlimit:v2:{alice}:GCRA:1000000000". "v2" is the version
+// for example "actorlimit:v3:{alice}:GCRA:1000000000". "v3" is the version
 // of the state layout (what the scripts keep under a key); a release whose
 // scripts keep something else under a key writes another version, so that
 // during a rolling deploy the app servers of the old and the new release
 // keep their states apart (each group counts on its own until the old
 // servers are gone; in total at most twice the limit) instead of reading
-// each other's state and failing on it. Keys without a version are the
-// layouts before v2, and their TTLs clear them. The ID is the Cluster
+// each other's state and failing on it. Keys without a version, or with
+// v2 (the bucket state as text), are earlier layouts, and their TTLs clear
+// them. The ID is the Cluster
 // hash tag, so one ID's keys live in one slot (every script call touches
 // one key, so a call never spans slots). An ID that contains '}' makes a
 // shorter tag: still one slot per key. Every write sets a TTL (PEXPIRE):
@@ -50,9 +51,10 @@
 //     fields (Limit is at most algo.MaxSlidingLogLimit), read whole each
 //     call. It is the costly one, in memory and in time per call, as in
 //     the table.
-//   - GCRA, token bucket and leaky bucket: one string holding the time the
-//     bucket is empty (ms, ns and a fraction of 1/Limit ns) and the Limit it
-//     drains at, read with GET and written with SET PX: O(1).
+//   - GCRA, token bucket and leaky bucket: one string of four doubles
+//     (32 bytes) holding the time the bucket is empty (ms, ns and a fraction
+//     of 1/Limit ns) and the Limit it drains at, read with GET and written
+//     with SET PX: O(1).
 //
 // Peek runs the same script without writing; Reset is a DEL.
 //

@@ -42,8 +42,8 @@ var (
 // key: app servers of two versions (a rolling deploy) then keep their
 // states under different keys and count apart until the old ones are gone,
 // instead of failing on each other's state. Keys without a version are the
-// layouts before v2.
-const keyVersion = "v2:"
+// layouts before v2; v2 kept the bucket state as text, v3 as four doubles.
+const keyVersion = "v3:"
 
 // Store is an actor.Store that keeps every key's state in Redis, so that
 // the limiters of many app servers share one limit. It is safe for

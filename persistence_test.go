@@ -160,6 +160,9 @@ var errInjected = errors.New("injected: no space left on device")
 func (f *failingFS) ReadFile(name string) ([]byte, error) { return persist.OS.ReadFile(name) }
 func (f *failingFS) Remove(name string) error             { return persist.OS.Remove(name) }
 func (f *failingFS) SyncDir(dir string) error             { return persist.OS.SyncDir(dir) }
+func (f *failingFS) MkdirAll(dir string) error            { return persist.OS.MkdirAll(dir) }
+
+func (f *failingFS) ReadDirNames(dir string) ([]string, error) { return persist.OS.ReadDirNames(dir) }
 
 func (f *failingFS) Create(name string) (persist.File, error) {
 	if f.fail.Load() {

@@ -198,6 +198,9 @@ func (s *Store) Evictions() uint64 { return 0 }
 // [ErrUnsupported] before anything is sent. It is safe for concurrent use;
 // two concurrent Decides on one key are applied in some order.
 func (s *Store) Decide(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
+	if s.client == nil {
+		return fmt.Errorf("%w: the Store was not made by redisstore.New", ErrUnavailable)
+	}
 	s.stats.batches.Add(1)
 	for i := range checks {
 		if err := supported(&checks[i]); err != nil {

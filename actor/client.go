@@ -92,7 +92,7 @@ func (c *Client) PID() *protoactor.PID { return c.pid }
 // while it waits for its turn is seen when the turn comes, after at most
 // one message of each caller ahead of it, and the check is then skipped.
 func (c *Client) Do(ctx context.Context, chk algo.Check) (algo.Decision, error) {
-	if c.fast != nil && chk.Op == algo.OpHit && !c.closed.Load() {
+	if c.fast != nil && chk.Op == algo.OpHit && !c.closed.Load() && ctx.Err() == nil {
 		if d, ok := c.fast.Answer(c.h.cfg.Clock.Now().UnixNano(), &chk); ok {
 			return d, nil
 		}

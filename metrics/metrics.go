@@ -109,6 +109,11 @@ type ClusterStats struct {
 	// QueuedResets is the resets kept for an owner that could not be
 	// reached, to be sent with a later sync.
 	QueuedResets uint64
+	// HandOffs is the partitions the member took from a live owner;
+	// Refusals the requests it refused for a partition it did not hold;
+	// TakeOvers the partitions it took from its backup of them after their
+	// owner died; Backups the partitions' states it sent to their backup.
+	HandOffs, Refusals, TakeOvers, Backups uint64
 }
 
 // ClusterStatsSource is what [Collector.SetCluster] reads at scrape time.
@@ -127,7 +132,8 @@ type ClusterStatsSource interface {
 //		return metrics.ClusterStats{Fallbacks: s.Fallbacks,
 //			Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
 //			Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds,
-//			QueuedResets: s.QueuedResets}
+//			QueuedResets: s.QueuedResets, HandOffs: s.HandOffs, Refusals: s.Refusals,
+//			TakeOvers: s.TakeOvers, Backups: s.Backups}
 //	}))
 type ClusterStatsFunc func() ClusterStats
 
@@ -183,6 +189,7 @@ type Collector struct {
 	storeCached                                                                     *prometheus.Desc
 	clusterFallbacks, clusterRounds, clusterRequests, clusterFailures               *prometheus.Desc
 	clusterOutages, clusterRecoveries, clusterRebuilds, clusterQueuedResets         *prometheus.Desc
+	clusterHandOffs, clusterRefusals, clusterTakeOvers, clusterBackups              *prometheus.Desc
 }
 
 type ruleKey struct {
@@ -271,6 +278,10 @@ func New(cfg Config) (*Collector, error) {
 	c.clusterRecoveries = clusterDesc("recoveries_total", "Times the cluster member went back to reaching every owner.")
 	c.clusterRebuilds = clusterDesc("rebuilds_total", "Times an owner was found to have started empty and was sent the member's part of the partition again.")
 	c.clusterQueuedResets = clusterDesc("queued_resets_total", "Resets kept for an owner that could not be reached, to be sent with a later sync.")
+	c.clusterHandOffs = clusterDesc("hand_offs_total", "Partitions the cluster member took, with their state, from a live owner.")
+	c.clusterRefusals = clusterDesc("refusals_total", "Requests the cluster member refused for a partition it did not hold.")
+	c.clusterTakeOvers = clusterDesc("take_overs_total", "Partitions the cluster member took from its backup of them after their owner died.")
+	c.clusterBackups = clusterDesc("backups_total", "Partitions' states the cluster member sent to their backup member.")
 	return c, nil
 }
 
@@ -445,7 +456,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.queued, c.restarts, c.statsErrorsDesc, c.sweeps, c.sweepSeconds,
 		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed, c.storeCheckErrors, c.storeCached,
 		c.clusterFallbacks, c.clusterRounds, c.clusterRequests, c.clusterFailures,
-		c.clusterOutages, c.clusterRecoveries, c.clusterRebuilds, c.clusterQueuedResets} {
+		c.clusterOutages, c.clusterRecoveries, c.clusterRebuilds, c.clusterQueuedResets,
+		c.clusterHandOffs, c.clusterRefusals, c.clusterTakeOvers, c.clusterBackups} {
 		ch <- d
 	}
 	c.latency.Describe(ch)
@@ -519,6 +531,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.clusterRecoveries, st.Recoveries)
 		counter(c.clusterRebuilds, st.Rebuilds)
 		counter(c.clusterQueuedResets, st.QueuedResets)
+		counter(c.clusterHandOffs, st.HandOffs)
+		counter(c.clusterRefusals, st.Refusals)
+		counter(c.clusterTakeOvers, st.TakeOvers)
+		counter(c.clusterBackups, st.Backups)
 	}
 }
 

@@ -232,7 +232,8 @@ func TestCollectorClusterCounters(t *testing.T) {
 	// Every field a different value, so a field wired to the wrong metric
 	// shows.
 	stats := metrics.ClusterStats{Fallbacks: 3, Rounds: 17, Requests: 29, Failures: 5,
-		Outages: 2, Recoveries: 1, Rebuilds: 7, QueuedResets: 11}
+		Outages: 2, Recoveries: 1, Rebuilds: 7, QueuedResets: 11,
+		HandOffs: 13, Refusals: 19, TakeOvers: 23, Backups: 31}
 	tests := []struct {
 		name, help string
 		want       uint64
@@ -245,6 +246,10 @@ func TestCollectorClusterCounters(t *testing.T) {
 		{"cluster_recoveries_total", "Times the cluster member went back to reaching every owner.", stats.Recoveries},
 		{"cluster_rebuilds_total", "Times an owner was found to have started empty and was sent the member's part of the partition again.", stats.Rebuilds},
 		{"cluster_queued_resets_total", "Resets kept for an owner that could not be reached, to be sent with a later sync.", stats.QueuedResets},
+		{"cluster_hand_offs_total", "Partitions the cluster member took, with their state, from a live owner.", stats.HandOffs},
+		{"cluster_refusals_total", "Requests the cluster member refused for a partition it did not hold.", stats.Refusals},
+		{"cluster_take_overs_total", "Partitions the cluster member took from its backup of them after their owner died.", stats.TakeOvers},
+		{"cluster_backups_total", "Partitions' states the cluster member sent to their backup member.", stats.Backups},
 	}
 	for _, ns := range []string{"", "app_rl"} {
 		c, err := metrics.New(metrics.Config{Namespace: ns})

@@ -63,6 +63,9 @@ type StoreStats struct {
 	// CheckErrors counts the checks the store answered with an error of
 	// their own (a key it cannot read), decided alone by the outage mode.
 	CheckErrors uint64
+	// Cached counts the hits a store's over-limit cache answered denied
+	// without asking the store.
+	Cached uint64
 }
 
 // StoreStatsSource is what [Collector.SetStore] reads at scrape time.
@@ -80,7 +83,7 @@ type StoreStatsSource interface {
 //		st := s.Stats()
 //		return metrics.StoreStats{Errors: st.Errors, Outages: st.Outages,
 //			Fallbacks: st.Fallbacks, FailedOpen: st.FailedOpen, FailedClosed: st.FailedClosed,
-//			CheckErrors: st.CheckErrors}
+//			CheckErrors: st.CheckErrors, Cached: st.Cached}
 //	}))
 type StoreStatsFunc func() StoreStats
 
@@ -183,6 +186,7 @@ type Collector struct {
 	sweeps, sweepSeconds                                                            *prometheus.Desc
 	storeErrors, storeOutages, storeFallbacks, storeOpen, storeClosed               *prometheus.Desc
 	storeCheckErrors                                                                *prometheus.Desc
+	storeCached                                                                     *prometheus.Desc
 	clusterFallbacks, clusterRounds, clusterRequests, clusterFailures               *prometheus.Desc
 	clusterOutages, clusterRecoveries, clusterRebuilds, clusterQueuedResets         *prometheus.Desc
 	clusterHandOffs, clusterRefusals, clusterTakeOvers, clusterBackups              *prometheus.Desc
@@ -261,6 +265,7 @@ func New(cfg Config) (*Collector, error) {
 	c.storeFallbacks = prometheus.NewDesc(ns+"_store_fallbacks_total", "Checks decided by the local fallback table during outages.", nil, nil)
 	c.storeOpen = prometheus.NewDesc(ns+"_store_failed_open_total", "Checks allowed because the networked store did not answer.", nil, nil)
 	c.storeClosed = prometheus.NewDesc(ns+"_store_failed_closed_total", "Checks denied because the networked store did not answer.", nil, nil)
+	c.storeCached = prometheus.NewDesc(ns+"_store_cached_denials_total", "Hits the networked store's over-limit cache answered denied without a round trip.", nil, nil)
 	c.storeCheckErrors = prometheus.NewDesc(ns+"_store_check_errors_total", "Checks the networked store answered with an error of their own, decided alone by the outage mode.", nil, nil)
 	clusterDesc := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(ns+"_cluster_"+name, help, nil, nil)
@@ -449,7 +454,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{c.matched, c.allowed, c.denied, c.monitored, c.shadowed, c.nearLimit,
 		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.queued, c.restarts, c.statsErrorsDesc, c.sweeps, c.sweepSeconds,
-		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed, c.storeCheckErrors,
+		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed, c.storeCheckErrors, c.storeCached,
 		c.clusterFallbacks, c.clusterRounds, c.clusterRequests, c.clusterFailures,
 		c.clusterOutages, c.clusterRecoveries, c.clusterRebuilds, c.clusterQueuedResets,
 		c.clusterHandOffs, c.clusterRefusals, c.clusterTakeOvers, c.clusterBackups} {
@@ -494,7 +499,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			c.statsErrors.Add(1)
 		} else {
-			ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(st.Entries))
+			if st.Entries >= 0 { // actorlimit.EntriesUnknown: no sample
+				ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(st.Entries))
+			}
 			counter(c.evictions, st.Evictions)
 			counter(c.expired, st.Expired)
 			ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued))
@@ -512,6 +519,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.storeOpen, st.FailedOpen)
 		counter(c.storeClosed, st.FailedClosed)
 		counter(c.storeCheckErrors, st.CheckErrors)
+		counter(c.storeCached, st.Cached)
 	}
 	if p := c.cluster.Load(); p != nil {
 		st := (*p).ClusterStats()

@@ -104,6 +104,7 @@ type Table struct {
 	}
 
 	evictions uint64
+	sink      uint32 // see touch
 }
 
 // New returns an empty table that holds at most limit entries; limit <= 0

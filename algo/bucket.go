@@ -25,8 +25,12 @@ type BucketState struct {
 	Frac int64
 	// Rate is the Limit (hits per Period) of the last change of the state,
 	// the denominator of Frac; 0 only for the empty bucket. Under a new
-	// Limit the bucket keeps the hits it holds, which then drain at the new
-	// rate.
+	// Limit the bucket keeps the hits it holds, at most its new capacity,
+	// which then drain at the new rate: a changed limit leaves a client
+	// waiting at most what the new policy allows from a full bucket.
+	// Under the same Limit the bucket holds at most twice its capacity:
+	// full, plus at most one capacity of debt, which only hits charged past
+	// the capacity (see [ChargeBucket]) or a lowered burst can make.
 	Rate int64
 }
 
@@ -137,6 +141,34 @@ func (r drain) backlog(s *BucketState, now int64) vtime {
 	return vtime{int64(q), rem}
 }
 
+// held returns s's backlog at now under r, bounded so that the bucket never
+// holds more than a policy allows (see [BucketState]): capacity hits under a
+// Limit other than the state's (a changed policy), else capacity plus at
+// most capacity of debt (hits charged past the capacity, or a lowered
+// burst). It reports whether the bound cut the backlog.
+func (r drain) held(s *BucketState, capacity, now int64) (vtime, bool) {
+	back := r.backlog(s, now)
+	if bound := r.bound(capacity, s.Rate == r.limit); bound.less(back) {
+		return bound, true
+	}
+	return back, false
+}
+
+// bound returns the most a bucket of capacity hits may take to drain:
+// capacity*T, twice that when it may be in debt, at most [MaxSpan].
+func (r drain) bound(capacity int64, debt bool) vtime {
+	most, ok := r.times(capacity)
+	if !ok {
+		return vtime{int64(MaxSpan), 0}
+	}
+	if debt {
+		if most = r.add(most, most); most.ns > int64(MaxSpan) {
+			return vtime{int64(MaxSpan), 0}
+		}
+	}
+	return most
+}
+
 // set makes s a bucket of rate r that will be empty at now+back.
 func (s *BucketState) set(r drain, now int64, back vtime) {
 	s.Empty, s.Frac, s.Rate = now+back.ns, int64(back.frac), r.limit
@@ -157,9 +189,9 @@ func bucketHit(s *BucketState, period, limit, burst, n, now int64, peek, leaky b
 		return Decision{RetryAfter: Never}, false
 	}
 	r := drain{period, limit}
-	back := r.backlog(s, now)
+	back, clamped := r.held(s, capacity, now)
 	changed := false
-	if !peek && s.Rate != limit && back != (vtime{}) {
+	if !peek && (clamped || s.Rate != limit && back != (vtime{})) {
 		s.set(r, now, back) // the new Limit drains from now on
 		changed = true
 	}

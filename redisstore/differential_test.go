@@ -169,3 +169,37 @@ func TestBucketStateExact(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 }
+
+// TestLoweredLimitDifferential: a key that held a million hits, read under
+// 1 per hour with burst 2, holds at most the new capacity, on Redis exactly
+// as in the table: the client waits an hour, not years.
+func TestLoweredLimitDifferential(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, a := range []algo.Algorithm{algo.GCRA, algo.TokenBucket, algo.LeakyBucket} {
+		t.Run(a.String(), func(t *testing.T) {
+			client := srv.Client()
+			require.NoError(t, client.FlushAll(context.Background()).Err())
+			st, err := redisstore.New(client, redisstore.WithCallerTime(), patient, redisstore.WithOutage(redisstore.FailError))
+			require.NoError(t, err)
+			tab := table.New(0)
+			now := int64(1_790_000_000_123_456_789)
+			steps := []algo.Check{
+				{Algorithm: a, ID: "k", Period: time.Hour, Limit: 1_000_000, Burst: 1_000_000, N: 1_000_000},
+				{Algorithm: a, ID: "k", Period: time.Hour, Limit: 1, Burst: 2, N: 1, Op: algo.OpPeek},
+				{Algorithm: a, ID: "k", Period: time.Hour, Limit: 1, Burst: 2, N: 1},
+				{Algorithm: a, ID: "k", Period: time.Hour, Limit: 1, Burst: 2, N: 1, Op: algo.OpPeek},
+			}
+			for i, c := range steps {
+				want := make([]algo.Decision, 1)
+				got := make([]algo.Decision, 1)
+				require.NoError(t, tab.Decide(context.Background(), now, []algo.Check{c}, want))
+				require.NoError(t, st.Decide(context.Background(), now, []algo.Check{c}, got))
+				require.Equal(t, want[0], got[0], "step %d %+v", i, c)
+				if i > 0 {
+					assert.LessOrEqual(t, got[0].RetryAfter, time.Hour, "step %d: %+v", i, got[0])
+					assert.LessOrEqual(t, got[0].Count, algo.BucketCapacity(a, 2), "step %d: %+v", i, got[0])
+				}
+			}
+		})
+	}
+}

@@ -144,6 +144,7 @@ else
 end
 local l = tonumber(ARGV[5])
 local cap = 4503599627370496
+local fns, fq = tonumber(ARGV[8]), tonumber(ARGV[9])
 local v = redis.call('GET', KEYS[1])
 local bns, bq, changed = 0, 0, false
 if v then
@@ -189,10 +190,19 @@ local function store(ns, q)
   redis.call('SET', KEYS[1], string.format('%d %d %d %s', M + ms, t - ms * 1000000, q, ARGV[5]),
     'PX', math.max(1, math.ceil(ns / 1000000 + 1)) + grace)
 end
-if ARGV[1] ~= '1' and changed and (bns > 0 or bq > 0) then store(bns, bq) end
+-- A bucket holds at most its capacity under a changed Limit, else at most
+-- twice its capacity (full, plus at most one capacity of debt).
+local mns, mq = fns, fq
+if not changed then
+  mns, mq = fns * 2, fq * 2
+  if mq >= l then mns, mq = mns + 1, mq - l end
+  if mns > cap then mns, mq = cap, 0 end
+end
+local clamped = bns > mns or (bns == mns and bq > mq)
+if clamped then bns, bq = mns, mq end
+if ARGV[1] ~= '1' and (clamped or changed and (bns > 0 or bq > 0)) then store(bns, bq) end
 local nns, nq = bns + tonumber(ARGV[6]), bq + tonumber(ARGV[7])
 if nq >= l then nns, nq = nns + 1, nq - l end
-local fns, fq = tonumber(ARGV[8]), tonumber(ARGV[9])
 local ok = nns < fns or (nns == fns and nq <= fq)
 if ARGV[1] == '2' or not ok then return {M, r, bns, bq, nns, nq, 0} end
 if ARGV[1] == '0' then store(nns, nq) end

@@ -19,7 +19,7 @@ func (t *Table) Charge(c *algo.Check, now int64) {
 		t.fixedWindow(k, c.Limit, c.N, now, &d)
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
 		e, s := t.bucketOf(k)
-		algo.ChargeBucket(&s, k.Scale, c.Limit, c.N, now)
+		algo.ChargeBucket(&s, k.Scale, c.Limit, algo.BucketCapacity(c.Algorithm, c.Burst), c.N, now)
 		d.Allowed, d.ResetAfter = true, time.Duration(max(0, s.Death()-now))
 		t.putBucket(k, e, &s, &d, true, now)
 	case algo.SlidingWindow, algo.SlidingLog:

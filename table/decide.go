@@ -114,7 +114,7 @@ func (t *Table) touch(checks []algo.Check) {
 			continue
 		}
 		if v := s.slots[h&uint64(len(s.slots)-1)]; v != 0 {
-			sum += uint32(t.at(v&nodeMask).Count)
+			sum += uint32(t.at(v & nodeMask).Count)
 		}
 	}
 	t.sink += sum

@@ -98,7 +98,7 @@ const touchMin = 1 << 15
 // changes nothing but t.sink, which keeps the reads from being optimised
 // away.
 func (t *Table) touch(checks []algo.Check) {
-	if t.subs == nil {
+	if t.dir == nil {
 		return
 	}
 	var sum uint32
@@ -109,10 +109,7 @@ func (t *Table) touch(checks []algo.Check) {
 			continue
 		}
 		h := t.hash(r.num, c.ID)
-		s := &t.subs[h>>(64-subBits)]
-		if len(s.slots) == 0 {
-			continue
-		}
+		s := t.sub(h)
 		if v := s.slots[h&uint64(len(s.slots)-1)]; v != 0 {
 			sum += uint32(t.at(v & nodeMask).Count)
 		}

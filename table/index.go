@@ -9,28 +9,37 @@ import "hash/maphash"
 // node). The hash is maphash's, under a seed of the table's own, of the id
 // and the run: keys an attacker chooses do not collide more than others,
 // and a probe that meets a node compares its id's bytes, so colliding keys
-// are still apart. The index is cut into subIndexes parts by the hash's
-// top bits, each with its own slots: a part doubles when three quarters
-// full, so the rehash a growth costs is a small part's, never the whole
-// table's at once. A deletion shifts back the slots that follow it, so no
+// are still apart. A deletion shifts back the slots that follow it, so no
 // tombstone lengthens later probes.
+//
+// The slots are cut into parts by extendible hashing: a directory of
+// 1<<t.depth entries, indexed by the hash's top bits, points at the parts,
+// each of which holds the keys whose hashes share its own top s.depth bits.
+// A part doubles when three quarters full, up to maxSlots slots; past that
+// it splits in two by its next bit (doubling the directory when the part
+// already used all of its bits). So a small table costs a few slots, and
+// no insert rehashes more than one part: maxSlots*3/4 keys, never the whole
+// table at once.
 
 const (
 	// nodeBits is the width of a node number in a slot; the slot's other
 	// bits are the tag.
 	nodeBits = 28
 	nodeMask = 1<<nodeBits - 1
-	subBits  = 8
-	// subIndexes is the number of parts of the index.
-	subIndexes = 1 << subBits
-	// minSlots is the size of a part's first slots.
+	// minSlots and maxSlots bound the size of a part.
 	minSlots = 8
+	maxSlots = 4096
+	// tagShift is where in the hash a slot's tag comes from: above the
+	// bits that place a key in its part (at most maxSlots), below those
+	// that choose the part.
+	tagShift = 32
 )
 
 // subIndex is one part of the index.
 type subIndex struct {
 	slots []uint32 // 0: empty; else tag<<nodeBits | node number
 	n     int      // slots in use
+	depth uint8    // the top bits of the hash that its keys share
 }
 
 // hash returns the hash of the key (run, id).
@@ -45,25 +54,18 @@ func (t *Table) nodeHash(i uint32) uint64 {
 }
 
 // tag is the part of a slot that h gives it besides the node number.
-func tag(h uint64) uint32 { return uint32(h>>(64-subBits-(32-nodeBits))) << nodeBits }
+func tag(h uint64) uint32 { return uint32(h>>tagShift) << nodeBits }
 
-// sub returns the part of the index that h falls in.
-func (t *Table) sub(h uint64) *subIndex {
-	if t.subs == nil {
-		t.subs = new([subIndexes]subIndex)
-	}
-	return &t.subs[h>>(64-subBits)]
-}
+// sub returns the part of the index that h falls in; the index must have
+// one.
+func (t *Table) sub(h uint64) *subIndex { return t.dir[h>>(64-t.depth)] }
 
 // find returns the node of the key (run, id), whose hash is h, or 0.
 func (t *Table) find(run uint32, id string, h uint64) uint32 {
-	if t.subs == nil {
+	if t.dir == nil {
 		return 0
 	}
-	s := &t.subs[h>>(64-subBits)]
-	if s.slots == nil {
-		return 0
-	}
+	s := t.sub(h)
 	mask := uint64(len(s.slots) - 1)
 	want := tag(h)
 	for p := h & mask; ; p = (p + 1) & mask {
@@ -83,9 +85,17 @@ func (t *Table) find(run uint32, id string, h uint64) uint32 {
 
 // place puts node i, whose key hashes to h, in the index.
 func (t *Table) place(i uint32, h uint64) {
+	if t.dir == nil {
+		t.dir = []*subIndex{{slots: make([]uint32, minSlots)}}
+	}
 	s := t.sub(h)
-	if (s.n+1)*4 > len(s.slots)*3 {
-		t.grow(s)
+	for (s.n+1)*4 > len(s.slots)*3 {
+		if len(s.slots) < maxSlots {
+			t.grow(s)
+			break
+		}
+		t.split(s, h)
+		s = t.sub(h)
 	}
 	s.n++
 	put(s.slots, i|tag(h), h)
@@ -104,7 +114,7 @@ func put(slots []uint32, v uint32, h uint64) {
 // grow doubles s's slots.
 func (t *Table) grow(s *subIndex) {
 	old := s.slots
-	s.slots = make([]uint32, max(minSlots, 2*len(old)))
+	s.slots = make([]uint32, 2*len(old))
 	for _, v := range old {
 		if v != 0 {
 			put(s.slots, v, t.nodeHash(v&nodeMask))
@@ -112,11 +122,42 @@ func (t *Table) grow(s *subIndex) {
 	}
 }
 
+// split replaces s, the part of hash h, by two parts of one more bit.
+func (t *Table) split(s *subIndex, h uint64) {
+	if s.depth == t.depth {
+		dir := make([]*subIndex, 2*len(t.dir))
+		for j, p := range t.dir {
+			dir[2*j], dir[2*j+1] = p, p
+		}
+		t.dir, t.depth = dir, t.depth+1
+	}
+	d := s.depth + 1
+	halves := [2]*subIndex{
+		{slots: make([]uint32, len(s.slots)), depth: d},
+		{slots: make([]uint32, len(s.slots)), depth: d},
+	}
+	for _, v := range s.slots {
+		if v != 0 {
+			vh := t.nodeHash(v & nodeMask)
+			x := halves[vh>>(64-d)&1]
+			x.n++
+			put(x.slots, v, vh)
+		}
+	}
+	// s had the directory entries of its prefix, a run of span entries:
+	// the first half go to the keys whose next bit is 0.
+	span := 1 << (t.depth - s.depth)
+	start := int(h>>(64-s.depth)) * span
+	for j := range span {
+		t.dir[start+j] = halves[j/(span/2)]
+	}
+}
+
 // unplace takes node i, whose key hashes to h, out of the index; it must
 // be there. The slots after it in its cluster shift back into the hole
 // when that brings them no further from their home.
 func (t *Table) unplace(i uint32, h uint64) {
-	s := &t.subs[h>>(64-subBits)]
+	s := t.sub(h)
 	mask := uint64(len(s.slots) - 1)
 	p := h & mask
 	for s.slots[p]&nodeMask != i {

@@ -13,20 +13,34 @@ import (
 func checkIndex(t *testing.T, tb *Table) {
 	t.Helper()
 	slots := 0
-	if tb.subs != nil {
-		for s := range tb.subs {
-			sub := &tb.subs[s]
-			used := 0
-			for _, v := range sub.slots {
-				if v != 0 {
-					used++
+	if len(tb.dir) != 1<<tb.depth && tb.dir != nil {
+		t.Fatalf("directory of %d parts, depth %d", len(tb.dir), tb.depth)
+	}
+	for j := 0; j < len(tb.dir); {
+		sub := tb.dir[j]
+		span := 1 << (tb.depth - sub.depth)
+		if j%span != 0 {
+			t.Fatalf("part of depth %d at %d of %d", sub.depth, j, len(tb.dir))
+		}
+		for k := j; k < j+span; k++ {
+			if tb.dir[k] != sub {
+				t.Fatalf("directory entries %d and %d of a part of depth %d differ", j, k, sub.depth)
+			}
+		}
+		used := 0
+		for _, v := range sub.slots {
+			if v != 0 {
+				used++
+				if h := tb.nodeHash(v & nodeMask); h>>(64-tb.depth) < uint64(j) || h>>(64-tb.depth) >= uint64(j+span) {
+					t.Fatalf("node %d in the part at %d, its hash says %d", v&nodeMask, j, h>>(64-tb.depth))
 				}
 			}
-			if used != sub.n {
-				t.Fatalf("part %d: %d slots used, n = %d", s, used, sub.n)
-			}
-			slots += used
 		}
+		if used != sub.n {
+			t.Fatalf("part at %d: %d slots used, n = %d", j, used, sub.n)
+		}
+		slots += used
+		j += span
 	}
 	if slots != tb.Len() {
 		t.Fatalf("index holds %d nodes, the table %d entries", slots, tb.Len())
@@ -178,4 +192,39 @@ func TestLayoutSameBytesApart(t *testing.T) {
 	}
 	checkIndex(t, tb)
 	checkOrder(t, tb)
+}
+
+// TestLayoutIndexSplits grows the index past the size of one part, so
+// that parts split and the directory doubles, then deletes and re-adds
+// keys: every key stays found, and deleted ones are gone.
+func TestLayoutIndexSplits(t *testing.T) {
+	tb := New(0)
+	const n = 5 * maxSlots
+	k := func(i int) Key { return key(uint8(i%3), sec, fmt.Sprintf("split-%d", i)) }
+	for i := range n {
+		tb.Add(k(i), 0, int64(i), 0)
+	}
+	if tb.depth < 2 {
+		t.Fatalf("%d keys in a directory of depth %d: no split", n, tb.depth)
+	}
+	checkIndex(t, tb)
+	for i := 0; i < n; i += 2 {
+		if !tb.Delete(k(i)) {
+			t.Fatalf("Delete(%+v) found nothing", k(i))
+		}
+	}
+	checkIndex(t, tb)
+	for i := range n {
+		e, ok := tb.Get(k(i))
+		if ok != (i%2 == 1) || ok && e.Count != int64(i) {
+			t.Fatalf("Get(%+v) = %+v, %v", k(i), e, ok)
+		}
+	}
+	for i := 0; i < n; i += 2 {
+		tb.Add(k(i), 0, 1, 0)
+	}
+	if tb.Len() != n {
+		t.Fatalf("Len() = %d, want %d", tb.Len(), n)
+	}
+	checkIndex(t, tb)
 }

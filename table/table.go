@@ -84,7 +84,8 @@ type Table struct {
 	long     []string // the ids longer than idInline, by the number their node holds
 	longFree []uint32 // the free places of long
 	seed     maphash.Seed
-	subs     *[subIndexes]subIndex // the index (index.go); nil until the first entry
+	dir      []*subIndex // the index's directory (index.go); nil until the first entry
+	depth    uint8       // len(dir) == 1<<depth
 
 	groups   map[group]*run // the runs of the order, one per window length
 	runs     []*run         // the runs by number; runs[0] and the free numbers are nil

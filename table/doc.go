@@ -24,8 +24,12 @@
 // addressing over 32-bit slots, each a node number and a tag of the key's
 // hash, under a seed of the table's own, and a probe compares the id's
 // bytes, so ids an attacker picks neither collide more than others nor get
-// mixed up when they do. A hit on a live entry is thus one index slot and
-// one node, and touches no tree node at all. Each kind and window length
+// mixed up when they do; the index is cut into parts of at most 4096
+// slots that split as it grows (extendible hashing), so no insert rehashes
+// more than one part. A hit on a live entry is thus one index slot and one
+// node, and touches no tree node at all; [Table.Decide] reads the slots
+// and nodes of a whole batch first, so that in a large table their reads
+// from memory overlap. Each kind and window length
 // (a group) has its own run of the order: a B-tree of its node numbers by
 // bucket, then id. Deleted nodes and long ids' slots are reused by the
 // next inserts. An entry holds the state of the newest window its id has used:

@@ -3,9 +3,12 @@ package table
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // checkIndex fails unless the index holds every node of the table exactly
@@ -227,4 +230,57 @@ func TestLayoutIndexSplits(t *testing.T) {
 		t.Fatalf("Len() = %d, want %d", tb.Len(), n)
 	}
 	checkIndex(t, tb)
+}
+
+// TestLayoutSnapshotIDs walks a table of ids across the inline bound in
+// chunks of every size: each entry is given once, in order, and the
+// records' IDs and the cursor stay what they were after the table has
+// forgotten every key and taken others in the same nodes.
+func TestLayoutSnapshotIDs(t *testing.T) {
+	const now = int64(1_000) * sec
+	r := rand.New(rand.NewPCG(5, 6))
+	tb := New(0)
+	var want []string
+	seen := map[string]int64{} // id -> when it was hit
+	for i := range 300 {
+		id := randomID(r, i)
+		if _, ok := seen[id]; ok {
+			continue
+		}
+		seen[id] = now + int64(i%3)*sec
+		tb.FixedWindow(key(uint8(algo.FixedWindow), sec, id), 10, 1, seen[id])
+	}
+	tb.Snapshot(now, func(rec algo.Record) bool {
+		want = append(want, rec.ID)
+		return true
+	})
+	if len(want) != len(seen) {
+		t.Fatalf("a whole snapshot gave %d records of %d keys", len(want), len(seen))
+	}
+	for _, max := range []int{1, 2, 7, 1000} {
+		var got []string
+		cur := algo.Cursor{}
+		for more := true; more; {
+			more = tb.SnapshotChunk(now, &cur, max, func(rec algo.Record) bool {
+				got = append(got, rec.ID)
+				return true
+			})
+		}
+		last := cur.ID
+		tb2 := strings.Clone(last)
+		tb.Expire(1<<62, 0)
+		for i := range 300 {
+			tb.Add(key(0, sec, fmt.Sprintf("other-%d-%s", i, strings.Repeat("o", i%30))), 0, 1, 0)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("chunks of %d gave %d records, want %d, or another order", max, len(got), len(want))
+		}
+		if cur.ID != tb2 {
+			t.Fatalf("the cursor's ID changed from %q to %q", tb2, cur.ID)
+		}
+		tb.Expire(1<<62, 0)
+		for _, id := range want {
+			tb.FixedWindow(key(uint8(algo.FixedWindow), sec, id), 10, 1, seen[id])
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/actorlimit/actorlimit/actor"
 	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/persist"
 )
 
 // Errors. Bad input and context errors come back wrapped with details; test
@@ -32,7 +33,21 @@ var (
 	// WithMaxBatch): their checks may or may not have been counted. The
 	// limiter is restarted with its counts intact.
 	ErrPanicked = actor.ErrPanicked
+	// ErrCorrupt is wrapped by the error of Start when a file in
+	// [WithPersistence]'s directory is damaged, truncated or foreign (see
+	// PersistConfig.StartEmptyOnCorrupt); it is persist.ErrCorrupt.
+	ErrCorrupt = persist.ErrCorrupt
+	// ErrUnwritable is wrapped by the error of Start when
+	// [WithPersistence]'s directory cannot be created or a file cannot be
+	// written in it (see PersistConfig.StartUnwritable); it is
+	// persist.ErrUnwritable.
+	ErrUnwritable = persist.ErrUnwritable
 )
+
+// errNotStarted is what the methods of a nil or zero Limiter, one not made
+// by Start, Spawn or Over, return: it wraps ErrClosed, as such a limiter
+// can no more answer than a closed one.
+var errNotStarted = fmt.Errorf("%w: the Limiter was not made by Start, Spawn or Over", ErrClosed)
 
 // MaxIDLength is the longest id accepted, in bytes.
 const MaxIDLength = 4096
@@ -152,11 +167,17 @@ type Stats struct {
 	// PersistDropped the changes it could not write (the next snapshot
 	// written covers them).
 	PersistErrors, PersistDropped uint64
+	// Loaded is what Start found in [WithPersistence]'s directory: the
+	// snapshot's generation, the records loaded and skipped, the log's
+	// frames, the bytes of a last write cut short, the files set aside;
+	// zero without persistence.
+	Loaded PersistLoaded
 }
 
 // Limiter is a running limiter. Its methods are safe for concurrent use.
 type Limiter struct {
 	shards    []Backend
+	loaded    PersistLoaded // what WithPersistence's journal loaded
 	seed      maphash.Seed
 	system    *protoactor.ActorSystem // made by Start, shut down by Close
 	closeOnce sync.Once
@@ -202,6 +223,9 @@ func start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, cfg ac
 			return nil, err
 		}
 		l.shards = append(l.shards, c)
+	}
+	if j, ok := cfg.Journal.(*journal); ok {
+		l.loaded = j.loaded // Load ran in actor.Start
 	}
 	return l, nil
 }
@@ -252,6 +276,9 @@ func (l *Limiter) Reset(ctx context.Context, id string, p Policy) error {
 }
 
 func (l *Limiter) do(ctx context.Context, op algo.Op, id string, p Policy, n int64) (Result, error) {
+	if !l.Started() {
+		return Result{}, errNotStarted
+	}
 	chk, err := newCheck(op, id, p, n)
 	if err != nil {
 		return Result{}, err
@@ -266,6 +293,9 @@ func (l *Limiter) do(ctx context.Context, op algo.Op, id string, p Policy, n int
 // Sweep runs one janitor pass now and returns how many entries it deleted:
 // those whose window ended more than the janitor's timeout ago.
 func (l *Limiter) Sweep(ctx context.Context) (int, error) {
+	if !l.Started() {
+		return 0, errNotStarted
+	}
 	total := 0
 	for _, c := range l.shards {
 		n, err := c.Sweep(ctx)
@@ -279,6 +309,9 @@ func (l *Limiter) Sweep(ctx context.Context) (int, error) {
 
 // Stats returns the limiter's statistics, summed over its shards.
 func (l *Limiter) Stats(ctx context.Context) (Stats, error) {
+	if !l.Started() {
+		return Stats{}, errNotStarted
+	}
 	var sum Stats
 	for _, c := range l.shards {
 		s, err := c.Stats(ctx)
@@ -295,17 +328,30 @@ func (l *Limiter) Stats(ctx context.Context) (Stats, error) {
 		sum.PersistErrors += s.PersistErrors
 		sum.PersistDropped += s.PersistDropped
 	}
+	sum.Loaded = l.loaded
 	return sum, nil
 }
 
 // PID returns the limiter actor's PID, for actors that message it with
 // [HitRequest], [PeekRequest] and [ResetRequest]. With [WithShards] it is
-// the PID of the first shard; use [Limiter.PIDFor].
-func (l *Limiter) PID() *protoactor.PID { return l.shards[0].PID() }
+// the PID of the first shard; use [Limiter.PIDFor]. It is nil for a
+// Limiter that was not started.
+func (l *Limiter) PID() *protoactor.PID {
+	if !l.Started() {
+		return nil
+	}
+	return l.shards[0].PID()
+}
 
 // PIDFor returns the PID of the limiter actor that owns id's state: the one
-// to message about id when the limiter has several shards.
-func (l *Limiter) PIDFor(id string) *protoactor.PID { return l.shard(id).PID() }
+// to message about id when the limiter has several shards. It is nil for a
+// Limiter that was not started.
+func (l *Limiter) PIDFor(id string) *protoactor.PID {
+	if !l.Started() {
+		return nil
+	}
+	return l.shard(id).PID()
+}
 
 // Close lets the limiter answer every call already queued, then stops it,
 // its janitor and its supervisor (and, for a limiter made by Start, its
@@ -314,8 +360,11 @@ func (l *Limiter) PIDFor(id string) *protoactor.PID { return l.shard(id).PID() }
 // the records after it, could not be written: the directory then holds an
 // older state than the limiter had (the failure is logged too). Otherwise
 // it returns nil. Close is idempotent and returns the same error every
-// time.
+// time. Closing a nil or zero Limiter does nothing and returns nil.
 func (l *Limiter) Close() error {
+	if l == nil {
+		return nil
+	}
 	l.closeOnce.Do(func() {
 		var errs []error
 		for _, c := range l.shards {

@@ -29,6 +29,9 @@ var batches = sync.Pool{New: func() any { return new(batch) }}
 // first: one bad request fails the whole batch with an error naming its
 // index, and nothing is counted. It allocates nothing in steady state.
 func (l *Limiter) HitMany(ctx context.Context, hits []HitRequest, results []Result) error {
+	if !l.Started() {
+		return errNotStarted
+	}
 	if len(results) != len(hits) {
 		return fmt.Errorf("%w: %d results for %d hits", ErrInvalidArgument, len(results), len(hits))
 	}

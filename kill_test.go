@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/persist"
+	"github.com/actorlimit/actorlimit/table"
 )
 
 // The kill test's setting, shared by the parent and its child.
@@ -54,6 +58,16 @@ const (
 	// pipeBuf is the size up to which a write to a pipe is atomic: the
 	// child's callers write whole lines in writes no larger.
 	pipeBuf = 4096
+
+	// killSnapEnv makes the child hold killKeys keys and take a snapshot
+	// every killSnapEvery, each of whose fsyncs takes killSlowSync longer
+	// than the disk's: the parent kills it killInSnapshot after it sees
+	// "snapshot.tmp", while the file is written.
+	killSnapEnv    = "ACTORLIMIT_KILL_CHILD_SNAPSHOT"
+	killKeys       = 1_000_000
+	killSnapEvery  = 100 * time.Millisecond
+	killSlowSync   = time.Second
+	killInSnapshot = 250 * time.Millisecond
 )
 
 var killPolicy = actorlimit.Policy{Limit: killLimit, Period: time.Hour}
@@ -71,12 +85,18 @@ func TestKill9Child(t *testing.T) {
 	if dir == "" {
 		return // not the child
 	}
+	pc := actorlimit.PersistConfig{FlushEvery: killFlush, SnapshotEvery: killSnapshot}
+	slow := &slowDisk{FS: persist.OS}
+	if os.Getenv(killSnapEnv) != "" {
+		pc.SnapshotEvery, pc.FS = killSnapEvery, slow
+	}
 	lim, err := actorlimit.Start(actorlimit.WithClock(stoppedClock{}), actorlimit.WithJanitor(0, 0),
-		actorlimit.WithPersistence(dir, actorlimit.PersistConfig{FlushEvery: killFlush, SnapshotEvery: killSnapshot}))
+		actorlimit.WithPersistence(dir, pc))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	slow.armed.Store(true) // from the first snapshot after Start's
 	var wg sync.WaitGroup
 	for c := range killCallers {
 		wg.Go(func() {
@@ -114,37 +134,65 @@ type told struct {
 
 // TestKill9 runs a limiter with persistence in a child process under load,
 // kills it with SIGKILL, starts a limiter on the same directory and
-// compares its counts with what the child's callers were told. The child
-// takes no snapshot but the empty one at its start, so the counts come
-// back from the log alone. Every decision told more than killBound (four
-// flush intervals) before the kill must be in the restored count: the
-// hits lost are at most those told within killBound of the kill, and so
-// the hits allowed before and after the restart are at most the limit plus
-// those.
+// compares its counts with what the child's callers were told. Every
+// decision told more than killBound (four flush intervals) before the kill
+// must be in the restored count: the hits lost are at most those told
+// within killBound of the kill, and so the hits allowed before and after
+// the restart are at most the limit plus those. In "log", the child takes
+// no snapshot but the empty one at its start, so the counts come back from
+// the log alone. In "during a snapshot", the child holds a million more
+// keys and takes a snapshot every killSnapEvery on a disk whose snapshot
+// fsync takes a second more, and is killed while one is written: the log
+// must have gone on meanwhile.
 func TestKill9(t *testing.T) {
 	if os.Getenv(killEnv) != "" {
 		return
 	}
+	for _, c := range []struct {
+		name     string
+		snapshot bool
+	}{{"log", false}, {"during a snapshot", true}} {
+		t.Run(c.name, func(t *testing.T) { testKill9(t, c.snapshot) })
+	}
+}
+
+func testKill9(t *testing.T, snapshot bool) {
 	dir := t.TempDir()
-	data, killed := runKillChild(t, dir)
+	gen := uint64(1) // the generation of the snapshot the child's Start writes
+	if snapshot {
+		fillDir(t, dir, killKeys)
+		gen = 2
+	}
+	data, started, killed := runKillChild(t, dir, snapshot)
 	byID := parseTold(t, data)
+	if snapshot {
+		_, err := os.Stat(filepath.Join(dir, "snapshot.tmp"))
+		require.NoError(t, err, "killed while a snapshot was written")
+	}
 
-	// what the restart will load: the empty snapshot Start wrote, and a log
-	j, err := persist.New(dir, persist.Config{})
-	require.NoError(t, err)
-	now := stoppedClock{}.Now().UnixNano()
-	ld, err := j.Load(now, func(algo.Record) error { return nil })
-	require.NoError(t, err)
-	require.Equal(t, uint64(1), ld.Generation, "no snapshot but Start's")
-	// one frame a flush interval; at least one each killBound, whatever
-	// the phase of the kill
-	require.GreaterOrEqual(t, ld.Frames, int(killAfter/killBound), "the counts come from the log, written every %v", killFlush)
-
+	// the restart loads the snapshot the child's Start wrote, and a log
 	ctx := context.Background()
-	lim, err := actorlimit.Start(actorlimit.WithClock(stoppedClock{}), actorlimit.WithJanitor(0, 0),
+	lim, err := actorlimit.Start(actorlimit.WithClock(restartClock{}), actorlimit.WithJanitor(0, 0),
 		actorlimit.WithPersistence(dir, actorlimit.PersistConfig{}))
 	require.NoError(t, err)
 	defer lim.Close()
+	st, err := lim.Stats(ctx)
+	require.NoError(t, err)
+	ld := st.Loaded
+	require.Equal(t, gen, ld.Generation, "no snapshot in place but the one the child's Start wrote")
+	if snapshot {
+		require.Equal(t, killKeys, ld.Skipped, "the keys the child held, whose window has ended")
+	}
+	// The bound holds for a process that runs. On a loaded machine the
+	// child may not run at all for a while (no caller was told anything),
+	// and the log's writer with it: such a stall before the kill adds to
+	// the bound, as much as it lasted.
+	stall := stalled(byID, killed.Add(-time.Second), killed)
+	bound := killBound + stall
+	// one frame a flush interval; at least one each bound, whatever the
+	// phase of the kill
+	require.GreaterOrEqual(t, ld.Frames, int(killed.Sub(started)/(bound+stalled(byID, started, killed))),
+		"the counts come from the log, written every %v", killFlush)
 
 	lostHits, lostFor := 0, time.Duration(0)
 	for _, id := range killIDs {
@@ -161,7 +209,7 @@ func TestKill9(t *testing.T) {
 		var oldest time.Duration // how long before the kill the oldest lost one was told
 		for i, c := range tl.counts {
 			ago := killed.Sub(time.Unix(0, tl.at[i]))
-			if ago < killBound {
+			if ago < bound {
 				within++
 			}
 			if c > restored {
@@ -169,8 +217,8 @@ func TestKill9(t *testing.T) {
 				oldest = max(oldest, ago)
 			}
 		}
-		assert.Less(t, oldest, killBound, "%s: a count told %v before the kill is lost (restored %d of %d)", id, oldest, restored, maxOf(tl.counts))
-		assert.LessOrEqual(t, lost, within, "%s: %d hits told lost, %d told within %v of the kill", id, lost, within, killBound)
+		assert.Less(t, oldest, bound, "%s: a count told %v before the kill is lost (restored %d of %d; bound %v with a stall of %v)", id, oldest, restored, maxOf(tl.counts), bound, stall)
+		assert.LessOrEqual(t, lost, within, "%s: %d hits told lost, %d told within %v of the kill", id, lost, within, bound)
 		lostFor, lostHits = max(lostFor, oldest), max(lostHits, lost)
 
 		// never more allowed than the limit plus the hits of the bound
@@ -185,26 +233,63 @@ func TestKill9(t *testing.T) {
 		require.False(t, r.Allowed, "%s: one more than Peek said", id)
 		assert.LessOrEqual(t, int64(tl.allowed)+after, killLimit+int64(within), "%s: allowed %d before, %d after", id, tl.allowed, after)
 	}
-	t.Logf("after kill -9: %d log frames loaded; lost at most %d told hits of one id, the oldest told %v before the kill (bound %v: flush %v + slack %v)",
-		ld.Frames, lostHits, lostFor, killBound, killFlush, killSlack)
+	t.Logf("after kill -9: %d log frames loaded; lost at most %d told hits of one id, the oldest told %v before the kill (bound %v: flush %v + slack %v + the child's stall %v)",
+		ld.Frames, lostHits, lostFor, bound, killFlush, killSlack, stall)
 }
 
-// runKillChild runs TestKill9Child on dir, kills it killAfter after its
-// first output, and returns all it wrote and when it was killed. The
-// output is kept raw while the child runs, so that reading it never slows
-// the child down.
-func runKillChild(t *testing.T, dir string) ([]byte, time.Time) {
+// stalled returns the longest time between from and to in which none of
+// the child's callers was told anything: the child did not run (a loaded
+// machine gave its processors to others), or its limiter was busy. Only
+// the part above a flush interval counts: callers are told something
+// every few microseconds while the child runs.
+func stalled(byID map[string]*told, from, to time.Time) time.Duration {
+	var at []int64
+	for _, tl := range byID {
+		for _, ns := range tl.at {
+			if ns >= from.UnixNano() && ns <= to.UnixNano() {
+				at = append(at, ns)
+			}
+		}
+	}
+	slices.Sort(at)
+	longest := time.Duration(0)
+	for i := 1; i < len(at); i++ {
+		longest = max(longest, time.Duration(at[i]-at[i-1]))
+	}
+	return max(0, longest-killFlush)
+}
+
+// runKillChild runs TestKill9Child on dir and kills it: killAfter after its
+// first output, or with snapshot, killInSnapshot after "snapshot.tmp"
+// appears once it is under load. It returns all the child wrote, when its
+// output began and when it was killed. The output is kept raw while the
+// child runs, so that reading it never slows the child down.
+func runKillChild(t *testing.T, dir string, snapshot bool) (data []byte, started, killed time.Time) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKill9Child$", "-test.count=1")
 	cmd.Env = append(os.Environ(), killEnv+"="+dir)
+	if snapshot {
+		cmd.Env = append(cmd.Env, killSnapEnv+"=1")
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	var (
-		data            []byte
-		started, killed time.Time
-	)
+	tmp := filepath.Join(dir, "snapshot.tmp")
+	var tmpSeen time.Time
+	due := func() bool {
+		if !snapshot {
+			return time.Since(started) >= killAfter
+		}
+		if tmpSeen.IsZero() {
+			if _, err := os.Stat(tmp); err == nil {
+				tmpSeen = time.Now()
+			}
+			return false
+		}
+		return time.Since(tmpSeen) >= killInSnapshot
+	}
+	gaveUp := false
 	buf := make([]byte, 1<<16)
 	for {
 		n, rerr := out.Read(buf)
@@ -212,8 +297,8 @@ func runKillChild(t *testing.T, dir string) ([]byte, time.Time) {
 		if n > 0 && started.IsZero() {
 			started = time.Now() // the child is up and under load
 		}
-		if !started.IsZero() && killed.IsZero() && time.Since(started) >= killAfter {
-			killed = time.Now()
+		if !started.IsZero() && killed.IsZero() && (due() || time.Since(started) > killGiveUp) {
+			killed, gaveUp = time.Now(), !due()
 			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 		}
 		if rerr != nil {
@@ -222,7 +307,68 @@ func runKillChild(t *testing.T, dir string) ([]byte, time.Time) {
 	}
 	werr := cmd.Wait()
 	require.False(t, killed.IsZero(), "the child stopped after %d bytes: %v", len(data), werr)
-	return data, killed
+	require.False(t, gaveUp, "no snapshot was written in %v", killGiveUp)
+	return data, started, killed
+}
+
+// killGiveUp is how long the parent waits for the moment to kill before it
+// gives up: never, unless the child stopped taking snapshots.
+const killGiveUp = 2 * time.Minute
+
+// restartClock is the time of the limiter restarted after the kill: two
+// minutes after the child's stopped clock, in the same hour-long window of
+// the ids the child's callers hit, after the minute-long window of the
+// keys fillDir leaves, so that the restart skips those (it reads them, but
+// neither applies them nor writes them again).
+type restartClock struct{}
+
+func (restartClock) Now() time.Time { return stoppedClock{}.Now().Add(2 * time.Minute) }
+
+// fillDir leaves in dir a snapshot of n keys, "fill0" and on, each with one
+// hit in a minute-long fixed window at the stopped clock's time.
+func fillDir(t *testing.T, dir string, n int) {
+	t.Helper()
+	now := stoppedClock{}.Now().UnixNano()
+	tb := table.New(0)
+	c := algo.Check{Algorithm: algo.FixedWindow, Period: time.Minute, Limit: 10, ID: "fill", N: 1}
+	tb.Apply(&c, now)
+	rec := tb.Record(&c)
+	j, err := persist.New(dir, persist.Config{})
+	require.NoError(t, err)
+	_, err = j.Load(now, func(algo.Record) error { return nil })
+	require.NoError(t, err)
+	j.Start(func(yield func(algo.Record) bool) {
+		for i := range n {
+			rec.ID = "fill" + strconv.Itoa(i)
+			if !yield(rec) {
+				return
+			}
+		}
+	}, func() {}, func() {})
+	require.NoError(t, j.Close())
+}
+
+// slowDisk is the operating system's file system on which, once armed, a
+// snapshot's fsync takes killSlowSync longer: a disk slow to make a large
+// snapshot durable.
+type slowDisk struct {
+	persist.FS
+	armed atomic.Bool
+}
+
+func (d *slowDisk) Create(name string) (persist.File, error) {
+	f, err := d.FS.Create(name)
+	if err != nil || !d.armed.Load() || filepath.Base(name) != "snapshot.tmp" {
+		return f, err
+	}
+	return slowSync{f}, nil
+}
+
+type slowSync struct{ persist.File }
+
+func (f slowSync) Sync() error {
+	time.Sleep(killSlowSync) // the slow disk, not a wait of the test's
+	return f.File.Sync()
 }
 
 // parseTold reads the child's lines, by id.

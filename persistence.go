@@ -9,11 +9,15 @@ import (
 	"github.com/actorlimit/actorlimit/persist"
 )
 
-// PersistConfig tunes [WithPersistence]; its zero value takes the
-// defaults: the log written every 100 ms (the most a kill -9 loses),
-// fsynced every second (with the 100 ms, the most a machine's crash
-// loses), a snapshot every minute, and an error from Start when a file is
-// damaged. The package persist documents each field.
+// PersistConfig tunes [WithPersistence]; its zero value takes the defaults:
+// the log written every 100 ms, fsynced every second, a snapshot every
+// minute, and an error from Start when a file is damaged or the directory
+// cannot be written. A process killed at any moment, while a snapshot is
+// being written or not, loses at most the changes of the last FlushEvery
+// (100 ms by default) plus the time the flush request waits in the
+// limiter's mailbox and the log write takes; a machine that crashes loses
+// at most those of the last SyncEvery + FlushEvery (1.1 s by default). The
+// package persist documents each field.
 type PersistConfig = persist.Config
 
 // WithPersistence keeps the limiter's state in dir (created if missing), so
@@ -24,14 +28,21 @@ type PersistConfig = persist.Config
 // c.FlushEvery, from a goroutine of its own: no check waits for the disk,
 // and a snapshot is taken a chunk of keys at a time, between checks.
 //
-// What is lost: a process killed with SIGKILL loses the changes of at most
-// the last FlushEvery; a machine that crashes, of at most SyncEvery +
-// FlushEvery. A damaged, truncated or foreign file makes Start fail, unless
-// c.StartEmptyOnCorrupt (then the files are set aside and the limiter
-// starts empty); a log whose last write a crash cut short is loaded up to
-// that write. Failed writes are logged and counted in Stats; the limiter
-// keeps serving. Close writes a last snapshot and returns an error if it
-// (or the records after it) could not be written.
+// A process killed at any moment, while a snapshot is being written or not,
+// loses at most the changes of the last FlushEvery (100 ms by default) plus
+// the time the flush request waits in the limiter's mailbox and the log
+// write takes; a machine that crashes loses at most those of the last
+// SyncEvery + FlushEvery (1.1 s by default). Start creates dir if missing
+// and fails, with an error wrapping [ErrUnwritable], if it cannot create,
+// write, fsync and remove a file in it, unless c.StartUnwritable (then the
+// limiter serves with its state in memory only). A damaged, truncated or
+// foreign file makes Start fail with an error wrapping [ErrCorrupt], unless
+// c.StartEmptyOnCorrupt (then the snapshot and every log are set aside
+// whole, renamed *.corrupt, and the limiter starts empty); a log whose last
+// write a crash cut short is loaded up to that write. [Stats].Loaded
+// reports what was loaded. Failed writes are logged and counted in Stats;
+// the limiter keeps serving. Close writes a last snapshot and returns an
+// error if it (or the records after it) could not be written.
 //
 // It needs the embedded table (or a [WithStore] store that implements
 // [actor.Snapshotter]) and one shard: the hash of ids onto shards changes
@@ -70,17 +81,26 @@ func (cfg *settings) journal() error {
 	if err != nil {
 		return fmt.Errorf("%w: WithPersistence: %w", ErrInvalidArgument, err)
 	}
-	cfg.Journal = journal{j}
+	cfg.Journal = &journal{Journal: j}
 	return nil
 }
 
-// journal adapts a persist.Journal to the limiter's Journal.
-type journal struct{ *persist.Journal }
+// PersistLoaded is what Start found in [WithPersistence]'s directory,
+// reported in [Stats].Loaded. The package persist documents each field.
+type PersistLoaded = persist.Loaded
 
-var _ actor.Journal = journal{}
+// journal adapts a persist.Journal to the limiter's Journal, and keeps
+// what it loaded.
+type journal struct {
+	*persist.Journal
+	loaded persist.Loaded
+}
+
+var _ actor.Journal = (*journal)(nil)
 
 // Load implements actor.Journal.
-func (j journal) Load(now int64, apply func(algo.Record) error) error {
-	_, err := j.Journal.Load(now, apply)
+func (j *journal) Load(now int64, apply func(algo.Record) error) error {
+	ld, err := j.Journal.Load(now, apply)
+	j.loaded = ld
 	return err
 }

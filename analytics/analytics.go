@@ -1,6 +1,7 @@
 package analytics
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -67,14 +68,16 @@ type Config struct {
 
 // Analytics records, per rule and time slot, how the rule's groups are
 // distributed by requests and by remaining limit. Its methods are safe for
-// concurrent use.
+// concurrent use. Make it with [New]: a zero Analytics records nothing and
+// its snapshots are empty.
 type Analytics struct {
 	slot      int64 // ns
 	history   int
 	maxGroups int
 	topK      int
 	clock     Clock
-	rules     sync.Map // rule name -> *ruleState
+	rules     sync.Map                       // rule name -> *ruleState
+	order     atomic.Pointer[map[string]int] // SetOrder's: rule name -> place
 
 	// With the default clock: the current slot as the goroutine last read
 	// it, and its stop.
@@ -167,14 +170,15 @@ const (
 	slotBytes    = 2*Buckets*4 + 16
 	groupBytes   = 32 + 16 + 4 + 12
 	counterBytes = 16 + 16 + 16 + 16
+	topBytes     = 16 + 8 + 8 // a TopGroup kept with its slot
 )
 
 // MemoryPerRule returns the most memory one rule's analytics take, in
 // bytes, not counting the bytes of the group ids (strings the limiter holds
-// too): History slots, MaxGroups tracked groups, 4*TopK sketch counters and
-// the previous slot's top K.
+// too): History slots with their top K each, MaxGroups tracked groups and
+// 4*TopK sketch counters.
 func (a *Analytics) MemoryPerRule() int {
-	return a.history*slotBytes + a.maxGroups*groupBytes + 4*a.topK*counterBytes + a.topK*(16+16)
+	return a.history*(slotBytes+a.topK*topBytes) + a.maxGroups*groupBytes + 4*a.topK*counterBytes
 }
 
 // group is one group's state in the current slot.
@@ -191,6 +195,7 @@ type slotHists struct {
 	untracked uint32
 	requests  hist
 	remaining hist
+	top       []TopGroup // the slot's heaviest groups, at most TopK
 }
 
 // ruleState is one rule's analytics.
@@ -205,14 +210,12 @@ type ruleState struct {
 	untracked uint64           // requests of the groups beyond MaxGroups
 	sk        *sketch          // of the untracked groups' requests
 	ring      []slotHists      // by slot % History
-	prevTop   []TopGroup
-	prevSlot  int64
 }
 
 // Observe records one rule's decision; it is the [httpadapter.Observer]
 // method. Failed decisions, which say nothing of the group, are left out.
 func (a *Analytics) Observe(o httpadapter.Observation) {
-	if o.Outcome == httpadapter.Failed {
+	if o.Outcome == httpadapter.Failed || a.slot == 0 { // a zero Analytics records nothing
 		return
 	}
 	now := a.currentSlot()
@@ -256,9 +259,10 @@ func (r *ruleState) advance(a *Analytics, now int64) {
 		return
 	}
 	s := &r.ring[mod(r.cur, a.history)]
+	top := s.top[:0] // the slot's array, reused
 	r.fold(s)
 	s.slot = r.cur
-	r.prevTop, r.prevSlot = r.top(a.topK), r.cur
+	s.top = r.appendTop(top, a.topK)
 	clear(r.index)
 	clear(r.groups)
 	r.groups = r.groups[:0]
@@ -267,7 +271,7 @@ func (r *ruleState) advance(a *Analytics, now int64) {
 	r.cur = now
 }
 
-// fold writes the current slot's histograms into s.
+// fold writes the current slot's histograms into s; its top is left nil.
 func (r *ruleState) fold(s *slotHists) {
 	*s = slotHists{slot: r.cur, groups: uint32(len(r.groups)), untracked: uint32(min(r.untracked, uint64(^uint32(0))))}
 	for _, g := range r.groups {
@@ -280,12 +284,44 @@ func (r *ruleState) fold(s *slotHists) {
 // groups' exact counts and the sketch's of the untracked ones, heaviest
 // first, ties by id.
 func (r *ruleState) top(k int) []TopGroup {
-	all := r.sk.top(k)
+	return slices.Clip(r.appendTop(nil, k))
+}
+
+// appendTop appends top(k) to dst[:0]; it allocates only when dst is too
+// small for the candidates.
+func (r *ruleState) appendTop(dst []TopGroup, k int) []TopGroup {
+	all := append(dst[:0], r.sk.top(k)...)
 	for _, g := range r.groups {
 		all = append(all, TopGroup{Group: g.key, Count: uint64(g.n)})
 	}
 	slices.SortFunc(all, byCount)
-	return slices.Clip(all[:min(k, len(all))])
+	return all[:min(k, len(all))]
+}
+
+// windowTop returns the k heaviest groups over the slots from..r.cur-1
+// that the ring holds, and the current slot's top cur: each group's count
+// is the sum of its counts in the slots where it was among the top K.
+func (r *ruleState) windowTop(a *Analytics, from int64, cur []TopGroup) []TopGroup {
+	sum := make(map[string]TopGroup)
+	add := func(top []TopGroup) {
+		for _, g := range top {
+			t := sum[g.Group]
+			t.Group, t.Count, t.MaxError = g.Group, t.Count+g.Count, t.MaxError+g.MaxError
+			sum[g.Group] = t
+		}
+	}
+	for s := from; s < r.cur; s++ {
+		if h := &r.ring[mod(s, a.history)]; h.slot == s {
+			add(h.top)
+		}
+	}
+	add(cur)
+	out := make([]TopGroup, 0, len(sum))
+	for _, g := range sum {
+		out = append(out, g)
+	}
+	slices.SortFunc(out, byCount)
+	return slices.Clip(out[:min(a.topK, len(out))])
 }
 
 func mod(a int64, n int) int {
@@ -347,9 +383,17 @@ type Rule struct {
 	// first.
 	Top []TopGroup `json:"top"`
 	// PreviousTop are those of the last finished slot, which began at
-	// PreviousStart; empty before the first slot ends.
-	PreviousTop   []TopGroup `json:"previous_top"`
-	PreviousStart time.Time  `json:"previous_start"`
+	// PreviousStart; both are empty (and absent from the JSON) when the
+	// rule saw no request in that slot.
+	PreviousTop   []TopGroup `json:"previous_top,omitempty"`
+	PreviousStart time.Time  `json:"previous_start,omitzero"`
+	// WindowTop are the heaviest groups over every kept slot (the last
+	// History slots: an hour by default), the current one included, which
+	// began at WindowStart: a group's Count is the sum of its counts in the
+	// slots where it was among the TopK (so a group never among them in
+	// any slot is not there), and MaxError the sum of their overcounts.
+	WindowTop   []TopGroup `json:"window_top"`
+	WindowStart time.Time  `json:"window_start"`
 }
 
 // Snapshot is what the analytics hold at one moment.
@@ -360,12 +404,17 @@ type Snapshot struct {
 	SlotSeconds float64 `json:"slot_seconds"`
 	// Buckets are the ranges of the histograms' buckets.
 	Buckets []Bucket `json:"buckets"`
-	// Rules are the rules seen so far, by name.
+	// Rules are the rules seen so far: those given to
+	// [Analytics.SetOrder] in its order (the rules file's), then the
+	// others by name.
 	Rules []Rule `json:"rules"`
 }
 
 // Snapshot returns the analytics of every rule seen so far, up to now.
 func (a *Analytics) Snapshot() Snapshot {
+	if a.slot == 0 {
+		return Snapshot{} // a zero Analytics, not made by New, has nothing
+	}
 	t := a.clock.Now()
 	now := t.UnixNano() / a.slot
 	snap := Snapshot{Now: t, SlotSeconds: time.Duration(a.slot).Seconds(), Buckets: make([]Bucket, Buckets)}
@@ -377,8 +426,38 @@ func (a *Analytics) Snapshot() Snapshot {
 		snap.Rules = append(snap.Rules, a.ruleSnapshot(k.(string), v.(*ruleState), now))
 		return true
 	})
-	slices.SortFunc(snap.Rules, func(x, y Rule) int { return strings.Compare(x.Rule, y.Rule) })
+	var order map[string]int
+	if p := a.order.Load(); p != nil {
+		order = *p
+	}
+	slices.SortFunc(snap.Rules, func(x, y Rule) int {
+		i, iok := order[x.Rule]
+		j, jok := order[y.Rule]
+		switch {
+		case iok && jok:
+			return cmp.Compare(i, j)
+		case iok != jok:
+			if iok {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x.Rule, y.Rule)
+	})
 	return snap
+}
+
+// SetOrder sets the order of the rules in snapshots: names first, in
+// their order (give it the rule set's names, as the rules file has them,
+// each time the set changes), then the rules not named, by name.
+func (a *Analytics) SetOrder(names ...string) {
+	order := make(map[string]int, len(names))
+	for i, n := range names {
+		if _, dup := order[n]; !dup {
+			order[n] = i
+		}
+	}
+	a.order.Store(&order)
 }
 
 func (a *Analytics) ruleSnapshot(name string, r *ruleState, now int64) Rule {
@@ -386,11 +465,14 @@ func (a *Analytics) ruleSnapshot(name string, r *ruleState, now int64) Rule {
 	defer r.mu.Unlock()
 	r.advance(a, now)
 	out := Rule{Rule: name, Action: r.action.String(), Limit: r.limit, MemoryBytes: a.MemoryPerRule(),
-		Top: r.top(a.topK), PreviousTop: r.prevTop}
-	if r.prevTop != nil {
-		out.PreviousStart = time.Unix(0, r.prevSlot*a.slot).UTC()
+		Top: r.top(a.topK)}
+	if prev := &r.ring[mod(r.cur-1, a.history)]; prev.slot == r.cur-1 && len(prev.top) > 0 {
+		out.PreviousTop = slices.Clone(prev.top)
+		out.PreviousStart = time.Unix(0, prev.slot*a.slot).UTC()
 	}
 	from := max(r.first, r.cur-int64(a.history)+1)
+	out.WindowTop = r.windowTop(a, from, out.Top)
+	out.WindowStart = time.Unix(0, from*a.slot).UTC()
 	for s := from; s <= r.cur; s++ {
 		var h slotHists
 		switch {

@@ -1,6 +1,7 @@
 package analytics_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -99,8 +100,11 @@ func TestSlotsAndDistributions(t *testing.T) {
 	assert.Equal(t, buckets(0, 1), r.Slots[0].Remaining)
 	assert.Equal(t, buckets(), r.Slots[1].Requests, "an empty slot")
 	assert.Equal(t, buckets(1, 1), r.Slots[2].Requests)
-	assert.Equal(t, []analytics.TopGroup{{Group: "bot", Count: 20}}, r.PreviousTop)
-	assert.Equal(t, t0.Add(10*time.Second), r.PreviousStart)
+	assert.Empty(t, r.PreviousTop, "the previous slot, slot 2, had no request")
+	assert.True(t, r.PreviousStart.IsZero())
+	assert.Equal(t, []analytics.TopGroup{{Group: "bot", Count: 20}, {Group: "a", Count: 1}}, r.WindowTop,
+		"the kept slots: 1 to 3")
+	assert.Equal(t, t0.Add(10*time.Second), r.WindowStart)
 
 	// Time passing with no traffic moves the window on.
 	clk.Add(time.Hour)
@@ -159,9 +163,9 @@ func TestNewRefusesBadConfig(t *testing.T) {
 func TestMemoryPerRule(t *testing.T) {
 	a, err := analytics.New(analytics.Config{Clock: &fakeClock{now: t0}})
 	require.NoError(t, err)
-	// 360 slots of 208 bytes, 4096 groups of 64, 40 counters of 64, 10
-	// previous top entries of 32.
-	assert.Equal(t, 360*208+4096*64+40*64+10*32, a.MemoryPerRule())
+	// 360 slots of 208 bytes and 10 top entries of 32 each, 4096 groups
+	// of 64, 40 counters of 64.
+	assert.Equal(t, 360*(208+10*32)+4096*64+40*64, a.MemoryPerRule())
 }
 
 func TestConcurrentObserveAndSnapshot(t *testing.T) {
@@ -210,4 +214,83 @@ func TestWallClock(t *testing.T) {
 	assert.WithinDuration(t, time.Now().Truncate(time.Hour), last.Start, time.Hour)
 	require.NoError(t, a.Close())
 	require.NoError(t, a.Close())
+}
+
+// TestTopKeptForTheWindow: the heaviest groups of every kept slot (an hour
+// of 10 s slots by default) stay in WindowTop, summed over the slots, long
+// after their slot ended; PreviousTop is the slot just before the current
+// one. A step is a slot: who made how many requests, then the checks.
+func TestTopKeptForTheWindow(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	a, err := analytics.New(analytics.Config{Clock: clk, TopK: 2})
+	require.NoError(t, err)
+	type step struct {
+		name     string
+		advance  time.Duration // before the slot's requests
+		requests map[string]int
+		window   []analytics.TopGroup
+		previous []analytics.TopGroup
+	}
+	for i, st := range []step{
+		{"a bot's burst", 0, map[string]int{"bot": 50, "c1": 2, "c2": 1},
+			[]analytics.TopGroup{{Group: "bot", Count: 50}, {Group: "c1", Count: 2}}, nil},
+		{"the next slot", 10 * time.Second, map[string]int{"c1": 3},
+			[]analytics.TopGroup{{Group: "bot", Count: 50}, {Group: "c1", Count: 5}},
+			[]analytics.TopGroup{{Group: "bot", Count: 50}, {Group: "c1", Count: 2}}},
+		{"20 minutes later", 20 * time.Minute, map[string]int{"c3": 1},
+			[]analytics.TopGroup{{Group: "bot", Count: 50}, {Group: "c1", Count: 5}}, nil},
+		{"the bot again", 30 * time.Minute, map[string]int{"bot": 10},
+			[]analytics.TopGroup{{Group: "bot", Count: 60}, {Group: "c1", Count: 5}}, nil},
+		{"an hour after the burst", 10*time.Minute - 10*time.Second, map[string]int{"c3": 1},
+			[]analytics.TopGroup{{Group: "bot", Count: 10}, {Group: "c1", Count: 3}}, nil}, // the burst's slot is gone, the next one kept
+	} {
+		clk.Add(st.advance)
+		for g, n := range st.requests {
+			for range n {
+				a.Observe(obs("r", g, 100, 50))
+			}
+		}
+		r := a.Snapshot().Rules[0]
+		assert.Equal(t, st.window, r.WindowTop, "step %d, %s: window", i, st.name)
+		assert.Equal(t, st.previous, r.PreviousTop, "step %d, %s: previous", i, st.name)
+		assert.Equal(t, r.Slots[0].Start, r.WindowStart, "step %d", i)
+	}
+}
+
+// TestSnapshotJSONHasNoZeroTime: with no previous slot, the JSON has no
+// previous_start (it had "0001-01-01T00:00:00Z").
+func TestSnapshotJSONHasNoZeroTime(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	a, err := analytics.New(analytics.Config{Clock: clk})
+	require.NoError(t, err)
+	a.Observe(obs("r", "a", 10, 9))
+	b, err := json.Marshal(a.Snapshot())
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "0001-01-01")
+	assert.NotContains(t, string(b), "previous_start")
+	clk.Add(10 * time.Second)
+	a.Observe(obs("r", "a", 10, 8))
+	b, err = json.Marshal(a.Snapshot())
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"previous_start":"2026-11-23T10:00:00Z"`)
+}
+
+// TestSetOrder: the snapshot lists the rules SetOrder names in its order
+// (the rules file's), then the others by name.
+func TestSetOrder(t *testing.T) {
+	a, err := analytics.New(analytics.Config{Clock: &fakeClock{now: t0}})
+	require.NoError(t, err)
+	for _, r := range []string{"zeta", "alpha", "mid", "extra-b", "extra-a"} {
+		a.Observe(obs(r, "g", 10, 9))
+	}
+	names := func() []string {
+		var out []string
+		for _, r := range a.Snapshot().Rules {
+			out = append(out, r.Rule)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"alpha", "extra-a", "extra-b", "mid", "zeta"}, names(), "by name without an order")
+	a.SetOrder("zeta", "mid", "alpha", "unseen")
+	assert.Equal(t, []string{"zeta", "mid", "alpha", "extra-a", "extra-b"}, names())
 }

@@ -13,18 +13,23 @@
 // groups of a slot come from the tracked groups' exact counts and, for the
 // groups beyond Config.MaxGroups, from a space-saving sketch of
 // Config.TopK*4 counters, so a flood of new groups cannot hide a heavy one.
+// Each kept slot keeps its top K, so a snapshot has the heaviest groups of
+// the current slot, of the previous one, and of the whole window (the last
+// hour by default), the latter summed over the slots. [Analytics.SetOrder]
+// lists the rules in the rules file's order.
 //
 // # Memory
 //
 // Per rule, bounded whatever the traffic:
 //
-//   - History slots of 2*Buckets 4-byte counts plus 16 bytes: 208 bytes a
-//     slot, 74,880 bytes for the default hour;
+//   - History slots of 2*Buckets 4-byte counts plus 16 bytes, and the
+//     slot's top K of 32 bytes each: 528 bytes a slot with the default
+//     TopK, 190,080 bytes for the default hour;
 //   - the current slot's groups: at most MaxGroups (4096 by default) of
 //     about 64 bytes each, an index from the group's id (a string the
 //     limiter already holds) and its counts; groups beyond it are counted
 //     as untracked;
-//   - the sketch: TopK*4 counters, with the previous slot's top K.
+//   - the sketch: TopK*4 counters.
 //
 // [Analytics.MemoryPerRule] computes the fixed part for a configuration.
 // A rule's analytics are kept after it leaves the rule set, so the total is

@@ -159,6 +159,9 @@ func (m *Member) Address() string { return m.node }
 // itself included: those the registry lists, less those the engine has
 // blocked (silent for longer than DeadAfter, or gone).
 func (m *Member) Members() []string {
+	if m.cluster == nil {
+		return nil
+	}
 	var out []string
 	blocked := m.cluster.Remote.BlockList()
 	for _, mb := range m.cluster.MemberList.Members().Members() {
@@ -314,6 +317,9 @@ func (m *Member) resetLocally(p int, checks []algo.Check, out []algo.Decision) {
 
 // enter takes the read lock unless the member is closed or ctx has ended.
 func (m *Member) enter(ctx context.Context) error {
+	if m.closed == nil { // a zero Member, not made by Start
+		return fmt.Errorf("%w: the Member was not made by cluster.Start", actorlimit.ErrClosed)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("actorlimit: %w", err)
 	}
@@ -437,6 +443,9 @@ func (m *Member) PID() *protoactor.PID { return nil }
 // Close stops the sync after one last round, leaves the cluster and shuts
 // the member's actor system down. It is idempotent.
 func (m *Member) Close() error {
+	if m.closed == nil {
+		return nil // a zero Member: nothing to close
+	}
 	m.closeOnce.Do(func() {
 		close(m.closed)
 		<-m.syncDone
@@ -451,6 +460,9 @@ func (m *Member) Close() error {
 // Kill stops the member at once, as a crash would: no last sync, no
 // goodbye to the other members. For tests of members that die.
 func (m *Member) Kill() {
+	if m.closed == nil {
+		return
+	}
 	m.closeOnce.Do(func() {
 		m.mu.Lock()
 		m.down = true

@@ -59,6 +59,9 @@ func (m *Member) killed() bool {
 // every SyncEvery; tests call it to sync at a moment of their choosing.
 // Checks never wait for it.
 func (m *Member) SyncNow() {
+	if m.closed == nil {
+		return // a zero Member has nothing to sync
+	}
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
 	if m.cluster != nil {

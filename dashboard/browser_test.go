@@ -53,11 +53,14 @@ func headless(t *testing.T, bin, url string, args ...string) []byte {
 // clients and a bot, in a real headless Chromium: the DOM it builds has
 // both heatmaps of each rule with the cells where the load was, each in
 // its slot's column and on its bucket's labelled row, unique element ids,
-// and the bot at the top of each rule's table (checkDrivenPage, the same
-// checks as on the server's HTML); its screenshot is a PNG of the page.
+// the bot at the top of each rule's three tables (current slot, previous
+// slot, the kept window), the rules in the rule set's order, x-axis labels
+// every n-th column and never overlapping, "log scale" in each legend, no
+// "1 groups" (checkDrivenPage, the same checks as on the server's HTML);
+// its screenshot is a PNG of the page.
 func TestBrowserRendersPage(t *testing.T) {
 	bin := chromium(t)
-	an, _ := drive(t, 30)
+	an, _ := drive(t, 90) // 15 minutes: more columns than labels fit
 	h, err := dashboard.New(an, dashboard.Config{Title: "actorlimit: limits"})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)

@@ -129,9 +129,18 @@ func checkDrivenPage(t *testing.T, page string, snap analytics.Snapshot) {
 			assert.Equal(t, wantCells(rule, kind), got, "%s %s: the analytics' cells, no more, no fewer", name, kind)
 			checkLoad(t, name, kind, len(rule.Slots), got)
 		}
-		top := regexp.MustCompile(`<td class="group">([^<]*)</td>`).FindStringSubmatch(html)
-		require.NotNil(t, top, name)
-		assert.Contains(t, top[1], botIP, "%s: the bot heads the top-K", name)
+		tops := regexp.MustCompile(`(?s)<table class="top">.*?<td class="group">([^<]*)</td>`).FindAllStringSubmatch(html, -1)
+		require.Len(t, tops, 3, "%s: current, previous and window tables", name)
+		for _, top := range tops {
+			assert.Contains(t, top[1], botIP, "%s: the bot heads each top-K table", name)
+		}
+		assert.Contains(t, html, "Heaviest groups since "+rule.WindowStart.Format("15:04:05"), name)
+		for _, kind := range []string{"requests", "remaining"} {
+			svg := heatmapSVG(html, kind)
+			checkXTicks(t, svg, len(rule.Slots))
+			assert.Contains(t, svg, ">log scale</text>", "%s %s: the legend says log scale", name, kind)
+		}
+		assert.NotRegexp(t, `\b1 groups\b|\b1 requests\b`, html, name)
 	}
 	checkIDs(t, page)
 }

@@ -18,6 +18,10 @@ import (
 // errors.Is.
 var ErrInvalidConfig = errors.New("dashboard: invalid configuration")
 
+// ErrNotMade is what a zero Handler, one not made by [New], answers, with
+// status 500: it has nothing to draw.
+var ErrNotMade = errors.New("dashboard: the Handler was not made by dashboard.New")
+
 // DefaultRefresh is how often the page reloads itself, by default.
 const DefaultRefresh = 10 * time.Second
 
@@ -64,6 +68,10 @@ func New(src Source, cfg Config) (*Handler, error) {
 // ServeHTTP answers GET and HEAD: the page, or with ?format=json the
 // snapshot as JSON.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.src == nil {
+		http.Error(w, ErrNotMade.Error(), http.StatusInternalServerError)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -117,6 +125,8 @@ type ruleView struct {
 	Top          []topRow
 	PrevTop      []topRow
 	PrevStart    string
+	WindowTop    []topRow
+	WindowStart  string
 }
 
 type heatmap struct {
@@ -137,6 +147,7 @@ type heatmap struct {
 	Max         uint32
 	LegendX     int
 	LegendStops []stop
+	MaxLabel    string // "1 group", "40 groups"
 	Empty       bool
 }
 
@@ -171,11 +182,15 @@ func (h *Handler) view(s analytics.Snapshot) pageView {
 		Slot: strconv.FormatFloat(s.SlotSeconds, 'f', -1, 64) + " s"}
 	for i, r := range s.Rules {
 		rv := ruleView{Name: r.Rule, Action: r.Action, Limit: r.Limit,
-			MemoryKB: strconv.FormatFloat(float64(r.MemoryBytes)/1024, 'f', 0, 64),
-			Top:      rows(r.Top),
-			PrevTop:  rows(r.PreviousTop)}
+			MemoryKB:  strconv.FormatFloat(float64(r.MemoryBytes)/1024, 'f', 0, 64),
+			Top:       rows(r.Top),
+			PrevTop:   rows(r.PreviousTop),
+			WindowTop: rows(r.WindowTop)}
 		if !r.PreviousStart.IsZero() {
 			rv.PrevStart = r.PreviousStart.UTC().Format("15:04:05")
+		}
+		if !r.WindowStart.IsZero() {
+			rv.WindowStart = r.WindowStart.UTC().Format("15:04:05")
 		}
 		rv.Requests = draw("requests", "Groups by requests per "+v.Slot+" slot", "requests", r.Slots, 0,
 			func(sl analytics.Slot) []uint32 { return sl.Requests })
@@ -246,7 +261,8 @@ func draw(kind, title, ylabel string, slots []analytics.Slot, minTop int, get fu
 	rowsN := max(top+1, 5) // a legend and labels need some height
 	cw := max(2, min(24, plotW/max(1, len(slots))))
 	hm := heatmap{Kind: kind, Title: title, YLabel: ylabel, PlotX: marginL, PlotW: cw * len(slots),
-		PlotTop: marginT, PlotBottom: marginT + rowsN*cellH, Max: most, Empty: most == 0}
+		PlotTop: marginT, PlotBottom: marginT + rowsN*cellH, Max: most, Empty: most == 0,
+		MaxLabel: groups(int64(max(most, 1)))}
 	hm.PlotH = rowsN * cellH
 	hm.PlotRight = marginL + hm.PlotW
 	hm.W = marginL + hm.PlotW + 20 + legendW
@@ -254,29 +270,71 @@ func draw(kind, title, ylabel string, slots []analytics.Slot, minTop int, get fu
 	hm.LegendX = marginL + hm.PlotW + 20
 	for i := 0; i <= 4; i++ {
 		f := float64(i) / 4
-		hm.LegendStops = append(hm.LegendStops, stop{Offset: strconv.Itoa(i*25) + "%", Color: shade(f)})
+		hm.LegendStops = append(hm.LegendStops, stop{Offset: strconv.Itoa(i*25) + "%", Color: shade(minShade + (1-minShade)*f)})
 	}
 	for b := 0; b < rowsN; b++ {
 		hm.YTicks = append(hm.YTicks, tick{Pos: hm.PlotBottom - b*cellH - cellH/2 + 4, Label: bucketLabel(b)})
 	}
-	every := max(1, len(slots)/6)
+	every := labelEvery(cw)
 	for i, sl := range slots {
-		if i%every == 0 || i == len(slots)-1 && len(slots) < 6 {
+		if i%every == 0 {
 			hm.XTicks = append(hm.XTicks, tick{Pos: marginL + i*cw + cw/2, Label: sl.Start.UTC().Format("15:04:05")})
 		}
 		for b, n := range get(sl) {
 			if n == 0 || b >= rowsN {
 				continue
 			}
-			f := math.Log1p(float64(n)) / math.Log1p(float64(most))
 			hm.Cells = append(hm.Cells, cell{
 				X: marginL + i*cw, Y: hm.PlotBottom - (b+1)*cellH, W: cw, H: cellH,
-				Fill: shade(f), Slot: i, Bucket: b, Groups: n,
-				Title: fmt.Sprintf("%s: %d groups at %s %s", sl.Start.UTC().Format("15:04:05"), n, bucketLabel(b), kind),
+				Fill: shade(cellShade(n, most)), Slot: i, Bucket: b, Groups: n,
+				Title: fmt.Sprintf("%s: %s at %s", sl.Start.UTC().Format("15:04:05"), groups(int64(n)), bucketOf(b, kind)),
 			})
 		}
 	}
 	return hm
+}
+
+// LabelSpacing is the least distance, in pixels, between the centres of
+// two time labels of a heatmap's x-axis: a label ("10:04:30", 11 px type)
+// is about 45 px wide, so labels this far apart never overlap.
+const LabelSpacing = 64
+
+// labelEvery returns n such that labelling every n-th column of width cw
+// puts the labels at least LabelSpacing apart.
+func labelEvery(cw int) int {
+	return max(1, (LabelSpacing+cw-1)/cw)
+}
+
+// minShade is where on the colour scale a cell of one group is: far
+// enough from the background that a lone heavy group (one bot among many
+// clients) stands out, as dark as a group count can make it at most.
+const minShade = 0.5
+
+// cellShade places a cell of n groups on the colour scale, most being the
+// most groups of any cell: logarithmically from minShade (1 group) to 1
+// (most groups).
+func cellShade(n, most uint32) float64 {
+	if most <= 1 {
+		return 1
+	}
+	return minShade + (1-minShade)*math.Log(float64(n))/math.Log(float64(most))
+}
+
+// bucketOf names bucket b of a heatmap of kind: "1 request", "4–7
+// requests", "0 remaining".
+func bucketOf(b int, kind string) string {
+	if kind == "requests" && b == 1 {
+		return "1 request"
+	}
+	return bucketLabel(b) + " " + kind
+}
+
+// groups says "1 group" or "n groups".
+func groups(n int64) string {
+	if n == 1 {
+		return "1 group"
+	}
+	return strconv.FormatInt(n, 10) + " groups"
 }
 
 // bucketLabel names bucket b's range: "0", "1", "2-3", "4-7", ..., "2^22+".
@@ -291,8 +349,8 @@ func bucketLabel(b int) string {
 	return strconv.FormatInt(lo, 10) + "–" + strconv.FormatInt(hi, 10)
 }
 
-// shade returns the colour of a cell whose share of the most groups, on a
-// log scale, is f in [0, 1]: from a light blue to a dark one.
+// shade returns the colour at f in [0, 1] of the scale: from a light blue
+// to a dark one.
 func shade(f float64) string {
 	f = min(1, max(0, f))
 	light := [3]float64{222, 235, 247}

@@ -31,12 +31,13 @@ func TestJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got))
 	assert.Equal(t, an.Snapshot(), got, "the JSON is the snapshot, whole")
 	require.Len(t, got.Rules, 2)
-	assert.Equal(t, []string{"api-watch", "per-ip"}, []string{got.Rules[0].Rule, got.Rules[1].Rule})
+	assert.Equal(t, []string{"per-ip", "api-watch"}, []string{got.Rules[0].Rule, got.Rules[1].Rule}, "the rule set's order")
+	assert.NotContains(t, w.Body.String(), "0001-01-01", "no zero time")
 	assert.Equal(t, float64(10), got.SlotSeconds)
-	require.Len(t, got.Rules[1].Slots, 3)
-	assert.Equal(t, 40-countZeroClients(0)+1, got.Rules[1].Slots[0].Groups, "the clients that made requests, and the bot")
-	assert.Contains(t, got.Rules[1].Top[0].Group, botIP)
-	assert.Equal(t, uint64(60), got.Rules[1].Top[0].Count)
+	require.Len(t, got.Rules[0].Slots, 3)
+	assert.Equal(t, 40-countZeroClients(0)+1, got.Rules[0].Slots[0].Groups, "the clients that made requests, and the bot")
+	assert.Contains(t, got.Rules[0].Top[0].Group, botIP)
+	assert.Equal(t, uint64(60), got.Rules[0].Top[0].Count)
 }
 
 // countZeroClients is how many of the 40 normal clients made no request in

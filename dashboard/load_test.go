@@ -39,7 +39,9 @@ const botIP = "203.0.113.66"
 // the analytics observing, over slots 10 s slots of a fake clock: 40
 // normal clients making 0 to 3 requests a slot, and one bot making 60 a
 // slot. Rules: "per-ip", 100 a minute per client IP, blocking; and
-// "api-watch", 20 a minute per IP on /api/, monitoring.
+// "api-watch", 20 a minute per IP on /api/, monitoring; the analytics
+// list them in that order, the rule set's (SetOrder), as an application
+// does.
 func drive(t *testing.T, slots int) (*analytics.Analytics, *fakeClock) {
 	t.Helper()
 	clk := &fakeClock{now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
@@ -60,6 +62,7 @@ func drive(t *testing.T, slots int) (*analytics.Analytics, *fakeClock) {
 		Observers: []httpadapter.Observer{an},
 	})
 	require.NoError(t, err)
+	an.SetOrder("per-ip", "api-watch")
 	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	hit := func(ip, path string) {
 		r := httptest.NewRequest(http.MethodGet, path, nil)

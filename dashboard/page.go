@@ -25,7 +25,7 @@ table.top td.n { text-align: right; font-variant-numeric: tabular-nums; }
 </head>
 <body>
 <h1>{{.Title}}</h1>
-<div class="meta">{{.Now}} · one column per {{.Slot}} slot, newest on the right · darker = more groups · refreshes every {{.Refresh}} s · <a href="?format=json">JSON</a></div>
+<div class="meta">{{.Now}} · one column per {{.Slot}} slot, newest on the right · darker = more groups, on a log scale · refreshes every {{.Refresh}} s · <a href="?format=json">JSON</a></div>
 {{if not .Rules}}<p class="empty">No rule has matched a request yet.</p>{{end}}
 {{range .Rules}}
 <section class="rule" data-rule="{{.Name}}">
@@ -38,6 +38,7 @@ table.top td.n { text-align: right; font-variant-numeric: tabular-nums; }
 <div class="tops">
 <div><h3>Heaviest groups, current slot</h3>{{template "top" .Top}}</div>
 <div><h3>Heaviest groups, previous slot{{if .PrevStart}} ({{.PrevStart}}){{end}}</h3>{{template "top" .PrevTop}}</div>
+<div><h3>Heaviest groups since {{.WindowStart}} (each slot's top, summed)</h3>{{template "top" .WindowTop}}</div>
 </div>
 </section>
 {{end}}
@@ -60,8 +61,9 @@ table.top td.n { text-align: right; font-variant-numeric: tabular-nums; }
 <text class="xlabel" x="{{.PlotX}}" y="{{.H}}" dy="-4">time (UTC) →</text>
 <text class="ylabel" transform="translate(12,{{$b}}) rotate(-90)">{{.YLabel}} →</text>
 <rect class="legend" x="{{.LegendX}}" y="{{.PlotTop}}" width="14" height="{{.PlotH}}" fill="url(#{{.ID}})" stroke="#d0d7de"/>
-<text class="legend" x="{{.LegendX}}" dx="18" y="{{.PlotTop}}" dy="9">{{.Max}} groups</text>
-<text class="legend" x="{{.LegendX}}" dx="18" y="{{.PlotBottom}}">1 group</text>
+<text class="legend legend-max" x="{{.LegendX}}" dx="18" y="{{.PlotTop}}" dy="9">{{.MaxLabel}}</text>
+{{if gt .Max 1}}<text class="legend legend-min" x="{{.LegendX}}" dx="18" y="{{.PlotBottom}}">1 group</text>{{end}}
+<text class="legend legend-log" x="{{.LegendX}}" y="{{.PlotBottom}}" dy="14">log scale</text>
 {{if .Empty}}<text class="empty" x="{{.PlotX}}" dx="8" y="28">no requests yet</text>{{end}}
 </svg>
 </figure>{{end}}

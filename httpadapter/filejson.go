@@ -6,18 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 )
 
 func parseJSON(data []byte, file string) ([]Rule, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	syntax := func(err error) error {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return fileError(file, lineAt(data, se.Offset), err)
-		}
-		return fileError(file, 0, err)
-	}
+	syntax := func(err error) error { return jsonSyntaxError(data, file, err) }
 	if _, err := dec.Token(); err != nil { // '{', as parseRules saw
 		return nil, syntax(err)
 	}
@@ -62,7 +55,7 @@ func jsonRules(dec *json.Decoder, data []byte, file string) ([]fileRule, []int, 
 	off := dec.InputOffset()
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, nil, fileError(file, lineAt(data, off), err)
+		return nil, nil, jsonSyntaxError(data, file, err)
 	}
 	if tok == nil {
 		return nil, nil, nil
@@ -75,10 +68,11 @@ func jsonRules(dec *json.Decoder, data []byte, file string) ([]fileRule, []int, 
 		lines []int
 	)
 	for i := 0; dec.More(); i++ {
-		line := lineAt(data, dec.InputOffset())
+		off := dec.InputOffset()
+		line := lineAt(data, off)
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, nil, fileError(file, line, err)
+			return nil, nil, jsonSyntaxError(data, file, err)
 		}
 		var named struct {
 			Name any `json:"name"`
@@ -88,12 +82,18 @@ func jsonRules(dec *json.Decoder, data []byte, file string) ([]fileRule, []int, 
 		d := json.NewDecoder(bytes.NewReader(raw))
 		d.DisallowUnknownFields()
 		if err := d.Decode(&fr); err != nil {
+			// A wrong type's offset counts from the rule: say the line of
+			// the field, not the rule's first.
+			var te *json.UnmarshalTypeError
+			if start := bytes.Index(data[off:], raw); errors.As(err, &te) && start >= 0 {
+				line, _ = position(data, off+int64(start)+te.Offset-1)
+			}
 			return nil, nil, ruleError(file, line, i, named.Name, jsonField(err))
 		}
 		frs, lines = append(frs, fr), append(lines, line)
 	}
 	if _, err := dec.Token(); err != nil { // ']'
-		return nil, nil, fileError(file, lineAt(data, dec.InputOffset()), err)
+		return nil, nil, jsonSyntaxError(data, file, err)
 	}
 	return frs, lines, nil
 }
@@ -107,16 +107,4 @@ func lineAt(data []byte, off int64) int {
 	rest := data[off:]
 	skip := len(rest) - len(bytes.TrimLeft(rest, " \t\r\n,"))
 	return 1 + bytes.Count(data[:off+int64(skip)], []byte{'\n'})
-}
-
-// jsonField rewords a JSON decoding error to name the field.
-func jsonField(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Errorf("%s: a JSON %s where %s is wanted", te.Field, te.Value, te.Type)
-	}
-	if s, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return fmt.Errorf("%s: unknown field", s)
-	}
-	return err
 }

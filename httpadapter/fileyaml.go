@@ -14,7 +14,7 @@ func parseYAML(data []byte, file string) ([]Rule, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fileError(file, 0, err)
+		return nil, yamlSyntaxError(data, file, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -91,7 +91,7 @@ func yamlTypeError(file string, root *yaml.Node, te *yaml.TypeError) error {
 				prefix += val + ": "
 			}
 		}
-		msgs = append(msgs, prefix+msg)
+		msgs = append(msgs, prefix+yamlTypeMessage(msg))
 	}
 	return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(msgs, "; "))
 }

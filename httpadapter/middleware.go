@@ -32,6 +32,11 @@ type Limiter interface {
 // and the rules parsers; test it with errors.Is.
 var ErrInvalidConfig = errors.New("httpadapter: invalid configuration")
 
+// errNotMade is the error of a zero Middleware, one not made by New: its
+// SetRules returns it, its handler answers 500 with it and passes nothing
+// on.
+var errNotMade = fmt.Errorf("%w: the Middleware was not made by httpadapter.New", ErrInvalidConfig)
+
 // Defaults used when Config leaves a field zero.
 const (
 	DefaultIPv6Prefix = 64
@@ -100,7 +105,9 @@ type Config struct {
 }
 
 // Middleware limits the requests that pass through it by rules. Its
-// methods are safe for concurrent use.
+// methods are safe for concurrent use. Make it with [New]: a zero
+// Middleware answers every request 500 without passing it on, and its
+// SetRules returns an error wrapping [ErrInvalidConfig].
 type Middleware struct {
 	lim     Limiter
 	ips     ipResolver

@@ -458,7 +458,7 @@ func TestInvalidRules(t *testing.T) {
 		{httpadapter.Rule{Name: "r", Policy: perMinute(1), GroupBy: []string{"user"}}, "group_by[0]"},
 		{httpadapter.Rule{Name: "r", Policy: perMinute(1), When: []httpadapter.Condition{httpadapter.PathGlob("[")}}, "when[0].path.glob"},
 		{httpadapter.Rule{Name: "r", Policy: perMinute(1), When: []httpadapter.Condition{httpadapter.CountryIn("RU")}}, `rule "r" (rules[0]) uses a country condition (when[0]) but this server has no country lookup (Config.Country is nil)`},
-		{httpadapter.Rule{Name: "r", Policy: perMinute(1), When: []httpadapter.Condition{{}}}, "when[0].invalid"},
+		{httpadapter.Rule{Name: "r", Policy: perMinute(1), When: []httpadapter.Condition{{}}}, "when[0].condition: a zero Condition"},
 		{httpadapter.Rule{Name: "r", Policy: perMinute(1), Action: httpadapter.Action{Status: 200}}, "status"},
 		{httpadapter.Rule{Name: "r", Policy: perMinute(1), Action: httpadapter.Action{Kind: httpadapter.Shadow, Status: 429}}, "status"},
 	}

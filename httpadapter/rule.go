@@ -251,7 +251,7 @@ func (c *Condition) check() error {
 			return fmt.Errorf("country: no code given")
 		}
 	default:
-		return fmt.Errorf("invalid condition (zero Condition)")
+		return fmt.Errorf("condition: a zero Condition (build one with Method, PathExact, PathPrefix, PathGlob, HeaderEquals, HeaderPresent, HeaderRegex, ClientIPIn or CountryIn)")
 	}
 	return nil
 }

@@ -41,6 +41,9 @@ type ruleSet struct {
 // error names the rule (where it was written, for a rule from a file) and
 // the field.
 func (m *Middleware) SetRules(rules []Rule) error {
+	if m.lim == nil {
+		return errNotMade
+	}
 	return m.setRules(rules, true)
 }
 

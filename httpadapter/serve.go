@@ -32,6 +32,10 @@ func MonitorDecisions(ctx context.Context) []MonitorDecision {
 // serve is the hot path.
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	rs := m.rules.Load()
+	if rs == nil { // a zero Middleware, not made by New: fail closed
+		http.Error(w, errNotMade.Error(), http.StatusInternalServerError)
+		return
+	}
 	if len(rs.rules) == 0 {
 		next.ServeHTTP(w, r)
 		return

@@ -47,6 +47,9 @@ type Stats struct {
 // kept across [Middleware.SetRules] (same name) go on from where they were.
 func (m *Middleware) Stats() Stats {
 	rs := m.rules.Load()
+	if rs == nil {
+		return Stats{} // a zero Middleware
+	}
 	s := Stats{
 		Rules:             make([]RuleStats, len(rs.rules)),
 		LimiterErrors:     m.limiterErrors.Load(),

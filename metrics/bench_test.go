@@ -64,3 +64,39 @@ func BenchmarkMiddleware(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCheckRate is the cost of timing an application's own check:
+// CheckRate on a real limiter, 1000 ids, directly and through
+// WrapLimiter (two clock readings and a histogram observation a call).
+func BenchmarkCheckRate(b *testing.B) {
+	for _, mode := range []string{"direct", "wrapped"} {
+		b.Run("call="+mode, func(b *testing.B) {
+			lim, err := actorlimit.Start(actorlimit.WithJanitor(0, 0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lim.Close()
+			col, err := metrics.New(metrics.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var c interface {
+				CheckRate(id string, scaleMs, limit int64) (actorlimit.Result, error)
+			} = lim
+			if mode == "wrapped" {
+				c = col.WrapLimiter(lim)
+			}
+			ids := make([]string, 1000)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("10.0.%d.%d", i>>8, i&255)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := c.CheckRate(ids[i%len(ids)], 60_000, math.MaxInt64/2); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -9,7 +9,10 @@
 //     monitored (would have denied), shadowed, let through near its limit,
 //     and failed to decide;
 //   - through [Collector.Wrap], which times every call the middleware makes
-//     to the limiter (a histogram) and counts the calls that failed;
+//     to the limiter (a histogram) and counts the calls that failed, or
+//     [Collector.WrapLimiter], which does the same for the application's
+//     own checks (CheckRate, Hit, HitN) too: give its [TimedLimiter] to
+//     the middleware and make every other check through it;
 //   - through [Collector.SetLimiter], whose Stats it reads at scrape time:
 //     entries held, evictions, expired entries, restarts;
 //   - through [Collector.SetStore], for a networked store such as
@@ -38,8 +41,8 @@
 //	actorlimit_rule_shadowed_total{rule,action}    over the limit of a shadow rule
 //	actorlimit_rule_near_limit_total{rule,action}  allowed, with at least NearLimitRatio of the limit used
 //	actorlimit_rule_errors_total{rule,action}      the limiter did not decide the rule's hit
-//	actorlimit_check_duration_seconds              histogram of the limiter calls (Wrap)
-//	actorlimit_check_errors_total                  limiter calls that failed (Wrap)
+//	actorlimit_check_duration_seconds              histogram of the checks, in seconds (Wrap, WrapLimiter)
+//	actorlimit_check_errors_total                  checks that failed (Wrap, WrapLimiter)
 //	actorlimit_limiter_entries                     keys the limiter holds (SetLimiter)
 //	actorlimit_limiter_evictions_total             entries evicted by the memory bound
 //	actorlimit_limiter_expired_total               entries deleted by sweeps

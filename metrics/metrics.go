@@ -19,6 +19,14 @@ import (
 // errors.Is.
 var ErrInvalidConfig = errors.New("metrics: invalid configuration")
 
+// ErrNotMade is the error a zero Collector, one not made by [New], gives
+// when registered (prometheus.Registry.Register returns an error wrapping
+// it): it has no metrics to describe.
+var ErrNotMade = errors.New("metrics: the Collector was not made by metrics.New")
+
+// notMade is the description a zero Collector gives.
+var notMade = prometheus.NewInvalidDesc(ErrNotMade)
+
 // Defaults used when Config leaves a field zero.
 const (
 	DefaultNamespace      = "actorlimit"
@@ -147,7 +155,9 @@ type systemClock struct{}
 func (systemClock) Now() time.Time { return time.Now() }
 
 // Collector is a prometheus.Collector of a middleware's rules and a
-// limiter. Its methods are safe for concurrent use.
+// limiter. Its methods are safe for concurrent use. Make it with [New]: a
+// zero Collector counts nothing, its wrapped limiters pass calls through
+// untimed, and registering it fails with [ErrNotMade].
 type Collector struct {
 	near    float64
 	clock   Clock
@@ -217,7 +227,7 @@ func New(cfg Config) (*Collector, error) {
 	}
 	c.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: ns, Name: "check_duration_seconds",
-		Help:    "Duration of the middleware's calls to the limiter.",
+		Help:    "Duration of the checks made through the limiter wrapped by the collector (the middleware's and the application's own), in seconds.",
 		Buckets: buckets,
 	})
 	ruleDesc := func(name, help string) *prometheus.Desc {
@@ -230,14 +240,14 @@ func New(cfg Config) (*Collector, error) {
 	c.shadowed = ruleDesc("shadowed_total", "Requests over the limit of a shadow rule: answered with a fake success.")
 	c.nearLimit = ruleDesc("near_limit_total", "Allowed requests whose group had used at least the near-limit ratio of its limit.")
 	c.ruleErrors = ruleDesc("errors_total", "Requests whose hit of the rule the limiter did not decide.")
-	c.checkErrorsDesc = prometheus.NewDesc(ns+"_check_errors_total", "Calls to the limiter that failed.", nil, nil)
+	c.checkErrorsDesc = prometheus.NewDesc(ns+"_check_errors_total", "Checks made through the wrapped limiter that failed.", nil, nil)
 	c.entries = prometheus.NewDesc(ns+"_limiter_entries", "Keys the limiter holds.", nil, nil)
 	c.evictions = prometheus.NewDesc(ns+"_limiter_evictions_total", "Entries evicted by the limiter's memory bound.", nil, nil)
 	c.expired = prometheus.NewDesc(ns+"_limiter_expired_total", "Entries deleted by the limiter's sweeps.", nil, nil)
 	c.queued = prometheus.NewDesc(ns+"_limiter_mailbox_queued", "Messages waiting in the limiter's mailbox when scraped.", nil, nil)
 	c.restarts = prometheus.NewDesc(ns+"_limiter_restarts_total", "Restarts of the limiter actor.", nil, nil)
 	c.sweeps = prometheus.NewDesc(ns+"_limiter_sweeps_total", "Sweeps of expired entries finished.", nil, nil)
-	c.sweepSeconds = prometheus.NewDesc(ns+"_limiter_sweep_seconds_total", "Time the sweeps took in all, by the limiter's clock.", nil, nil)
+	c.sweepSeconds = prometheus.NewDesc(ns+"_limiter_sweep_seconds_total", "Time the sweeps took in all, in seconds, by the limiter's clock.", nil, nil)
 	c.statsErrorsDesc = prometheus.NewDesc(ns+"_limiter_stats_errors_total", "Scrapes at which reading the limiter's statistics failed.", nil, nil)
 	c.storeErrors = prometheus.NewDesc(ns+"_store_errors_total", "Round trips to the networked store that failed.", nil, nil)
 	c.storeOutages = prometheus.NewDesc(ns+"_store_outages_total", "Times the networked store went from answering to not.", nil, nil)
@@ -265,6 +275,9 @@ var _ prometheus.Collector = (*Collector)(nil)
 // Observe counts one rule's decision; it is the [httpadapter.Observer]
 // method, and allocates only the first time it sees a rule.
 func (c *Collector) Observe(o httpadapter.Observation) {
+	if c.latency == nil {
+		return // a zero Collector exports nothing
+	}
 	k := ruleKey{o.Rule, o.Action}
 	v, ok := c.rules.Load(k)
 	if !ok {
@@ -317,9 +330,63 @@ func (c *Collector) SetCluster(s ClusterStatsSource) {
 }
 
 // Wrap returns a limiter that calls lim and records each call's duration
-// and failure. Give the result to httpadapter.New.
+// and failure. Give the result to httpadapter.New. [Collector.WrapLimiter]
+// does the same for the other checks of a limiter (CheckRate, Hit, HitN)
+// made outside the middleware.
 func (c *Collector) Wrap(lim httpadapter.Limiter) httpadapter.Limiter {
 	return &timed{lim: lim, c: c}
+}
+
+// Checker is what [Collector.WrapLimiter] times: the checks of
+// *actorlimit.Limiter, which is one.
+type Checker interface {
+	httpadapter.Limiter
+	Hit(ctx context.Context, id string, p actorlimit.Policy) (actorlimit.Result, error)
+	HitN(ctx context.Context, id string, p actorlimit.Policy, n int64) (actorlimit.Result, error)
+	CheckRate(id string, scaleMs, limit int64) (actorlimit.Result, error)
+}
+
+// TimedLimiter is a [Checker] whose every check the collector that made it
+// times in actorlimit_check_duration_seconds, and counts in
+// actorlimit_check_errors_total when it fails. Make it with
+// [Collector.WrapLimiter]; it is safe for concurrent use as its limiter
+// is.
+type TimedLimiter struct {
+	timed
+	lim Checker
+}
+
+var _ Checker = (*TimedLimiter)(nil)
+
+// WrapLimiter returns lim with its checks timed: give it to httpadapter.New
+// and make the application's own checks (CheckRate, Hit, HitN) through it
+// too, so that the histogram holds every check of the process.
+func (c *Collector) WrapLimiter(lim Checker) *TimedLimiter {
+	return &TimedLimiter{timed: timed{lim: lim, c: c}, lim: lim}
+}
+
+// Hit calls the limiter's Hit and records the call.
+func (t *TimedLimiter) Hit(ctx context.Context, id string, p actorlimit.Policy) (actorlimit.Result, error) {
+	start := t.c.now()
+	res, err := t.lim.Hit(ctx, id, p)
+	t.c.record(start, err)
+	return res, err
+}
+
+// HitN calls the limiter's HitN and records the call.
+func (t *TimedLimiter) HitN(ctx context.Context, id string, p actorlimit.Policy, n int64) (actorlimit.Result, error) {
+	start := t.c.now()
+	res, err := t.lim.HitN(ctx, id, p, n)
+	t.c.record(start, err)
+	return res, err
+}
+
+// CheckRate calls the limiter's CheckRate and records the call.
+func (t *TimedLimiter) CheckRate(id string, scaleMs, limit int64) (actorlimit.Result, error) {
+	start := t.c.now()
+	res, err := t.lim.CheckRate(id, scaleMs, limit)
+	t.c.record(start, err)
+	return res, err
 }
 
 // timed is the limiter Wrap returns.
@@ -330,12 +397,9 @@ type timed struct {
 
 // HitMany calls the wrapped limiter and records the call.
 func (t *timed) HitMany(ctx context.Context, hits []actorlimit.HitRequest, results []actorlimit.Result) error {
-	start := t.c.clock.Now()
+	start := t.c.now()
 	err := t.lim.HitMany(ctx, hits, results)
-	t.c.latency.Observe(t.c.clock.Now().Sub(start).Seconds())
-	if err != nil {
-		t.c.checkErrors.Add(1)
-	}
+	t.c.record(start, err)
 	return err
 }
 
@@ -346,8 +410,32 @@ func (t *timed) Started() bool {
 	return !ok || s.Started()
 }
 
+// now reads the clock, when the collector has one (a zero Collector has
+// none, and records nothing).
+func (c *Collector) now() time.Time {
+	if c.clock == nil {
+		return time.Time{}
+	}
+	return c.clock.Now()
+}
+
+// record records a limiter call that began at start and returned err.
+func (c *Collector) record(start time.Time, err error) {
+	if c.latency == nil {
+		return // a zero Collector, not made by New
+	}
+	c.latency.Observe(c.clock.Now().Sub(start).Seconds())
+	if err != nil {
+		c.checkErrors.Add(1)
+	}
+}
+
 // Describe sends the descriptions of every metric the collector exports.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	if c.latency == nil {
+		ch <- notMade
+		return
+	}
 	for _, d := range []*prometheus.Desc{c.matched, c.allowed, c.denied, c.monitored, c.shadowed, c.nearLimit,
 		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.queued, c.restarts, c.statsErrorsDesc, c.sweeps, c.sweepSeconds,
 		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed, c.storeCheckErrors,
@@ -361,6 +449,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends the current values; it reads the limiter's statistics
 // (bounded by Config.StatsTimeout).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	if c.latency == nil {
+		ch <- prometheus.NewInvalidMetric(notMade, ErrNotMade)
+		return
+	}
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}

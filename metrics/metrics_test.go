@@ -103,14 +103,14 @@ func TestCollectorExactText(t *testing.T) {
 	// near), 3..6 monitored, 7 failed. trap: 1 allowed (near: all used),
 	// 1 shadowed.
 	const want = `
-# HELP actorlimit_check_duration_seconds Duration of the middleware's calls to the limiter.
+# HELP actorlimit_check_duration_seconds Duration of the checks made through the limiter wrapped by the collector (the middleware's and the application's own), in seconds.
 # TYPE actorlimit_check_duration_seconds histogram
 actorlimit_check_duration_seconds_bucket{le="1e-06"} 0
 actorlimit_check_duration_seconds_bucket{le="1e-05"} 7
 actorlimit_check_duration_seconds_bucket{le="+Inf"} 7
 actorlimit_check_duration_seconds_sum 2.1000000000000002e-05
 actorlimit_check_duration_seconds_count 7
-# HELP actorlimit_check_errors_total Calls to the limiter that failed.
+# HELP actorlimit_check_errors_total Checks made through the wrapped limiter that failed.
 # TYPE actorlimit_check_errors_total counter
 actorlimit_check_errors_total 1
 # HELP actorlimit_limiter_entries Keys the limiter holds.
@@ -131,7 +131,7 @@ actorlimit_limiter_restarts_total 1
 # HELP actorlimit_limiter_stats_errors_total Scrapes at which reading the limiter's statistics failed.
 # TYPE actorlimit_limiter_stats_errors_total counter
 actorlimit_limiter_stats_errors_total 0
-# HELP actorlimit_limiter_sweep_seconds_total Time the sweeps took in all, by the limiter's clock.
+# HELP actorlimit_limiter_sweep_seconds_total Time the sweeps took in all, in seconds, by the limiter's clock.
 # TYPE actorlimit_limiter_sweep_seconds_total counter
 actorlimit_limiter_sweep_seconds_total 1.5
 # HELP actorlimit_limiter_sweeps_total Sweeps of expired entries finished.
@@ -269,18 +269,32 @@ func registry(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 	return reg
 }
 
+// TestCollectorRegistersAndLints: every metric the collector can export
+// (rules of each action, the limiter's, a store's, a cluster's) passes
+// client_golang's lint, the checks of promtool check metrics: names,
+// units, help texts, counter suffixes.
 func TestCollectorRegistersAndLints(t *testing.T) {
 	c, err := metrics.New(metrics.Config{Namespace: "app_rl"})
 	require.NoError(t, err)
-	c.Observe(httpadapter.Observation{Rule: "r", Outcome: httpadapter.Within, Result: actorlimit.Result{Allowed: true, Limit: 10, Remaining: 9}})
+	for _, a := range []httpadapter.ActionKind{httpadapter.Block, httpadapter.Monitor, httpadapter.Shadow} {
+		for _, o := range []httpadapter.Outcome{httpadapter.Within, httpadapter.Over, httpadapter.Failed} {
+			c.Observe(httpadapter.Observation{Rule: "r", Action: a, Outcome: o, Result: actorlimit.Result{Allowed: o == httpadapter.Within, Limit: 10, Remaining: 1}})
+		}
+	}
+	c.SetLimiter(&fakeStats{st: actorlimit.Stats{Entries: 1}})
+	c.SetStore(metrics.StoreStatsFunc(func() metrics.StoreStats { return metrics.StoreStats{Errors: 1} }))
+	c.SetCluster(metrics.ClusterStatsFunc(func() metrics.ClusterStats { return metrics.ClusterStats{Rounds: 1} }))
+	lim := &fakeLimiter{counts: map[string]int64{}}
+	require.NoError(t, c.Wrap(lim).HitMany(t.Context(), []actorlimit.HitRequest{{ID: "a", Policy: perHour(1)}}, make([]actorlimit.Result, 1)))
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(c))
 	problems, err := testutil.CollectAndLint(c)
 	require.NoError(t, err)
 	assert.Empty(t, problems)
-	n, err := testutil.GatherAndCount(reg, "app_rl_rule_matched_total", "app_rl_rule_near_limit_total")
+	n, err := testutil.GatherAndCount(reg, "app_rl_rule_matched_total", "app_rl_rule_near_limit_total",
+		"app_rl_limiter_entries", "app_rl_store_errors_total", "app_rl_cluster_sync_rounds_total", "app_rl_check_duration_seconds")
 	require.NoError(t, err)
-	assert.Equal(t, 2, n)
+	assert.Equal(t, 3+3+1+1+1+1, n)
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
@@ -324,4 +338,62 @@ func TestNoStoreDependency(t *testing.T) {
 		assert.NotContains(t, dep, "redis", "metrics depends on %s", dep)
 		assert.NotContains(t, dep, "actorlimit/cluster", "metrics depends on %s", dep)
 	}
+}
+
+// TestWrapLimiterTimesEveryCheck: the histogram times every check made
+// through the wrapped limiter, the middleware's (HitMany) and the
+// application's own (CheckRate, Hit, HitN), and counts the failed ones.
+func TestWrapLimiterTimesEveryCheck(t *testing.T) {
+	c, err := metrics.New(metrics.Config{
+		Clock:   &stepClock{now: time.Unix(0, 0), step: 3 * time.Microsecond},
+		Buckets: []float64{1e-6, 1e-5},
+	})
+	require.NoError(t, err)
+	lim, err := actorlimit.Start()
+	require.NoError(t, err)
+	defer lim.Close()
+	tl := c.WrapLimiter(lim)
+	m, err := httpadapter.New(tl, httpadapter.Config{Rules: []httpadapter.Rule{{Name: "r", Policy: perHour(5)}}})
+	require.NoError(t, err)
+	calls := []struct {
+		name string
+		call func() error
+		fail bool
+	}{
+		{"middleware", func() error { m.Handler(http200()).ServeHTTP(discard{}, request("/")); return nil }, false},
+		{"CheckRate", func() error { _, err := tl.CheckRate("peer", 1000, 5); return err }, false},
+		{"Hit", func() error { _, err := tl.Hit(t.Context(), "peer", perHour(5)); return err }, false},
+		{"HitN", func() error { _, err := tl.HitN(t.Context(), "peer", perHour(5), 2); return err }, false},
+		{"CheckRate refused", func() error { _, err := tl.CheckRate("peer", 0, 5); return err }, true},
+		{"HitMany", func() error {
+			return tl.HitMany(t.Context(), []actorlimit.HitRequest{{ID: "x", Policy: perHour(1)}}, make([]actorlimit.Result, 1))
+		}, false},
+	}
+	failed := 0
+	for i, tc := range calls {
+		err := tc.call()
+		if tc.fail {
+			failed++
+			require.Error(t, err, tc.name)
+		} else {
+			require.NoError(t, err, tc.name)
+		}
+		want := fmt.Sprintf(`
+# HELP actorlimit_check_errors_total Checks made through the wrapped limiter that failed.
+# TYPE actorlimit_check_errors_total counter
+actorlimit_check_errors_total %d
+`, failed)
+		assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "actorlimit_check_errors_total"), tc.name)
+		n, err := testutil.GatherAndCount(registry(t, c), "actorlimit_check_duration_seconds")
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		mfs, err := registry(t, c).Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "actorlimit_check_duration_seconds" {
+				assert.Equal(t, uint64(i+1), mf.GetMetric()[0].GetHistogram().GetSampleCount(), "after %s", tc.name)
+			}
+		}
+	}
+	assert.True(t, tl.Started())
 }

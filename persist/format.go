@@ -55,11 +55,17 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// ErrCorrupt is wrapped by the errors of a file that is not a whole,
-// intact file of this format: a bad magic (a foreign file), an unknown
-// version, a bad checksum (a log frame's header, a payload with more
-// after it), a record that does not decode.
-var ErrCorrupt = errors.New("persist: corrupt file")
+// The errors of [Journal.Load].
+var (
+	// ErrCorrupt is wrapped by the errors of a file that is not a whole,
+	// intact file of this format: a bad magic (a foreign file), an unknown
+	// version, a bad checksum (a log frame's header, a payload with more
+	// after it), a record that does not decode.
+	ErrCorrupt = errors.New("persist: corrupt file")
+	// ErrUnwritable is wrapped by the error of a directory in which the
+	// Journal cannot create, write, fsync and remove a file.
+	ErrUnwritable = errors.New("persist: cannot write to directory")
+)
 
 // AppendRecord appends r's encoding to b.
 func AppendRecord(b []byte, r algo.Record) []byte {

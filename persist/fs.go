@@ -19,6 +19,10 @@ type FS interface {
 	Remove(name string) error
 	// SyncDir makes the directory's entries (a rename, a new file) durable.
 	SyncDir(dir string) error
+	// MkdirAll creates the directory dir, and its parents, if missing.
+	MkdirAll(dir string) error
+	// ReadDirNames returns the names of the entries of the directory dir.
+	ReadDirNames(dir string) ([]string, error)
 }
 
 // File is a file open for writing.
@@ -37,6 +41,16 @@ func (osFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
 func (osFS) Create(name string) (File, error)     { return os.Create(name) }
 func (osFS) Rename(oldName, newName string) error { return os.Rename(oldName, newName) }
 func (osFS) Remove(name string) error             { return os.Remove(name) }
+func (osFS) MkdirAll(dir string) error            { return os.MkdirAll(dir, 0o750) }
+
+func (osFS) ReadDirNames(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names, err
+}
 
 func (osFS) SyncDir(dir string) error {
 	d, err := os.Open(dir)

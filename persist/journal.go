@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -29,13 +28,17 @@ const (
 	DefaultMaxPending = 8 << 20
 )
 
-// Config configures a [Journal]. Zero fields take the defaults.
+// Config configures a [Journal]. Zero fields take the defaults. A process
+// killed at any moment, while a snapshot is being written or not, loses at
+// most the changes of the last FlushEvery (100 ms by default) plus the time
+// the flush request waits in the limiter's mailbox and the log write takes;
+// a machine that crashes loses at most those of the last SyncEvery +
+// FlushEvery (1.1 s by default).
 type Config struct {
 	// FlushEvery is how often the records of the batches decided since the
-	// last flush are written to the log, in one write (group commit). A
-	// process killed with SIGKILL loses the changes of at most the last
-	// FlushEvery (plus a write under way); the written ones are in the
-	// operating system's cache and survive the process.
+	// last flush are written to the log, in one write (group commit); the
+	// written ones are in the operating system's cache and survive the
+	// process.
 	FlushEvery time.Duration
 	// SyncEvery is how often the log is fsynced. A machine that crashes or
 	// loses power loses at most the last SyncEvery + FlushEvery.
@@ -49,12 +52,21 @@ type Config struct {
 	// asked for, which writes them all again: the limiter never waits for
 	// the disk.
 	MaxPending int
-	// StartEmptyOnCorrupt makes Load log a warning, set the damaged files
-	// aside (renamed to *.corrupt) and start empty when a file is damaged
-	// or foreign. By default Load returns the error: starting empty would
-	// silently give every blocked client a fresh limit, which is what
-	// persistence is for preventing, so an operator decides.
+	// StartEmptyOnCorrupt makes Load set aside every file of the state when
+	// one is damaged or foreign (the snapshot and every log, renamed whole
+	// to NAME.corrupt, or NAME.corrupt.N when that exists), log their names
+	// and start empty, after their generation. By default Load returns the
+	// error: starting empty would silently give every blocked client a
+	// fresh limit, which is what persistence is for preventing, so an
+	// operator decides.
 	StartEmptyOnCorrupt bool
+	// StartUnwritable makes Load log a warning and go on when the directory
+	// cannot be written (see [Journal.Load]): the limiter then serves with
+	// its state in memory only, counting and logging every failed write,
+	// until a snapshot can be written. By default Load returns the error: a
+	// limiter that believes its state is kept when nothing can be is what
+	// an operator wants to hear about at once.
+	StartUnwritable bool
 	// FS is the file system; nil means [OS].
 	FS FS
 	// NewTicker makes the writer's tickers; nil means the wall clock's.
@@ -121,8 +133,10 @@ func (c *Config) defaults() {
 // that found it changed, later than its record in the snapshot or equal
 // to it; a key changed after its last flush is one a kill loses anyway.
 // Until the snapshot is renamed into place the current log still gets
-// every record, so a process killed while a snapshot is being taken loses
-// no more than at any other time.
+// every record, and its file is written and fsynced by a goroutine of its
+// own while the writer goes on writing the log, so a process killed while
+// a snapshot is being taken or written loses no more than at any other
+// time.
 type Journal struct {
 	dir string
 	cfg Config
@@ -138,7 +152,7 @@ type Journal struct {
 	after   []byte    // records committed since a snapshot began: for both logs
 	begun   bool      // a snapshot began and is not yet written (or given up)
 	snap    *snapshot // a snapshot ended, not yet taken by the writer
-	writing bool      // the writer took a snapshot and is writing it
+	writing bool      // the writer took a snapshot and it is not yet in place
 	spare   []byte    // a buffer the writer gave back
 
 	// the writer's
@@ -146,6 +160,7 @@ type Journal struct {
 	log      File  // the current generation's log
 	next     File  // the next generation's, from the moment a snapshot begins
 	nextErr  error // why next could not be made or written: the snapshot is not written
+	inflight bool  // a snapshot's file is being written, and will be reported on snapDone
 	frame    []byte
 	snapErr  error  // why the last snapshot was not written; nil once one is
 	lastErr  error  // the last failure, for Close
@@ -153,7 +168,10 @@ type Journal struct {
 	request  func() // asks the limiter for a snapshot
 	askKeys  func() // asks the limiter for the keys changed since the last flush
 
+	snapshotted func() // a test's hook: a snapshot ended, written or not
+
 	needSnap atomic.Bool // something was dropped: a snapshot begun later covers it
+	snapDone chan error  // the end of writing a snapshot's file: nil, or why it failed
 	kick     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -184,7 +202,8 @@ func (s *snapshot) add(r algo.Record) {
 	s.count++
 }
 
-// New returns a Journal on dir, which must exist, after checking cfg.
+// New returns a Journal on dir, after checking cfg; it touches no file:
+// Load creates dir if missing.
 func New(dir string, cfg Config) (*Journal, error) {
 	if dir == "" {
 		return nil, errors.New("persist: directory is empty")
@@ -193,23 +212,23 @@ func New(dir string, cfg Config) (*Journal, error) {
 		return nil, err
 	}
 	cfg.defaults()
-	if _, isOS := cfg.FS.(osFS); isOS {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("persist: %w", err)
-		}
-	}
 	return &Journal{
-		dir:  dir,
-		cfg:  cfg,
-		kick: make(chan struct{}, 1),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		dir:      dir,
+		cfg:      cfg,
+		kick:     make(chan struct{}, 1),
+		snapDone: make(chan error, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}, nil
 }
 
 func (j *Journal) path(name string) string { return filepath.Join(j.dir, name) }
 
 func logName(gen uint64) string { return fmt.Sprintf("log-%016x", gen) }
+
+// snapshotTmp is the file a snapshot is written to before it is renamed
+// into place.
+const snapshotTmp = "snapshot.tmp"
 
 // Append adds r to the records of the current flush. The limiter calls it,
 // when asked, for every key changed since the last flush; r.State is
@@ -324,6 +343,7 @@ func (j *Journal) Start(records iter.Seq[algo.Record], snapshot, flush func()) {
 	j.Snapshot(records)
 	<-j.kick
 	j.flush()
+	j.endSnapshot(<-j.snapDone)
 	go j.run(j.cfg.NewTicker(j.cfg.FlushEvery), j.cfg.NewTicker(j.cfg.SyncEvery), j.cfg.NewTicker(j.cfg.SnapshotEvery))
 }
 

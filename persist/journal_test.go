@@ -65,6 +65,7 @@ type rig struct {
 	tick *tickers
 	asks int // snapshots asked for
 	mu   sync.Mutex
+	ends chan struct{} // a snapshot ended, written or not
 }
 
 func newRig(t *testing.T, dir string, cfg persist.Config) (*rig, persist.Loaded, error) {
@@ -75,13 +76,27 @@ func newRig(t *testing.T, dir string, cfg persist.Config) (*rig, persist.Loaded,
 	j, err := persist.New(dir, cfg)
 	require.NoError(t, err)
 	r.j = j
+	r.ends = make(chan struct{}, 64)
+	persist.OnSnapshot(j, func() { r.ends <- struct{}{} })
 	ld, err := j.Load(t0, func(rec algo.Record) error { return r.tb.Load(t0, rec) })
 	if err != nil {
 		return r, ld, err
 	}
 	j.Start(r.records(), func() { r.mu.Lock(); r.asks++; r.mu.Unlock() }, func() {})
 	t.Cleanup(func() { _ = j.Close() })
+	r.snapshotted() // Start's, written before Start returns
 	return r, ld, nil
+}
+
+// snapshotted waits until the writer has ended a snapshot: renamed its
+// file into place and made its log the current one, or given it up.
+func (r *rig) snapshotted() {
+	r.t.Helper()
+	select {
+	case <-r.ends:
+	case <-time.After(10 * time.Second):
+		r.t.Fatal("no snapshot ended")
+	}
 }
 
 func (r *rig) asked() int {
@@ -138,6 +153,7 @@ func TestJournalLogThenSnapshot(t *testing.T) {
 	r.tick.tick(snapEvery)
 	assert.GreaterOrEqual(t, r.asked(), 1, "the snapshot ticker asks the limiter")
 	r.j.Snapshot(r.records())
+	r.snapshotted()
 	r.hit("c")
 	r.tick.tick(flushEvery)
 	got, ld, err = reload(t, dir, persist.Config{})
@@ -182,6 +198,7 @@ func TestJournalSnapshotInChunks(t *testing.T) {
 	for chunk() {
 	}
 	r.j.EndSnapshot()
+	r.snapshotted()
 	r.tick.tick(flushEvery)
 	got, ld, err = reload(t, dir, persist.Config{})
 	require.NoError(t, err)
@@ -227,6 +244,7 @@ func TestJournalQueueFull(t *testing.T) {
 	r.tick.tick(syncEvery)
 	assert.GreaterOrEqual(t, r.asked(), 1, "a snapshot is asked for to cover what was dropped")
 	r.j.Snapshot(r.records())
+	r.snapshotted()
 	r.tick.tick(syncEvery)
 	asked := r.asked()
 	r.tick.tick(syncEvery)
@@ -283,17 +301,20 @@ func TestJournalFailedSnapshot(t *testing.T) {
 	r.j.Snapshot(r.records())
 	r.hit("c") // for the log after the snapshot, which cannot be made
 	r.tick.tick(flushEvery)
+	r.snapshotted()
 	st := r.j.Stats()
 	assert.Positive(t, st.Errors)
 	assert.Equal(t, uint64(1), st.Dropped, "c")
-	got, _, err := reload(t, "d", cfg)
+	got, ld, err := reload(t, "d", persist.Config{FS: mfs, StartUnwritable: true}) // the disk still fails
 	require.NoError(t, err, "the last snapshot and its log are intact")
 	assert.Equal(t, map[string]int64{"a": 1, "b": 1}, got)
+	assert.ErrorIs(t, ld.Unwritable, errDisk)
 
 	mfs.fail.Store(false)
 	r.tick.tick(syncEvery)
 	require.GreaterOrEqual(t, r.asked(), 1, "a snapshot is asked for again")
 	r.j.Snapshot(r.records())
+	r.snapshotted()
 	r.tick.tick(flushEvery)
 	got, _, err = reload(t, "d", cfg)
 	require.NoError(t, err)
@@ -311,6 +332,7 @@ func TestJournalCloseError(t *testing.T) {
 	mfs.fail.Store(true)
 	r.j.Snapshot(r.records())
 	r.tick.tick(flushEvery) // fails
+	r.snapshotted()
 	mfs.fail.Store(false)
 	r.j.Snapshot(r.records())
 	require.NoError(t, r.j.Close(), "the last snapshot was written")
@@ -324,4 +346,31 @@ func TestJournalCloseError(t *testing.T) {
 	require.ErrorIs(t, err, errDisk)
 	assert.ErrorContains(t, err, "last snapshot")
 	assert.Equal(t, err, r.j.Close(), "the same error again")
+}
+
+// TestJournalDirSyncFails: a snapshot renamed into place whose directory
+// fsync fails is the state from then on, with its log after it: the
+// records committed after it are not lost to the last log.
+func TestJournalDirSyncFails(t *testing.T) {
+	mfs := newMemFS()
+	r, _, err := newRig(t, "d", persist.Config{FS: mfs})
+	require.NoError(t, err)
+	r.hit("a")
+	r.tick.tick(flushEvery)
+
+	require.True(t, r.j.BeginSnapshot())
+	r.tick.tick(flushEvery) // the writer opens the log to follow it
+	for rec := range r.records() {
+		r.j.SnapshotRecord(rec)
+	}
+	mfs.failDir.Store(true) // from the rename on
+	r.j.EndSnapshot()
+	r.snapshotted()
+	r.hit("b")
+	r.tick.tick(flushEvery)
+	assert.Positive(t, r.j.Stats().Errors, "the failed fsync is counted")
+	got, ld, err := reload(t, "d", persist.Config{FS: mfs, StartUnwritable: true})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), ld.Generation, "the snapshot renamed")
+	assert.Equal(t, map[string]int64{"a": 1, "b": 1}, got)
 }

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 
 	"github.com/actorlimit/actorlimit/algo"
 )
@@ -20,11 +24,23 @@ type Loaded struct {
 	// write cut short by a crash, left out.
 	Frames, TornBytes int
 	// Discarded is set when damaged files were set aside and the state
-	// started empty (Config.StartEmptyOnCorrupt).
+	// started empty (Config.StartEmptyOnCorrupt); SetAside names the files
+	// they were renamed to.
 	Discarded bool
+	SetAside  []string
+	// Unwritable is why the directory could not be written, when
+	// Config.StartUnwritable let Load go on; nil otherwise.
+	Unwritable error
 }
 
-// Load reads the snapshot and the log written after it and calls apply
+// Load first makes sure the Journal can write to its directory: it
+// creates it if missing, and creates, writes, fsyncs and removes
+// "snapshot.tmp" in it (which a crash may have left behind); if it
+// cannot, it returns an error wrapping [ErrUnwritable] that names the
+// path and the cause, or with Config.StartUnwritable logs a warning and
+// goes on.
+//
+// Then Load reads the snapshot and the log written after it and calls apply
 // with each record whose Death is after now, snapshot first, then the log
 // in order (a later record of a key replaces the earlier one). Both files
 // are checked whole before apply is first called, so a damaged file is
@@ -39,12 +55,20 @@ type Loaded struct {
 // fails, the keys it was given are loaded again with nil State (deleted)
 // and the error is handled as a damaged file's.
 func (j *Journal) Load(now int64, apply func(algo.Record) error) (Loaded, error) {
+	var ld Loaded
+	if err := j.probe(); err != nil {
+		if !j.cfg.StartUnwritable {
+			return Loaded{}, err
+		}
+		ld.Unwritable = err
+		j.cfg.Logger.Warn("actorlimit: persistence: the directory cannot be written; serving with the state in memory only until it can",
+			slog.String("dir", j.dir), slog.Any("error", err))
+	}
 	snapData, err := j.readFile("snapshot")
 	if err != nil {
 		return Loaded{}, err
 	}
 	var (
-		ld      Loaded
 		records []byte
 		lc      logContents
 	)
@@ -61,7 +85,7 @@ func (j *Journal) Load(now int64, apply func(algo.Record) error) (Loaded, error)
 		err = j.apply(now, &ld, records, lc.frames, apply)
 	}
 	if err != nil {
-		return j.corrupt(ld.Generation, err)
+		return j.corrupt(ld, err)
 	}
 	j.gen = ld.Generation
 	ld.Frames, ld.TornBytes = len(lc.frames), lc.torn
@@ -74,10 +98,11 @@ func (j *Journal) Load(now int64, apply func(algo.Record) error) (Loaded, error)
 	return ld, nil
 }
 
-// readFile returns the file's content, nil if there is none.
+// readFile returns the file's content, nil if there is none (nor a
+// directory to hold it).
 func (j *Journal) readFile(name string) ([]byte, error) {
 	b, err := j.cfg.FS.ReadFile(j.path(name))
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil, nil
 	}
 	if err != nil {
@@ -136,19 +161,97 @@ func (j *Journal) apply(now int64, ld *Loaded, records []byte, frames [][]byte, 
 
 var errStop = errors.New("stop")
 
+// probe creates the directory if missing and creates, writes, fsyncs and
+// removes snapshot.tmp in it.
+func (j *Journal) probe() error {
+	fsys := j.cfg.FS
+	if err := fsys.MkdirAll(j.dir); err != nil {
+		return fmt.Errorf("%w %s: %w", ErrUnwritable, j.dir, err)
+	}
+	tmp := j.path(snapshotTmp)
+	f, err := fsys.Create(tmp)
+	if err == nil {
+		_, err = f.Write([]byte("probe\n"))
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if rerr := fsys.Remove(tmp); err == nil {
+			err = rerr
+		}
+	}
+	if err == nil {
+		err = fsys.SyncDir(j.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("%w %s: %w", ErrUnwritable, j.dir, err)
+	}
+	return nil
+}
+
 // corrupt handles a damaged file: it returns err, or with
-// StartEmptyOnCorrupt sets the files aside, logs and starts empty.
-func (j *Journal) corrupt(gen uint64, err error) (Loaded, error) {
+// StartEmptyOnCorrupt sets aside every file of the state (the snapshot
+// and every log) and starts empty, after them.
+func (j *Journal) corrupt(ld Loaded, err error) (Loaded, error) {
 	if !errors.Is(err, ErrCorrupt) || !j.cfg.StartEmptyOnCorrupt {
 		return Loaded{}, err
 	}
-	for _, name := range []string{"snapshot", logName(gen)} {
-		if rerr := j.cfg.FS.Rename(j.path(name), j.path(name+".corrupt")); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			return Loaded{}, fmt.Errorf("persist: cannot set %s aside: %w (after: %w)", name, rerr, err)
-		}
+	aside, gen, serr := j.setAside(ld.Generation)
+	if serr != nil {
+		return Loaded{}, fmt.Errorf("persist: cannot set the damaged files aside: %w (after: %w)", serr, err)
 	}
 	j.gen = gen
-	j.cfg.Logger.Warn("actorlimit: persistence: damaged state set aside (*.corrupt); starting empty",
-		slog.String("dir", j.dir), slog.Any("error", err))
-	return Loaded{Generation: gen, Discarded: true}, nil
+	j.cfg.Logger.Warn("actorlimit: persistence: damaged state set aside; starting empty",
+		slog.String("dir", j.dir), slog.Any("set_aside", aside), slog.Any("error", err))
+	return Loaded{Generation: gen, Discarded: true, SetAside: aside, Unwritable: ld.Unwritable}, nil
+}
+
+// setAside renames the snapshot and every log in the directory to
+// NAME.corrupt, or NAME.corrupt.N if that exists: nothing is truncated or
+// overwritten. It returns the new names and the highest generation seen
+// (gen, or a log's), after which the next files are numbered.
+func (j *Journal) setAside(gen uint64) (aside []string, last uint64, err error) {
+	names, err := j.cfg.FS.ReadDirNames(j.dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	slices.Sort(names)
+	taken := make(map[string]bool, len(names))
+	for _, name := range names {
+		taken[name] = true
+	}
+	last = gen
+	for _, name := range names {
+		g, isLog := logGeneration(name)
+		if name != "snapshot" && !isLog {
+			continue
+		}
+		last = max(last, g)
+		to := name + ".corrupt"
+		for i := 1; taken[to]; i++ {
+			to = fmt.Sprintf("%s.corrupt.%d", name, i)
+		}
+		if err := j.cfg.FS.Rename(j.path(name), j.path(to)); err != nil {
+			return aside, 0, err
+		}
+		taken[to] = true
+		aside = append(aside, to)
+	}
+	if len(aside) > 0 {
+		err = j.cfg.FS.SyncDir(j.dir)
+	}
+	return aside, last, err
+}
+
+// logGeneration returns the generation of the log named name, and whether
+// name is a log's.
+func logGeneration(name string) (uint64, bool) {
+	hex, ok := strings.CutPrefix(name, "log-")
+	if !ok || len(hex) != 16 {
+		return 0, false
+	}
+	g, err := strconv.ParseUint(hex, 16, 64)
+	return g, err == nil
 }

@@ -3,6 +3,7 @@ package persist_test
 import (
 	"bytes"
 	"encoding/binary"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -233,4 +234,48 @@ func seedFiles(f *testing.F) (snap, log []byte) {
 		f.Fatal(err)
 	}
 	return snap, log
+}
+
+// TestCorruptSetAside damages the snapshot twice: each time, with
+// StartEmptyOnCorrupt, the snapshot and the log of the damaged state are
+// renamed, whole, to *.corrupt (a name not yet taken), the names are
+// reported and logged, and the fresh state's files take new names.
+func TestCorruptSetAside(t *testing.T) {
+	dir := t.TempDir()
+	writeState(t, dir) // a snapshot of generation 2, and its log
+	kept := map[string][]byte{}
+	for round, want := range [][]string{
+		{"log-0000000000000002.corrupt", "snapshot.corrupt"},
+		{"log-0000000000000003.corrupt", "snapshot.corrupt.1"}, // the first snapshot.corrupt stays
+	} {
+		logs, err := filepath.Glob(filepath.Join(dir, "log-????????????????"))
+		require.NoError(t, err)
+		require.Len(t, logs, 1, "round %d", round)
+		logData, err := os.ReadFile(logs[0])
+		require.NoError(t, err)
+		snap, err := os.ReadFile(filepath.Join(dir, "snapshot"))
+		require.NoError(t, err)
+		snap[len(snap)/2] ^= 1
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "snapshot"), snap, 0o600))
+		kept[want[0]], kept[want[1]] = logData, snap
+
+		var out bytes.Buffer
+		r, ld, err := newRig(t, dir, persist.Config{StartEmptyOnCorrupt: true, Logger: slog.New(slog.NewTextHandler(&out, nil))})
+		require.NoError(t, err)
+		assert.True(t, ld.Discarded)
+		assert.Equal(t, want, ld.SetAside, "round %d", round)
+		for _, name := range want {
+			assert.Contains(t, out.String(), name, "logged")
+		}
+		r.hit("x")
+		require.NoError(t, r.j.Close())
+		for name, b := range kept {
+			got, err := os.ReadFile(filepath.Join(dir, name))
+			require.NoError(t, err, "round %d", round)
+			assert.Equal(t, b, got, "%s is kept whole, round %d", name, round)
+		}
+		got, _, err := reload(t, dir, persist.Config{})
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int64{"x": 1}, got, "the fresh state, round %d", round)
+	}
 }

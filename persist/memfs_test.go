@@ -3,6 +3,7 @@ package persist_test
 import (
 	"errors"
 	"io/fs"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -14,7 +15,10 @@ type memFS struct {
 	mu    sync.Mutex
 	files map[string][]byte
 	fail  atomic.Bool // every Write, Sync and Rename fails
-	fails atomic.Int64
+	// failDir makes SyncDir fail: a directory whose entries cannot be
+	// made durable
+	failDir atomic.Bool
+	fails   atomic.Int64
 }
 
 var errDisk = errors.New("injected disk failure")
@@ -66,7 +70,25 @@ func (m *memFS) Remove(name string) error {
 	return nil
 }
 
-func (m *memFS) SyncDir(string) error { return nil }
+func (m *memFS) SyncDir(string) error {
+	if m.failDir.Load() {
+		return errDisk
+	}
+	return nil
+}
+func (m *memFS) MkdirAll(string) error { return nil }
+
+func (m *memFS) ReadDirNames(dir string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var names []string
+	for name := range m.files {
+		if rest, ok := strings.CutPrefix(name, dir+"/"); ok && !strings.Contains(rest, "/") {
+			names = append(names, rest)
+		}
+	}
+	return names, nil
+}
 
 func (m *memFS) failing() bool {
 	if m.fail.Load() {

@@ -9,7 +9,10 @@ import (
 
 // This file is the writer goroutine's: it alone touches the files.
 
-// run is the writer goroutine.
+// run is the writer goroutine. It writes and fsyncs the log; a
+// snapshot's file is written and fsynced by a goroutine of its own
+// (writeSnapshotFile), so that the log's frames go on being written, to
+// both logs, on schedule while it is.
 func (j *Journal) run(flush, sync, snap Ticker) {
 	defer close(j.done)
 	defer flush.Stop()
@@ -22,6 +25,9 @@ func (j *Journal) run(flush, sync, snap Ticker) {
 			j.flush() // what was committed since the last write, if anything
 		case <-j.kick:
 			j.flush()
+		case err := <-j.snapDone:
+			j.endSnapshot(err)
+			j.flush() // the records committed meanwhile, now the new log's
 		case <-sync.C():
 			j.sync()
 			if j.needSnap.Load() {
@@ -32,6 +38,10 @@ func (j *Journal) run(flush, sync, snap Ticker) {
 		case <-j.stop:
 			j.lastErr = nil
 			j.flush()
+			if j.inflight {
+				j.endSnapshot(<-j.snapDone)
+				j.flush()
+			}
 			j.sync()
 			for _, f := range []*File{&j.log, &j.next} {
 				if *f != nil {
@@ -61,12 +71,13 @@ func (j *Journal) fail(what string, err error) bool {
 
 // flush writes what the actor handed over: the records committed before a
 // snapshot began to the current log; those committed since to the current
-// log and to the next one; then the snapshot, if it has ended.
+// log and to the next one; then hands the snapshot, if it has ended, to a
+// goroutine that writes its file.
 func (j *Journal) flush() {
 	j.mu.Lock()
 	pending, after, s, begun := j.pending, j.after, j.snap, j.begun
 	j.pending, j.after, j.snap = nil, nil, nil
-	j.writing = s != nil
+	j.writing = j.writing || s != nil
 	j.mu.Unlock()
 	j.writeLog(pending, false)
 	if begun && j.next == nil && j.nextErr == nil {
@@ -74,7 +85,7 @@ func (j *Journal) flush() {
 	}
 	j.writeLog(after, true)
 	if s != nil {
-		j.endSnapshot(s)
+		j.writeSnapshot(s)
 	}
 	j.mu.Lock()
 	if pending != nil {
@@ -125,23 +136,44 @@ func (j *Journal) sync() {
 	}
 }
 
-// endSnapshot writes s, the snapshot of the next generation, and makes the
-// next log, which holds every record committed since s began, the current
-// one; or, if either cannot be written, keeps the current snapshot and
-// log, removes the next log, and has a snapshot asked for again. Either
-// way the records committed meanwhile go to the current log from now on.
-func (j *Journal) endSnapshot(s *snapshot) {
-	var err error
+// writeSnapshot starts writing s, the snapshot of the next generation, to
+// "snapshot.tmp", in a goroutine of its own, which reports on snapDone;
+// the writer goes on writing the log meanwhile, every frame to both logs.
+// Without a next log to follow it, s is given up at once.
+func (j *Journal) writeSnapshot(s *snapshot) {
+	j.inflight = true
 	if j.next == nil {
+		j.snapDone <- fmt.Errorf("the log to follow it could not be written: %w", j.nextErr)
+		return
+	}
+	go func(fsys FS, tmp string, gen uint64) {
+		j.snapDone <- writeSnapshotFile(fsys, tmp, gen, s)
+	}(j.cfg.FS, j.path(snapshotTmp), j.gen+1)
+}
+
+// endSnapshot ends the snapshot whose file was written, or failed with
+// err. If its file and the next log are whole, it renames the file into
+// place, fsyncs the directory, makes the next log, which holds every record
+// committed since the snapshot began, the current one, and removes the
+// last (unless the directory's fsync failed); otherwise it keeps the current snapshot and log, removes the
+// next log and the file, and has a snapshot asked for again. Either way
+// the records committed meanwhile go to the current log from now on.
+func (j *Journal) endSnapshot(err error) {
+	j.inflight = false
+	tmp, final := j.path(snapshotTmp), j.path("snapshot")
+	if err == nil && j.next == nil {
 		err = fmt.Errorf("the log to follow it could not be written: %w", j.nextErr)
-	} else {
-		err = j.next.Sync() // its frames are durable before the snapshot is
 	}
 	if err == nil {
-		err = j.writeSnapshot(s)
+		err = j.cfg.FS.Rename(tmp, final)
 	}
+	// Once renamed, the snapshot is the state, with the next log after it,
+	// whether or not the directory's fsync makes the rename durable; if it
+	// fails, the last log is kept for a crash that would undo the rename.
+	durable := err == nil && !j.fail("snapshot directory sync", j.cfg.FS.SyncDir(j.dir))
 	if j.fail("snapshot write", err) {
 		j.snapErr = err
+		_ = j.cfg.FS.Remove(tmp)
 		if j.next != nil {
 			_ = j.next.Close()
 			j.next = nil
@@ -150,55 +182,29 @@ func (j *Journal) endSnapshot(s *snapshot) {
 		j.needSnap.Store(true)
 	} else {
 		j.snapErr = nil
+		j.snapshots.Add(1)
+		old := j.gen
+		j.gen++
+		if j.log != nil {
+			_ = j.log.Close()
+		}
+		j.log, j.next = j.next, nil
+		if durable {
+			_ = j.cfg.FS.Remove(j.path(logName(old))) // the new snapshot holds it
+		}
+		if old > 0 {
+			// left behind by a crash between a rename and this removal
+			_ = j.cfg.FS.Remove(j.path(logName(old - 1)))
+		}
 	}
 	j.nextErr = nil
 	j.mu.Lock()
 	j.begun, j.writing = false, false
 	j.pending, j.after = append(j.pending, j.after...), nil
 	j.mu.Unlock()
-}
-
-// writeSnapshot writes s as the snapshot of the next generation (a
-// temporary file, fsync, rename, fsync of the directory), then makes the
-// next log the current one and removes the last. If it fails, the last
-// snapshot and log stay.
-func (j *Journal) writeSnapshot(s *snapshot) error {
-	gen := j.gen + 1
-	tmp, final := j.path("snapshot.tmp"), j.path("snapshot")
-	f, err := j.cfg.FS.Create(tmp)
-	if err != nil {
-		return err
+	if j.snapshotted != nil {
+		j.snapshotted()
 	}
-	err = writeSnapshotFile(f, gen, s)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = j.cfg.FS.Rename(tmp, final)
-	}
-	if err == nil {
-		err = j.cfg.FS.SyncDir(j.dir)
-	}
-	if err != nil {
-		_ = j.cfg.FS.Remove(tmp)
-		return err
-	}
-	j.snapshots.Add(1)
-	old := j.gen
-	j.gen = gen
-	if j.log != nil {
-		_ = j.log.Close()
-	}
-	j.log, j.next = j.next, nil
-	_ = j.cfg.FS.Remove(j.path(logName(old))) // the new snapshot holds it
-	if old > 0 {
-		// left behind by a crash between a rename and this removal
-		_ = j.cfg.FS.Remove(j.path(logName(old - 1)))
-	}
-	return nil
 }
 
 // openLog creates the log of generation gen, which holds the changes made
@@ -210,6 +216,9 @@ func (j *Journal) openLog(gen uint64) (File, error) {
 	}
 	_, err = f.Write(logHeaderOf(gen))
 	if err == nil {
+		err = f.Sync() // a header a crash cannot take away
+	}
+	if err == nil {
 		err = j.cfg.FS.SyncDir(j.dir)
 	}
 	if j.fail("log create", err) {
@@ -219,9 +228,30 @@ func (j *Journal) openLog(gen uint64) (File, error) {
 	return f, nil
 }
 
-// writeSnapshotFile writes the file of s, a snapshot of generation gen, to
+// writeSnapshotFile writes s, a snapshot of generation gen, to the file
+// tmp, fsyncs and closes it; it removes the file if that fails. It runs in
+// a goroutine of its own and touches nothing of the writer's.
+func writeSnapshotFile(fsys FS, tmp string, gen uint64, s *snapshot) error {
+	f, err := fsys.Create(tmp)
+	if err != nil {
+		return err
+	}
+	err = writeSnapshotTo(f, gen, s)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = fsys.Remove(tmp)
+	}
+	return err
+}
+
+// writeSnapshotTo writes the file of s, a snapshot of generation gen, to
 // f: its header, its records, and the checksum of both.
-func writeSnapshotFile(f File, gen uint64, s *snapshot) error {
+func writeSnapshotTo(f File, gen uint64, s *snapshot) error {
 	h := snapshotHeader(gen, s.count)
 	sum := crc32.Checksum(h, castagnoli)
 	if _, err := f.Write(h); err != nil {

@@ -148,6 +148,9 @@ func (s *Store) Evictions() uint64 { return 0 }
 // cannot decide exactly gives an error wrapping [ErrUnsupported] before
 // anything is sent.
 func (s *Store) Decide(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
+	if s.client == nil {
+		return fmt.Errorf("%w: the Store was not made by redisstore.New", ErrUnavailable)
+	}
 	s.stats.batches.Add(1)
 	for i := range checks {
 		if err := supported(&checks[i]); err != nil {

@@ -22,7 +22,6 @@ import (
 	"log"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
@@ -111,7 +110,7 @@ func runInProcess(s settings) ([][]int64, error) {
 		time.Sleep(50 * time.Millisecond) // the members find each other
 	}
 	// Start at the beginning of a window, so each window is whole.
-	start := time.Now().Truncate(s.policy.Period).Add(s.policy.Period)
+	start := windowAfter(time.Now(), s.policy.Period, 1)
 	allowed := make([][]int64, len(ms))
 	var wg sync.WaitGroup
 	for i, m := range ms {
@@ -122,31 +121,54 @@ func runInProcess(s settings) ([][]int64, error) {
 }
 
 // drive offers s.rate hits a second on one hot id at m from start for
-// s.windows windows, and returns how many it allowed in each.
+// s.windows windows, and returns how many it allowed in each. Each allowed
+// hit is filed under the window in which the limiter decided it (from the
+// result), not the window in which the ticker fired: a hit sent just before
+// a window's end may be decided just after it, and counts against the next
+// window's limit.
 func drive(m *cluster.Member, s settings, start time.Time, fail func(error)) []int64 {
 	time.Sleep(time.Until(start))
-	allowed := make([]atomic.Int64, s.windows)
+	allowed := make([]int64, s.windows)
 	tick := time.NewTicker(time.Second / time.Duration(s.rate))
 	defer tick.Stop()
+	end := start.Add(time.Duration(s.windows) * s.policy.Period)
 	for now := range tick.C {
-		w := int(now.Sub(start) / s.policy.Period)
-		if w >= s.windows {
+		if !now.Before(end) {
 			break
 		}
+		sent := time.Now()
 		res, err := m.Limiter.Hit(context.Background(), "hot", s.policy)
 		if err != nil {
 			fail(err)
 			continue
 		}
-		if res.Allowed {
-			allowed[w].Add(1)
+		if w, ok := decidedIn(res, sent, start, s.policy.Period, s.windows); ok && res.Allowed {
+			allowed[w]++
 		}
 	}
-	out := make([]int64, s.windows)
-	for w := range out {
-		out[w] = allowed[w].Load()
-	}
-	return out
+	return allowed
+}
+
+// windowAfter returns the start of the n-th window of length period after
+// the one holding t. Windows are the limiter's: [k*period, (k+1)*period) in
+// Unix time.
+func windowAfter(t time.Time, period time.Duration, n int64) time.Time {
+	k := t.UnixNano()/int64(period) + n
+	return time.Unix(0, k*int64(period))
+}
+
+// decidedIn returns the index, counted from start, of the fixed window in
+// which the limiter decided a hit sent at sent, and whether it is one of
+// the windows driven. A fixed window's result says when its window ends
+// (ResetAfter after the decision), and the decision came after sent and
+// less than a window later, so the window's end is the first multiple of
+// period at or after sent + ResetAfter.
+func decidedIn(res actorlimit.Result, sent, start time.Time, period time.Duration, windows int) (int, bool) {
+	p := int64(period)
+	at := sent.UnixNano() + int64(res.ResetAfter)
+	end := (at + p - 1) / p * p
+	w := (end - p - start.UnixNano()) / p
+	return int(w), w >= 0 && w < int64(windows)
 }
 
 // bound is the predicted most a window allows: the limit, plus in

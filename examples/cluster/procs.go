@@ -98,7 +98,7 @@ func runProcs(s settings) ([][]int64, error) {
 		case l.f[0] == "ready":
 			if ready++; ready == members {
 				// A whole window from now, so each window is whole.
-				start := time.Now().Truncate(s.policy.Period).Add(s.policy.Period + max(s.policy.Period, time.Second))
+				start := windowAfter(time.Now().Add(max(s.policy.Period, time.Second)), s.policy.Period, 1)
 				for _, in := range stdins {
 					fmt.Fprintln(in, "start", start.UnixNano())
 				}

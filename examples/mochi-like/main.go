@@ -8,6 +8,12 @@
 // the original, with a Retry-After header in whole seconds (rounded up) and a
 // short plain-text message. If the limiter cannot decide, the answer is 503.
 //
+// It serves the folder -dir (by default examples/mochi-like/public, a small
+// page, as seen from the repository's root) but never its dotfiles: a name
+// with any element that starts with "." (.git/config, .env) is not found,
+// and directory listings leave such entries out. Symbolic links may not
+// lead out of the folder.
+//
 // Watch it refuse requests: the demo serves -dir on a free port of
 // 127.0.0.1, sends itself the limit plus three requests, prints what came
 // back and exits:
@@ -16,7 +22,7 @@
 //
 // Or serve a folder until SIGINT or SIGTERM, then shut down gracefully:
 //
-//	go run ./examples/mochi-like -dir ./public -addr 127.0.0.1:8080 -scale 30000 -limit 500
+//	go run ./examples/mochi-like -dir examples/mochi-like/public -addr 127.0.0.1:8080 -scale 30000 -limit 500
 //
 // With -rules, the rules of a file (package httpadapter: conditions,
 // grouping keys, block / monitor / shadow actions; YAML or JSON) run in
@@ -26,10 +32,11 @@
 //
 //	go run ./examples/mochi-like -demo -rules examples/mochi-like/rules.yaml
 //
-// Logs go to stderr as slog text: at -log info (the default), the limiter
-// starting and restarting, Redis going away and coming back (-redis), the
-// limiter failing under the rules (-rules) or the per-peer limit and
-// answering again, each once per change, never per request.
+// Logs go to stderr as slog text, and only there: at -log info (the
+// default), the actor system starting, the limiter restarting, the
+// shutdown and the limiter closing, Redis going away and coming back
+// (-redis), the limiter failing under the rules (-rules) or the per-peer
+// limit and answering again, each once per change, never per request.
 //
 // With -redis, the counts live in that Redis (package redisstore), so that
 // several servers behind one load balancer share them: a peer gets -limit
@@ -43,22 +50,34 @@
 // The flags:
 //
 //	-addr   address to listen on (default 127.0.0.1:8080; ignored with -demo)
-//	-dir    folder to serve (default "."); symbolic links may not leave it
+//	-dir    folder to serve, without its dotfiles (default
+//	        examples/mochi-like/public); symbolic links may not leave it
 //	-scale  window length in milliseconds (default 30000)
 //	-limit  requests allowed per peer IP per window (default 500, 5 with -demo)
 //	-demo   run the demo instead of serving
 //	-rules  rules file to apply in front of the per-peer limit (default none)
 //	-redis  address (host:port) of a Redis to keep the counts in (default none)
-//	-admin  address to serve Prometheus metrics (/metrics) and the limits
-//	        page (/limits, JSON at /limits?format=json) on (default none);
-//	        with -redis, the metrics include the Redis store's errors,
-//	        outages and fallbacks
+//	-admin  address to serve the admin pages on (default none): a port
+//	        alone (:9090) listens on 127.0.0.1; a host (0.0.0.0:9090) is
+//	        taken as given, with a warning in the log when other machines
+//	        may reach it. The pages: / lists them; /metrics (Prometheus:
+//	        every check's latency, the rules' and the per-peer limit's
+//	        decisions, the limiter's state, with -redis the store's
+//	        errors, outages and fallbacks, Go and process metrics,
+//	        go_build_info); /limits (the limits page, JSON at
+//	        /limits?format=json); /healthz (200 while the process is alive);
+//	        /readyz (200 when the limiter answers and, with -redis, Redis
+//	        answers a PING; else 503 naming the check that failed)
+//	-admin-token  bearer token that /metrics and /limits require
+//	        ("Authorization: Bearer TOKEN"); default the environment's
+//	        MOCHI_LIKE_ADMIN_TOKEN, else none. /, /healthz and /readyz are
+//	        open, for probes
 //	-log    lowest level logged to stderr: debug, info (default), warn,
 //	        error, or off
 //
 // See what the limits do while the server runs:
 //
-//	go run ./examples/mochi-like -rules examples/mochi-like/rules.yaml -admin 127.0.0.1:9090
+//	go run ./examples/mochi-like -rules examples/mochi-like/rules.yaml -admin :9090
 //
 // then open http://127.0.0.1:9090/limits: per rule (and the per-peer limit)
 // the heatmaps of groups by requests and by remaining limit over time, and
@@ -71,6 +90,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -92,7 +112,10 @@ import (
 )
 
 const (
-	defaultAddr    = "127.0.0.1:8080"
+	defaultAddr = "127.0.0.1:8080"
+	// defaultDir is the example folder beside this file, as seen from the
+	// repository's root, where the README's commands run.
+	defaultDir     = "examples/mochi-like/public"
 	defaultScaleMs = 30000
 	defaultLimit   = 500
 	// demoLimit is the -limit of the demo when none is given, so that it
@@ -114,8 +137,11 @@ type config struct {
 	rules   string
 	redis   string
 	admin   string
-	log     slog.Level // the lowest level logged
-	logOff  bool       // -log off
+	// adminToken is the bearer token of /metrics and /limits: -admin-token,
+	// or the environment's MOCHI_LIKE_ADMIN_TOKEN.
+	adminToken string
+	log        slog.Level // the lowest level logged
+	logOff     bool       // -log off
 }
 
 func main() {
@@ -149,16 +175,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...a
 	}
 	root, err := os.OpenRoot(cfg.dir)
 	if err != nil {
+		if cfg.dir == defaultDir && errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("-dir: %w (the default folder is relative to the repository's root: run from there, or give -dir)", err)
+		}
 		return fmt.Errorf("-dir: %w", err)
 	}
 	defer root.Close()
-	var store *redisstore.Store
+	var (
+		store       *redisstore.Store
+		redisClient *redis.Client
+	)
 	if cfg.redis != "" {
-		var client *redis.Client
-		if store, client, err = openRedis(ctx, cfg.redis, logger); err != nil {
+		if store, redisClient, err = openRedis(ctx, cfg.redis, logger); err != nil {
 			return err
 		}
-		defer client.Close() // after the limiter's Close, deferred below
+		defer redisClient.Close() // after the limiter's Close, deferred below
 		opts = append(opts, actorlimit.WithStore(store))
 	}
 	ln, err := listen(cfg)
@@ -172,32 +203,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...a
 	}
 	// Deferred, so it runs after serve has shut the server down and no
 	// request in flight meets a closed limiter.
-	defer lim.Close()
-	handler := newHandler(lim, root.FS(), cfg.scaleMs, cfg.limit, logger)
+	defer func() {
+		if err := lim.Close(); err != nil {
+			logger.Error("mochi-like: closing the limiter", "err", err)
+			return
+		}
+		logger.Info("mochi-like: limiter closed")
+	}()
+	var checker rateChecker = lim
 	mwCfg := httpadapter.Config{Logger: logger}
 	var mwLim httpadapter.Limiter = lim
+	var obs []httpadapter.Observer
 	if cfg.admin != "" {
-		adm, err := newAdmin(lim, analytics.Config{})
+		adm, err := startAdmin(cfg, lim, redisClient, logger, stdout)
 		if err != nil {
 			ln.Close()
-			return fmt.Errorf("-admin: %w", err)
+			return err
 		}
-		aln, err := net.Listen("tcp", cfg.admin)
-		if err != nil {
-			ln.Close()
-			_ = adm.close()
-			return fmt.Errorf("-admin: %w", err)
-		}
+		defer func() { _ = adm.close() }()
 		if store != nil {
 			adm.col.SetStore(storeStats(store))
 		}
-		adm.start(aln, stdout)
-		defer func() { _ = adm.close() }()
-		handler.obs, mwCfg.Observers = adm.observers, adm.observers
-		mwLim = adm.col.Wrap(lim) // times each call of the rules
+		obs, mwCfg.Observers = adm.observers, adm.observers
+		// Every check, the rules' and the per-peer limit's, is timed.
+		tl := adm.col.WrapLimiter(lim)
+		checker, mwLim = tl, tl
+		// The limits page lists the rules in the file's order, then the
+		// per-peer limit, which decides after them.
+		order := make([]string, 0, len(rules)+1)
+		for _, r := range rules {
+			order = append(order, r.Name)
+		}
+		adm.an.SetOrder(append(order, "per-peer")...)
 	}
+	handler := newHandler(checker, hiddenFS{root.FS()}, cfg.scaleMs, cfg.limit, logger)
+	handler.obs = obs
 	if cfg.rules == "" {
-		return serve(ctx, newServer(handler), ln, cfg, stdout)
+		return serve(ctx, newServer(handler), ln, cfg, stdout, logger)
 	}
 	mwCfg.Rules = rules
 	mw, err := httpadapter.New(mwLim, mwCfg)
@@ -206,12 +248,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...a
 		return fmt.Errorf("-rules: %w", err)
 	}
 	printRules(stdout, cfg.rules, rules)
-	err = serve(ctx, newServer(mw.Handler(handler)), ln, cfg, stdout)
+	err = serve(ctx, newServer(mw.Handler(handler)), ln, cfg, stdout, logger)
 	for _, s := range mw.Stats().Rules {
 		fmt.Fprintf(stdout, "rule %s: matched %d, allowed %d, blocked %d, monitored %d, shadowed %d, errors %d\n",
 			s.Rule, s.Matched, s.Allowed, s.Blocked, s.Monitored, s.Shadowed, s.Errors)
 	}
 	return err
+}
+
+// startAdmin starts what -admin serves for lim: its readiness checks are
+// the limiter's and, with -redis, a PING of client.
+func startAdmin(cfg config, lim *actorlimit.Limiter, client *redis.Client, logger *slog.Logger, stdout io.Writer) (*admin, error) {
+	var checks []readyCheck
+	if client != nil {
+		checks = append(checks, readyCheck{"redis", func(ctx context.Context) error { return client.Ping(ctx).Err() }})
+	}
+	adm, err := newAdmin(lim, analytics.Config{}, cfg.adminToken, checks...)
+	if err != nil {
+		return nil, fmt.Errorf("-admin: %w", err)
+	}
+	aln, err := listenAdmin(cfg, logger)
+	if err != nil {
+		_ = adm.close()
+		return nil, err
+	}
+	adm.start(aln, stdout)
+	return adm, nil
 }
 
 // listen listens on cfg.addr, or on a free port of 127.0.0.1 for the demo.
@@ -237,11 +299,12 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	flags.SetOutput(io.Discard) // errors are returned, not printed
 	var cfg config
 	flags.StringVar(&cfg.addr, "addr", defaultAddr, "`address` to listen on (ignored with -demo)")
-	flags.StringVar(&cfg.dir, "dir", ".", "`folder` to serve")
+	flags.StringVar(&cfg.dir, "dir", defaultDir, "`folder` to serve, without its dotfiles")
 	flags.Int64Var(&cfg.scaleMs, "scale", defaultScaleMs, "window length in `milliseconds`")
 	flags.Int64Var(&cfg.limit, "limit", defaultLimit, "`requests` allowed per peer IP per window (5 with -demo)")
 	flags.BoolVar(&cfg.demo, "demo", false, "send limit+3 requests to a server of its own, print the answers and exit")
-	flags.StringVar(&cfg.admin, "admin", "", "`address` to serve /metrics and /limits on (default: none)")
+	flags.StringVar(&cfg.admin, "admin", "", "`address` to serve the admin pages on (/, /metrics, /limits, /healthz, /readyz); a port alone (:9090) is on 127.0.0.1 (default: none)")
+	flags.StringVar(&cfg.adminToken, "admin-token", os.Getenv(adminTokenEnv), "bearer `token` that /metrics and /limits require (default: $"+adminTokenEnv+", else none)")
 	flags.StringVar(&cfg.rules, "rules", "", "rules `file` (YAML or JSON, package httpadapter) to apply in front of the per-peer limit")
 	flags.StringVar(&cfg.redis, "redis", "", "`address` (host:port) of a Redis to keep the counts in, shared with other servers")
 	cfg.log = slog.LevelInfo
@@ -273,6 +336,11 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 
 // validate says which flag is wrong and why, if any.
 func (cfg config) validate() error {
+	if cfg.admin != "" && !cfg.demo {
+		if _, _, err := adminAddr(cfg.admin); err != nil {
+			return err
+		}
+	}
 	switch {
 	case cfg.scaleMs <= 0 || cfg.scaleMs > maxScaleMs:
 		return fmt.Errorf("-scale %d: want a window of 1 to %d milliseconds", cfg.scaleMs, maxScaleMs)
@@ -282,6 +350,10 @@ func (cfg config) validate() error {
 		return fmt.Errorf("-limit %d: the demo sends limit+3 requests; use at most %d", cfg.limit, maxDemoLimit)
 	case cfg.demo && cfg.admin != "":
 		return errors.New("-admin: not with -demo, which exits as soon as it has sent its requests")
+	case cfg.adminToken != "" && cfg.admin == "":
+		return errors.New("-admin-token (or " + adminTokenEnv + ") without -admin: there is no admin listener to protect")
+	case strings.ContainsAny(cfg.adminToken, " \t\r\n"):
+		return errors.New("-admin-token: a token of visible characters without spaces is wanted")
 	case !cfg.demo && cfg.addr == "":
 		return errors.New("-addr is empty")
 	case cfg.dir == "":

@@ -322,7 +322,8 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"-dir", ""}, "-dir is empty"},
 		{[]string{"-dir", filepath.Join(t.TempDir(), "missing")}, "-dir"},
 		{[]string{"-dir", file}, "-dir"},
-		{[]string{"-addr", "127.0.0.1:0", "-admin", "nonsense"}, "-admin: listen tcp: address nonsense"},
+		{[]string{"-addr", "127.0.0.1:0", "-admin", "nonsense"}, `-admin "nonsense": want [host]:port`},
+		{[]string{"-addr", "127.0.0.1:0", "-admin", "256.0.0.1:0"}, "-admin: listen tcp"},
 		{[]string{"-demo", "-admin", "127.0.0.1:0"}, "-admin: not with -demo"},
 		{[]string{"-nosuchflag"}, "nosuchflag"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
@@ -334,7 +335,10 @@ func TestRunBadFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
-		err := run(t.Context(), tt.args, &out, io.Discard)
+		// A folder that exists, unless the case gives its own -dir (the
+		// default is relative to the repository's root).
+		args := append([]string{"-dir", filepath.Dir(file)}, tt.args...)
+		err := run(t.Context(), args, &out, io.Discard)
 		if assert.Error(t, err, "args %q", tt.args) {
 			assert.Contains(t, err.Error(), tt.want, "args %q", tt.args)
 		}

@@ -109,6 +109,7 @@ func TestRedisOutageLoggedAndExported(t *testing.T) {
 	require.NotEmpty(t, r.admin)
 	assert.Equal(t, http.StatusOK, status(t, r.url+testFile))
 	assert.Contains(t, fetch(t, r.admin+"/metrics"), "actorlimit_store_outages_total 0")
+	assert.Equal(t, "limiter: ok\nredis: ok\n", fetch(t, r.admin+"/readyz"))
 
 	srv.Kill()
 	for range 3 {
@@ -122,7 +123,11 @@ func TestRedisOutageLoggedAndExported(t *testing.T) {
 	} {
 		assert.Contains(t, m, want)
 	}
+	code, body := getAuth(t, r.admin+"/readyz", "")
+	assert.Equal(t, http.StatusServiceUnavailable, code, "Redis down: not ready")
+	assert.Contains(t, body, "limiter: ok\nredis: not ready: ")
 	srv.Restart()
+	assert.Equal(t, "limiter: ok\nredis: ok\n", fetch(t, r.admin+"/readyz"), "ready again")
 	clock.Advance(time.Second) // past the probe interval: the next check probes
 	assert.Equal(t, http.StatusOK, status(t, r.url+testFile))
 

@@ -27,10 +27,16 @@ const overLimitMessage = "too many requests from your address"
 // cannot decide (it was closed, for instance).
 const unavailableMessage = "rate limiter unavailable"
 
+// rateChecker is the check the per-peer limit makes: *actorlimit.Limiter's,
+// or the same timed by the metrics (-admin).
+type rateChecker interface {
+	CheckRate(id string, scaleMs, limit int64) (actorlimit.Result, error)
+}
+
 // limitHandler counts every request against its peer IP and passes the
 // allowed ones to files.
 type limitHandler struct {
-	lim     *actorlimit.Limiter
+	lim     rateChecker
 	files   http.Handler
 	scaleMs int64
 	limit   int64
@@ -44,7 +50,7 @@ type limitHandler struct {
 // check_rate(Req:get(peer), scaleMs, limit). Requests over the limit get 413
 // with a Retry-After header; a limiter error gets 503, logged to log once
 // until the limiter answers again. The caller validates scaleMs and limit.
-func newHandler(lim *actorlimit.Limiter, files fs.FS, scaleMs, limit int64, log *slog.Logger) *limitHandler {
+func newHandler(lim rateChecker, files fs.FS, scaleMs, limit int64, log *slog.Logger) *limitHandler {
 	return &limitHandler{
 		lim:     lim,
 		files:   http.FileServerFS(files),
@@ -126,9 +132,9 @@ func newServer(h http.Handler) *http.Server {
 }
 
 // serve serves srv on ln. With cfg.demo it sends the demo's requests and
-// returns; otherwise it serves until ctx is done. Either way it then shuts
-// the server down gracefully.
-func serve(ctx context.Context, srv *http.Server, ln net.Listener, cfg config, stdout io.Writer) error {
+// returns; otherwise it serves until ctx is done, then shuts the server
+// down gracefully, logging the shutdown's start and end to log.
+func serve(ctx context.Context, srv *http.Server, ln net.Listener, cfg config, stdout io.Writer, log *slog.Logger) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.demo {
@@ -142,7 +148,15 @@ func serve(ctx context.Context, srv *http.Server, ln net.Listener, cfg config, s
 	case <-ctx.Done():
 	}
 	fmt.Fprintln(stdout, "shutting down")
-	return shutdown(srv, errc)
+	log.Info("mochi-like: shutting down: letting the requests in flight finish", "timeout", shutdownTimeout)
+	start := time.Now()
+	err := shutdown(srv, errc)
+	if err != nil {
+		log.Error("mochi-like: shutdown", "err", err, "took", time.Since(start))
+		return err
+	}
+	log.Info("mochi-like: server stopped", "took", time.Since(start))
+	return nil
 }
 
 // peerLimit describes the per-peer limit of cfg; with rules, it applies to

@@ -146,9 +146,15 @@ type Result struct {
 	Delay time.Duration
 }
 
+// EntriesUnknown is [Stats].Entries when the store cannot tell how many
+// keys it holds (a store shared over the network).
+const EntriesUnknown = -1
+
 // Stats describes a running limiter.
 type Stats struct {
-	// Entries is the number of entries in the table.
+	// Entries is the number of entries in the table, or [EntriesUnknown]
+	// when the store cannot tell (Redis's keys are not counted): then it is
+	// no count, and metrics exports no entries gauge.
 	Entries int
 	// Evictions counts entries evicted to respect WithMaxEntries.
 	Evictions uint64
@@ -318,7 +324,11 @@ func (l *Limiter) Stats(ctx context.Context) (Stats, error) {
 		if err != nil {
 			return Stats{}, err
 		}
-		sum.Entries += s.Entries
+		if s.Entries < 0 || sum.Entries < 0 {
+			sum.Entries = EntriesUnknown
+		} else {
+			sum.Entries += s.Entries
+		}
 		sum.Evictions += s.Evictions
 		sum.Expired += s.Expired
 		sum.Restarts += s.Restarts

@@ -132,7 +132,9 @@ type Store = actor.Store
 // WithStore makes the limiter keep its state in s instead of its embedded
 // table; WithMaxEntries then does not apply (s bounds its own memory). The
 // limiter actor is s's only caller. A store serves one limiter actor, so
-// WithStore cannot be combined with WithShards(n) for n > 1.
+// WithStore cannot be combined with WithShards(n) for n > 1, unless s is a
+// [SharedStore] (redisstore's is): then n limiter actors drive it, ids
+// hashed onto them, each with its own round trip in flight.
 func WithStore(s Store) Option {
 	return func(cfg *settings) error {
 		if s == nil {
@@ -141,6 +143,14 @@ func WithStore(s Store) Option {
 		cfg.Store = s
 		return nil
 	}
+}
+
+// SharedStore is a [Store] that is safe for concurrent use, so that
+// several limiter actors may drive it at once (WithShards with WithStore),
+// and several limiters may share it. Shared reports whether it is.
+type SharedStore interface {
+	Store
+	Shared() bool
 }
 
 // WithMaxBatch bounds how many checks the limiter hands its store at once
@@ -205,7 +215,7 @@ func configure(opts []Option) (actor.Config, int, error) {
 			return actor.Config{}, 0, err
 		}
 	}
-	if cfg.Store != nil && cfg.shards > 1 {
+	if sh, ok := cfg.Store.(SharedStore); cfg.Store != nil && cfg.shards > 1 && (!ok || !sh.Shared()) {
 		return actor.Config{}, 0, fmt.Errorf("%w: WithStore with WithShards(%d): a store serves one limiter actor", ErrInvalidArgument, cfg.shards)
 	}
 	if cfg.persistDir != "" {

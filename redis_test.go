@@ -353,7 +353,7 @@ func TestRedisBadKeyFailsAlone(t *testing.T) {
 	p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 1 << 40, Period: time.Hour}
 	// The key of ("bad", p), as redisstore's doc gives its layout, holding a
 	// string where the fixed window keeps a hash.
-	require.NoError(t, srv.Client().Set(context.Background(), "actorlimit:v2:{bad}:FixedWindow:3600000000000", "x", 0).Err())
+	require.NoError(t, srv.Client().Set(context.Background(), "actorlimit:v3:{bad}:FixedWindow:3600000000000", "x", 0).Err())
 	const callers, hits = 8, 50
 	var wg sync.WaitGroup
 	errs := make(chan error, callers+1)
@@ -464,4 +464,181 @@ func TestRedisRefusedRuleDoesNotDisableOthers(t *testing.T) {
 		{Rule: "huge", Matched: 5, Errors: 5},
 		{Rule: "per-ip", Matched: 5, Allowed: 2, Blocked: 3},
 	}, s.Rules)
+}
+
+// TestRedisStoreShared: one redisstore.Store given to two limiters, and to
+// a limiter of four shards (four actors, each with its own round trips in
+// flight), under concurrent load on every algorithm (run it with -race):
+// together they allow exactly what one embedded table allows, every hit is
+// counted once in Redis, and no check is decided by the fallback table
+// while Redis answers.
+func TestRedisStoreShared(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := newFakeClock() // frozen: no window may end, no bucket drain during the test
+	ctx := context.Background()
+	s, err := redisstore.New(redisClient(srv), redisstore.WithCallerTime(), patientRedis)
+	require.NoError(t, err)
+	var lims []*actorlimit.Limiter
+	for _, opts := range [][]actorlimit.Option{nil, nil, {actorlimit.WithShards(4)}} {
+		lim, err := actorlimit.Start(append([]actorlimit.Option{actorlimit.WithStore(s), actorlimit.WithClock(clk)}, opts...)...)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = lim.Close() })
+		lims = append(lims, lim)
+	}
+	const callers, hitsEach, limit = 8, 60, 500
+	var wg sync.WaitGroup
+	allowed := make([]atomic.Int64, len(allAlgorithms))
+	errs := make(chan error, len(lims)*callers)
+	for _, lim := range lims {
+		for c := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range hitsEach {
+					j := (c + i) % len(allAlgorithms)
+					p := actorlimit.Policy{Algorithm: allAlgorithms[j], Limit: limit, Period: time.Minute}
+					res, err := lim.Hit(ctx, fmt.Sprintf("shared-%d", i%5), p)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if res.Allowed {
+						allowed[j].Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// The same hits, one at a time, on an embedded table.
+	local := start(t, clk)
+	perAlg := make([]int, len(allAlgorithms))
+	for range lims {
+		for c := range callers {
+			for i := range hitsEach {
+				perAlg[(c+i)%len(allAlgorithms)]++
+			}
+		}
+	}
+	for j, a := range allAlgorithms {
+		p := actorlimit.Policy{Algorithm: a, Limit: limit, Period: time.Minute}
+		want := 0
+		for k := range 5 { // the hits of algorithm j spread over the five ids
+			n := 0
+			for range lims {
+				for c := range callers {
+					for i := range hitsEach {
+						if (c+i)%len(allAlgorithms) == j && i%5 == k {
+							n++
+						}
+					}
+				}
+			}
+			want += countAllowed(t, local, fmt.Sprintf("shared-%d", k), p, n)
+		}
+		assert.Equal(t, int64(want), allowed[j].Load(), "%v", a)
+		if a == actorlimit.FixedWindow {
+			total := int64(0)
+			for k := range 5 {
+				res, err := lims[0].Peek(ctx, fmt.Sprintf("shared-%d", k), p)
+				require.NoError(t, err)
+				total += res.Count
+			}
+			assert.Equal(t, int64(perAlg[j]), total, "every fixed-window hit counted once in Redis")
+		}
+	}
+	st := s.Stats()
+	assert.Zero(t, st.Fallbacks+st.FailedOpen+st.FailedClosed+st.Errors+st.Outages, "%+v", st)
+	stats, err := lims[2].Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, actorlimit.EntriesUnknown, stats.Entries, "Redis's keys are not counted, over four shards too")
+}
+
+// TestRedisFailErrorFailsOnlyTheBadCheck: in FailError mode a key that
+// Redis answers with an error fails the calls that hold a check on it, and
+// only those: the callers gathered into the same batches get their
+// decisions, each of their hits counted once (none retried).
+func TestRedisFailErrorFailsOnlyTheBadCheck(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := newFakeClock()
+	lim, store := startOnRedis(t, srv, []redisstore.Option{redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError)},
+		actorlimit.WithClock(clk))
+	p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 1 << 40, Period: time.Hour}
+	require.NoError(t, srv.Client().Set(context.Background(), "actorlimit:v3:{bad}:FixedWindow:3600000000000", "x", 0).Err())
+	const callers, hits = 8, 50
+	var wg sync.WaitGroup
+	var goodErrs, badErrs atomic.Int64
+	for c := range callers + 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("good-%d", c)
+			if c == callers {
+				id = "bad"
+			}
+			for range hits {
+				_, err := lim.Hit(context.Background(), id, p)
+				switch {
+				case err == nil:
+				case id == "bad" && errors.Is(err, redisstore.ErrCheckFailed):
+					badErrs.Add(1)
+				default:
+					t.Errorf("%s: %v", id, err)
+					goodErrs.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(hits), badErrs.Load(), "every bad check fails")
+	assert.Zero(t, goodErrs.Load(), "no good check fails")
+	for c := range callers {
+		res, err := lim.Peek(context.Background(), fmt.Sprintf("good-%d", c), p)
+		require.NoError(t, err)
+		assert.Equal(t, int64(hits), res.Count, "caller %d's hits, each counted once", c)
+	}
+	st := store.Stats()
+	assert.Equal(t, uint64(hits), st.CheckErrors)
+	assert.Less(t, st.Batches, uint64((callers+1)*hits), "calls were gathered into shared batches")
+}
+
+// TestRedisDeniedCacheThroughTheLimiter: with redisstore.WithDeniedCache,
+// once Redis has denied a key's hit, the limiter answers that key's hits
+// denied on the caller's goroutine, with the denial's RetryAfter less the
+// time since: no store batch, no round trip, counted in the store's
+// Cached; the clock past the denial, Redis decides again.
+func TestRedisDeniedCacheThroughTheLimiter(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := newFakeClock()
+	lim, store := startOnRedis(t, srv, []redisstore.Option{redisstore.WithCallerTime(), redisstore.WithDeniedCache(time.Minute)},
+		actorlimit.WithClock(clk))
+	ctx := context.Background()
+	p := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 2, Period: 10 * time.Second}
+	for range 2 {
+		res, err := lim.Hit(ctx, "flood", p)
+		require.NoError(t, err)
+		require.True(t, res.Allowed)
+	}
+	first, err := lim.Hit(ctx, "flood", p)
+	require.NoError(t, err)
+	require.False(t, first.Allowed)
+	batches := store.Stats().Batches
+	clk.Advance(time.Second)
+	for range 100 {
+		res, err := lim.Hit(ctx, "flood", p)
+		require.NoError(t, err)
+		assert.False(t, res.Allowed)
+		assert.Equal(t, first.RetryAfter-time.Second, res.RetryAfter)
+	}
+	assert.Equal(t, batches, store.Stats().Batches, "no store batch")
+	assert.Equal(t, uint64(100), store.Stats().Cached)
+	clk.Advance(first.RetryAfter - time.Second)
+	res, err := lim.Hit(ctx, "flood", p)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "past the denial, Redis decides")
+	assert.Equal(t, batches+1, store.Stats().Batches)
 }

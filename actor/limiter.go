@@ -1,6 +1,7 @@
 package actor
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -109,12 +110,27 @@ func (l *limiter) serveGather(g *gather) {
 	}
 	g.decs = grow(g.decs, len(g.checks))
 	err := l.h.decide(g.checks, g.decs, l.now())
-	off := 0
+	var partial *algo.CheckErrors
+	if !errors.As(err, &partial) {
+		partial = nil
+	}
+	off, j := 0, 0
 	for i, k := range g.calls {
-		if err == nil {
-			off += copy(k.decs, g.decs[off:off+len(k.batch)])
+		n := len(k.batch)
+		kerr := err
+		if partial != nil { // only the calls holding a failed check fail
+			kerr = nil
+			for ; j < len(partial.Index) && partial.Index[j] < off+n; j++ {
+				if kerr == nil {
+					kerr = fmt.Errorf("actorlimit: store: %w", partial.Errs[j])
+				}
+			}
 		}
-		k.answer(err)
+		if kerr == nil {
+			copy(k.decs, g.decs[off:off+n])
+		}
+		off += n
+		k.answer(kerr)
 		g.calls[i] = nil
 	}
 	clear(g.checks) // hold no id alive

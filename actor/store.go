@@ -16,7 +16,8 @@ import (
 // The limiter actor is a store's only caller, and its calls never overlap:
 // a store needs no locking of its own for them (a store that also runs
 // goroutines of its own, for reconnecting or flushing, synchronizes those
-// itself).
+// itself). A store that declares itself safe for concurrent use
+// (actorlimit.SharedStore) may be driven by several limiter actors at once.
 //
 // # Batches
 //
@@ -38,7 +39,9 @@ import (
 // network error or timeout, a store that is closed): out is then
 // meaningless, and some of the checks may or may not have been applied, as
 // for a caller whose context ended. The limiter answers every caller of the
-// batch with the error. Invalid checks never reach a store: the root package
+// batch with the error, except for an [algo.CheckErrors]: the store decided
+// every check but those it names, and only the calls that hold one of them
+// get its error. Invalid checks never reach a store: the root package
 // validates them with [algo.Validate].
 type Store interface {
 	// Decide applies checks in order at now and writes the i-th decision to
@@ -74,6 +77,18 @@ type Screener interface {
 	// Screen returns the error Decide would return for a batch holding c,
 	// or nil if Decide accepts it.
 	Screen(c *algo.Check) error
+}
+
+// Answerer is a [Store] that can answer some hits itself, on the caller's
+// goroutine, without the limiter actor: a networked store's cache of the
+// denials it was given (redisstore's over-limit cache). [Client.Do] asks it
+// first, at the limiter's clock; a hit it answers never reaches the
+// mailbox. Answer must be safe for concurrent use with everything else the
+// store does, cheap, and must not block; it applies nothing (a hit it
+// answers changes no state), and returns false for every check it does not
+// answer.
+type Answerer interface {
+	Answer(now int64, c *algo.Check) (algo.Decision, bool)
 }
 
 // Snapshotter is a [Store] whose state can be written out and read back, so

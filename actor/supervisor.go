@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -160,6 +161,10 @@ func (h *heir) decide(checks []algo.Check, out []algo.Decision, now int64) error
 	if err := h.store.Decide(context.Background(), now, checks, out); err != nil {
 		if refused := h.screen(checks); refused != nil {
 			return refused
+		}
+		var partial *algo.CheckErrors
+		if errors.As(err, &partial) && h.snap != nil {
+			h.markDirty(checks) // the others were applied
 		}
 		return fmt.Errorf("actorlimit: store: %w", err)
 	}

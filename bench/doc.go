@@ -88,6 +88,28 @@
 // handler on loopback, with actorlimit's middleware (-limit=actorlimit) or
 // without (-limit=none), driven by wrk; it writes results/wrk.md.
 //
+// # Redis
+//
+// redis_test.go starts one local redis-server (internal/redistest) and
+// compares the Redis store with go-redis/redis_rate and ulule/limiter's
+// Redis store:
+//
+//   - BenchmarkRedis/callers=<c>/impl=<name>: one always-allowed GCRA hit
+//     on one of 1000 keys at 1, 16, 64 and 256 callers; impl=actorlimit runs
+//     four limiter actors on one shared redisstore.Store (four pipelines in
+//     flight), impl=actorlimit-1shard one. Callers come first in the names,
+//     so one run alternates the implementations at each caller count. It
+//     reports hits/s, p50-µs and p99-µs, and, from INFO commandstats, the
+//     client commands and the µs of Redis time per hit.
+//   - BenchmarkRedisScript/impl=<name>: the µs of Redis time per call of
+//     each algorithm's script, and of redis_rate's (INFO commandstats).
+//   - BenchmarkRedisFlood/impl=<name>: 64 callers, 90% of the hits on 100
+//     ids far over their limit, 10% on 10 000 ids under it; hits/s, Redis
+//     commands per hit and per denied hit, with and without the over-limit
+//     cache (impl=actorlimit-cache) and for redis_rate.
+//
+// results/redis.md holds a run and the command that made it.
+//
 // # Running them
 //
 // The default set, which CI runs once (-benchtime=1x) in well under two

@@ -49,12 +49,29 @@ const (
 	DefaultDeadAfter = 5 * time.Second
 	// DefaultName is the cluster's name.
 	DefaultName = "actorlimit"
+	// DefaultAutoManagedRefresh is how often an automanaged member polls
+	// the others' health endpoints.
+	DefaultAutoManagedRefresh = 200 * time.Millisecond
 )
+
+// AutoManaged configures the engine's automanaged provider: every member
+// serves a health endpoint, and polls the others'.
+type AutoManaged struct {
+	// Port is the port of this member's health endpoint, on Config.Host.
+	Port int
+	// Hosts are the host:port of every member's health endpoint, this
+	// member's among them.
+	Hosts []string
+	// Refresh is how often the member polls them: a member that stops
+	// answering (or leaves) is dropped at the next poll. Default
+	// [DefaultAutoManagedRefresh].
+	Refresh time.Duration
+}
 
 // MaxPartitions is the most partitions a Config accepts.
 const MaxPartitions = 1 << 16
 
-// Config says how to start a member. Provider is required; every other
+// Config says how to start a member. Provider (or AutoManaged) is required; every other
 // zero field takes its default. Every member of a cluster must have the
 // same Name, Partitions and Mode.
 type Config struct {
@@ -66,9 +83,17 @@ type Config struct {
 	Port int
 	// Provider tells the member who the other members are: the engine's
 	// test provider, etcd, Consul, Kubernetes, ZooKeeper or automanaged.
+	// Leave it nil to set AutoManaged instead.
 	Provider protocluster.ClusterProvider
-	// Lookup finds the owner of a partition; default rendezvous hashing
-	// over the live members (disthash).
+	// AutoManaged, when Provider is nil, makes the member's provider the
+	// engine's automanaged one (members poll each other's health
+	// endpoint, no registry), with its endpoint listening on Host only:
+	// the engine's own listens on every interface.
+	AutoManaged *AutoManaged
+	// Lookup is the engine's identity lookup, for the engine's own grains;
+	// default disthash. The partitions do not use it: the members place
+	// them themselves, by rendezvous hashing over the members each takes
+	// for live (see Member.OwnerOf).
 	Lookup protocluster.IdentityLookup
 	// Mode is LocalFirst (the default) or Owner.
 	Mode Mode
@@ -112,8 +137,16 @@ type Config struct {
 
 func (c Config) withDefaults() (Config, error) {
 	switch {
-	case c.Provider == nil:
-		return c, fmt.Errorf("%w: cluster.Config: Provider is nil", actorlimit.ErrInvalidArgument)
+	case c.Provider == nil && c.AutoManaged == nil:
+		return c, fmt.Errorf("%w: cluster.Config: Provider and AutoManaged are nil", actorlimit.ErrInvalidArgument)
+	case c.Provider != nil && c.AutoManaged != nil:
+		return c, fmt.Errorf("%w: cluster.Config: Provider and AutoManaged are both set", actorlimit.ErrInvalidArgument)
+	case c.AutoManaged != nil && (c.AutoManaged.Port <= 0 || c.AutoManaged.Port > 65535):
+		return c, fmt.Errorf("%w: cluster.Config: AutoManaged.Port %d is not a port", actorlimit.ErrInvalidArgument, c.AutoManaged.Port)
+	case c.AutoManaged != nil && len(c.AutoManaged.Hosts) == 0:
+		return c, fmt.Errorf("%w: cluster.Config: AutoManaged.Hosts is empty", actorlimit.ErrInvalidArgument)
+	case c.AutoManaged != nil && c.AutoManaged.Refresh < 0:
+		return c, fmt.Errorf("%w: cluster.Config: AutoManaged.Refresh %v is negative", actorlimit.ErrInvalidArgument, c.AutoManaged.Refresh)
 	case c.Mode > Owner:
 		return c, fmt.Errorf("%w: cluster.Config: Mode %d is unknown", actorlimit.ErrInvalidArgument, c.Mode)
 	case c.Partitions < 0 || c.Partitions > MaxPartitions:
@@ -135,6 +168,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Name == "" {
 		c.Name = DefaultName
+	}
+	if c.AutoManaged != nil && c.AutoManaged.Refresh == 0 {
+		am := *c.AutoManaged
+		am.Refresh = DefaultAutoManagedRefresh
+		c.AutoManaged = &am
 	}
 	if c.Host == "" {
 		c.Host = "127.0.0.1"

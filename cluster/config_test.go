@@ -28,6 +28,10 @@ func TestStartRejectsBadConfig(t *testing.T) {
 		{"dead after", cluster.Config{Provider: noProvider{}, DeadAfter: -1}, "DeadAfter"},
 		{"max entries", cluster.Config{Provider: noProvider{}, MaxEntries: -1}, "MaxEntries"},
 		{"port", cluster.Config{Provider: noProvider{}, Port: 70000}, "Port"},
+		{"two providers", cluster.Config{Provider: noProvider{}, AutoManaged: &cluster.AutoManaged{Port: 1, Hosts: []string{"h:1"}}}, "both"},
+		{"automanaged port", cluster.Config{AutoManaged: &cluster.AutoManaged{Hosts: []string{"h:1"}}}, "AutoManaged.Port"},
+		{"automanaged hosts", cluster.Config{AutoManaged: &cluster.AutoManaged{Port: 1}}, "AutoManaged.Hosts"},
+		{"automanaged refresh", cluster.Config{AutoManaged: &cluster.AutoManaged{Port: 1, Hosts: []string{"h:1"}, Refresh: -1}}, "AutoManaged.Refresh"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := cluster.Start(tc.cfg)

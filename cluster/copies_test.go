@@ -110,6 +110,11 @@ func TestLocalFirstEvictedCopyAddsUp(t *testing.T) {
 func (d *detachedCluster) send(t *testing.T) func(p int, msg any) (any, error) {
 	return func(p int, msg any) (any, error) {
 		d.sends.Add(1)
+		if d.record.Load() {
+			d.mu.Lock()
+			d.recorded = append(d.recorded, sentRequest{p, wire(t, msg)})
+			d.mu.Unlock()
+		}
 		if d.down.Load() {
 			return nil, errors.New("owner unreachable")
 		}

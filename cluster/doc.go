@@ -5,10 +5,43 @@
 // # Owners
 //
 // Ids are hashed onto a fixed number of partitions (Config.Partitions,
-// 1024 by default). Each partition is a virtual actor (a grain) that the
-// engine places on one live member by rendezvous hashing over the members;
-// that member owns the partition's state. When the members change, whole
-// partitions move, and a moved partition starts empty on its new owner.
+// 1024 by default). Each member places them itself, by rendezvous hashing
+// over the members it takes for live (its view, from the engine's member
+// list): a partition's owner is the member of highest score for it, its
+// backup the next one ([Member.OwnerOf]). A member answers as a
+// partition's owner (decides its checks, takes its syncs) only while it
+// holds the partition's state; any other member refuses, naming the owner
+// it knows, and the sender asks there. So at most one member decides for
+// a partition at any moment, whatever the members' views; the exception is
+// a member that the others take for dead while it lives (stopped, or cut
+// off from them): until it sees the change itself, it decides its own
+// callers' checks of the partitions it held, on its old state.
+//
+// # Membership changes
+//
+// Each change a member sees is logged at INFO, with the members before and
+// after. When the members change, whole partitions move:
+//
+//   - To a member that joins, or away from one that leaves gracefully
+//     (Close), a partition is handed on: its old owner stops deciding
+//     there at once, and sends its whole state (and its own copies'
+//     counts) to the new owner, which answers for it from then on. Requests
+//     meanwhile are refused and retried at the owner named (a few
+//     milliseconds); nothing counted is lost or counted twice, and Owner
+//     mode stays exact.
+//   - Every sync (SyncEvery, in both modes) an owner sends the state of
+//     each partition that changed since to its backup member. When the
+//     owner dies, the backup, which becomes the owner in the others' views,
+//     takes over from that state: the partition loses at most what its
+//     owner admitted in its last sync interval. In LocalFirst mode the
+//     other members send the new owner what they hold (below), so only the
+//     dead owner's own hits since its last backup can be lost.
+//   - A member whose view gives it a partition, held by a live member,
+//     waits for the hand-off; one that no live member holds (the cluster
+//     starts, an owner died without a backup) starts empty.
+//
+// [Member.SyncStats] counts the hand-offs, the refusals, the take-overs
+// and the backups sent.
 //
 // # Modes
 //
@@ -16,9 +49,12 @@
 // for the answer: exact, at the cost of a round trip when the owner is
 // another member.
 //
-// In [LocalFirst] mode (the default) every hit or peek, of every
-// algorithm, is answered at once by the member: it never waits on the
-// network. Resets go to the owner.
+// In [LocalFirst] mode (the default) every hit, of every algorithm, and
+// every peek of an id the member holds a copy of, is answered at once by
+// the member: it never waits on the network. Resets go to the owner (see
+// Resets). A peek of an id the member holds no copy of asks the owner once,
+// and the answer becomes the member's copy: an id over its limit elsewhere
+// is over its limit there too.
 //
 // A FixedWindow key's copy is the member's count of the window. Every
 // Config.SyncEvery, on the injected clock's ticker, the member sends each
@@ -36,7 +72,9 @@
 // with the hits the member allowed since charged to it. The sync sends
 // those hits, with their times; the owner charges them to its state,
 // whatever its limit says (they happened: a bucket goes into debt, and
-// allows nothing until it has drained), counting each once (it knows how
+// allows nothing until it has drained; it holds at most one capacity of
+// debt, so every member admits again at most (capacity+1)·Period/Limit
+// after the charge), counting each once (it knows how
 // many of each copy's hits it has charged), and answers with its state,
 // which becomes the copy, with the hits allowed since charged again. A
 // member that owns a partition decides its keys on the owner's state
@@ -45,14 +83,15 @@
 //
 // A sync that fails is sent again at the next round: no hit is lost.
 //
-// The owner's state of a partition has an incarnation, new each time the
-// partition starts on a member. Every round, each member asks the owner of
+// The owner's state of a partition has an incarnation, new each time a
+// member becomes its owner. Every round, each member asks the owner of
 // every partition where it holds a copy whether its incarnation changed;
-// if it did (the partition moved, and started empty), the member sends
-// what it holds there again, in the same round: its totals for the
-// current windows, idle ones too, and its copies' states whole, of which
-// the new owner keeps the fullest. A count never drops because an owner
-// died.
+// if it did (the partition moved), the member sends what it holds there
+// again, in the same round: its totals for the current windows, idle ones
+// too, and its copies' states whole, of which the new owner keeps the
+// fullest. So a count that the members hold never drops because an owner
+// died; what the dead owner alone held since it last sent its backup, its
+// own hits, can.
 //
 // While a partition's owner cannot be reached (its last sync failed), the
 // member keeps answering from its copies, without error, but admits at
@@ -60,11 +99,30 @@
 // live members) beyond what the owner last confirmed; it counts every hit,
 // sends them once the owner answers again, and the full policy applies
 // again. A reset in that time forgets the member's copy at once and is
-// kept for the owner, which applies it before the hits counted after it.
-// The price of all this is inertia: until the next sync, each member
+// kept for the owner, which gets it with the member's next sync that
+// reaches it. The price of all this is inertia: until the next sync, each member
 // admits against its own view, so a burst may be over-admitted by about
 // what the other members admit in one sync interval. [Member.SyncStats]
 // counts the fallbacks, the failed syncs and the outages.
+//
+// # Resets
+//
+// A reset is decided by the owner of the key's partition, which forgets
+// its state of the key and keeps a mark of the reset: its time. The
+// resetting member forgets its copy at once, and so does the member that
+// owns the partition. Every sync round, each member asks the owner of
+// every partition where it holds a copy, active or idle, for the marks made
+// since the last one it saw, and its copies of the keys reset forget the
+// owner's count or state they had, and their hits from before the reset. So
+// every member sees a reset at its next sync after the owner has it: within
+// one sync interval, two for a reset kept while the owner could not be
+// reached. Hits and resets are ordered by the members' clocks: the owner
+// forgets the hits made before the reset and counts those after (a fixed
+// window's total carries the time of its latest hit only: when a member
+// counted hits both before and after the reset between two syncs, they all
+// count as after it), so a sync from before the reset, late, sent again or
+// replayed, cannot bring the old count back, and a reset sent again is
+// applied once.
 //
 // # Memory
 //

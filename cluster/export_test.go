@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"strconv"
 	"sync"
 
 	protocluster "github.com/asynkron/protoactor-go/cluster"
@@ -44,7 +43,8 @@ func DetachedBatched(cfg Config, node string, send func(partition int, msg any) 
 func (m *Member) Own(p int) (handle func(msg any) any, release func()) {
 	o := newOwner(m.cfg.Clock, m.cfg.MaxEntries)
 	o.m, o.part.self = m, m.local
-	o.start(strconv.Itoa(p))
+	o.p = p
+	m.claim(p, o.part)
 	var mu sync.Mutex
 	return func(msg any) any {
 		mu.Lock()
@@ -103,15 +103,6 @@ func (noProvider) Shutdown(bool) error                     { return nil }
 
 // SystemID is the member's actor system id: its name in the registry.
 func (m *Member) SystemID() string { return m.cluster.ActorSystem.ID }
-
-// OwnerOf returns the address of the member that owns id's partition now.
-func (m *Member) OwnerOf(id string) string {
-	pid := m.cluster.Get(m.ids[m.partition(id)], kind)
-	if pid == nil {
-		return ""
-	}
-	return pid.Address
-}
 
 // SetLive sets the number of live members a detached member divides its
 // limit by while an owner cannot be reached.

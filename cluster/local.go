@@ -50,11 +50,15 @@ type localEntry struct {
 	epoch  uint64 // names this copy to the owner (see clusterpb.Total)
 	taken  uint64 // the last sync round that took the key from the active list
 	own    int64  // hits this member counted in the window, in all
-	acked  int64  // the largest own total the owner has answered for
+	acked  int64  // the largest own total the owner has answered for, or forgot in a reset
 	owner  int64  // the owner's count at that answer, all members together
-	part   int32  // the key's partition
-	idle   int32  // syncs with nothing new to send since the last hit here
-	active bool   // on the shard's active list: synced at every round
+	last   int64  // when (Unix ns) this member last counted a hit in it
+	// reset is the time (Unix ns) of the latest reset of the key that the
+	// copy has honoured.
+	reset  int64
+	part   int32 // the key's partition
+	idle   int32 // syncs with nothing new to send since the last hit here
+	active bool  // on the shard's active list: synced at every round
 	// When this member owns the key's partition: the other members'
 	// totals (and this member's evicted copies'), as the owner's state
 	// othersInc last counted them.
@@ -143,7 +147,7 @@ func (l *local) evict(s *localShard, now int64, node string) {
 	}
 	e := s.entries[victim]
 	if op := l.parts[e.part].owned.Load(); op != nil && e.own > 0 {
-		op.add(node, victim, e.window, e.epoch, e.own)
+		op.add(node, victim, e.window, e.epoch, e.own, e.last)
 	}
 	delete(s.entries, victim)
 	l.evictions.Add(1)
@@ -163,6 +167,14 @@ func (l *local) decide(c *algo.Check, now int64, p int, ps *partState, members i
 	k := localKey{id: c.ID, period: period}
 	w := algo.FloorDiv(now, period)
 	op := ps.owned.Load()
+	if op != nil {
+		if !op.enter() {
+			op = nil
+		} else {
+			defer op.leave()
+			op.touch()
+		}
+	}
 	s := l.shard(c.ID)
 	s.mu.Lock()
 	if c.Op == algo.OpPeek {
@@ -182,7 +194,7 @@ func (l *local) decide(c *algo.Check, now int64, p int, ps *partState, members i
 	}
 	e := l.entry(s, k, w, now, p, ps, node)
 	e.own = satAdd(e.own, c.N)
-	e.idle = 0
+	e.idle, e.last = 0, now
 	if op != nil {
 		e.others, e.othersInc = e.othersOf(op, k), op.inc
 		e.acked, e.owner = e.own, max(e.owner, satAdd(e.own, e.others))
@@ -282,14 +294,63 @@ func end(w, period int64) int64 {
 	return (w + 1) * period
 }
 
-// reset forgets k's local copy.
-func (l *local) reset(c *algo.Check) {
+// reset forgets k's local copy, which a reset made at at (Unix ns): the
+// copy of the window starts again, with no hit.
+func (l *local) reset(c *algo.Check, at int64) {
 	s := l.shard(c.ID)
 	s.mu.Lock()
 	if e := s.entries[localKey{id: c.ID, period: int64(c.Period)}]; e != nil {
-		*e = localEntry{epoch: l.epoch.Add(1), part: e.part, taken: e.taken, active: e.active}
+		*e = localEntry{window: max(e.window, algo.FloorDiv(at, int64(c.Period))), epoch: l.epoch.Add(1),
+			part: e.part, taken: e.taken, active: e.active, reset: at}
 	}
 	s.mu.Unlock()
+}
+
+// honour has k's copy honour a reset of the key made at at (Unix ns),
+// unless it has already or the reset came before the copy's window: the
+// owner's count it had is forgotten, and so are its own hits when they
+// all came before the reset (the owner takes them as counted). The copy
+// is synced again, for lingerSyncs rounds at least, to learn the count
+// since.
+func (l *local) honour(k localKey, at int64) {
+	s := l.shard(k.id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[k]
+	if e == nil || at <= e.reset || algo.FloorDiv(at, k.period) < e.window {
+		return
+	}
+	e.reset, e.owner, e.others, e.othersInc = at, 0, 0, 0
+	if e.last < at {
+		e.acked = e.own
+	}
+	e.idle = 0
+	if !e.active {
+		e.active = true
+		s.active = append(s.active, k)
+	}
+}
+
+// seedCopy makes c's copy of the window of now, with no hit of this member's,
+// for a peek to be answered on the owner's count, and returns what to send
+// the owner for it; it reports false if there is a copy already. node is
+// this member's name to the owners.
+func (l *local) seedCopy(c *algo.Check, now int64, p int, ps *partState, node string) (pending, bool) {
+	k := localKey{id: c.ID, period: int64(c.Period)}
+	w := algo.FloorDiv(now, k.period)
+	s := l.shard(c.ID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[k]; e != nil && e.window >= w {
+		return pending{}, false
+	}
+	e := l.entry(s, k, w, now, p, ps, node)
+	e.idle = 0
+	if !e.active {
+		e.active = true
+		s.active = append(s.active, k)
+	}
+	return e.pending(k), true
 }
 
 // pending is one key's total to send in a sync.
@@ -298,11 +359,12 @@ type pending struct {
 	window int64
 	hits   int64
 	epoch  uint64
+	last   int64
 	part   int
 }
 
 func (e *localEntry) pending(k localKey) pending {
-	return pending{key: k, window: e.window, hits: e.own, epoch: e.epoch, part: int(e.part)}
+	return pending{key: k, window: e.window, hits: e.own, epoch: e.epoch, last: e.last, part: int(e.part)}
 }
 
 // lingerSyncs is how many syncs a key is still synced once the owner has
@@ -335,9 +397,7 @@ func (l *local) takeActive(now int64, round uint64, out []pending) []pending {
 				e.idle++
 			}
 			keep = append(keep, k)
-			if e.own > 0 {
-				out = append(out, e.pending(k))
-			}
+			out = append(out, e.pending(k)) // with no hit, it asks the count
 		}
 		clear(s.active[len(keep):])
 		s.active = keep
@@ -380,9 +440,11 @@ func (l *local) applied(p pending, window, count int64) {
 	s.mu.Lock()
 	if e := s.entries[p.key]; e != nil && e.window == p.window && window == p.window && e.epoch == p.epoch {
 		e.acked = max(e.acked, p.hits)
-		// The owner's count includes our acked total; own-acked is what we
-		// counted since we sent it.
-		e.owner = max(e.owner, count, e.acked)
+		// The owner's count includes our acked total (less what a reset
+		// forgot); own-acked is what we counted since we sent it. Answers
+		// since the copy honoured the key's latest reset reflect it: the
+		// count only grows.
+		e.owner = max(e.owner, count)
 	}
 	s.mu.Unlock()
 }

@@ -26,9 +26,17 @@ type detachedCluster struct {
 	down    atomic.Bool
 	lose    atomic.Bool // the owners handle each request, and the answer is lost
 	sends   atomic.Int64
+	record  atomic.Bool // keep each request sent, for replay
 
 	mu       sync.Mutex
 	handlers map[int]func(msg any) any // partition -> the grain of the member that owns it
+	recorded []sentRequest
+}
+
+// sentRequest is a request the detached cluster carried to partition p.
+type sentRequest struct {
+	p   int
+	msg any
 }
 
 func newDetached(t *testing.T, n int, clock *fakeClock) *detachedCluster {
@@ -213,7 +221,10 @@ func TestLocalFirstOwnerRestartRebuilds(t *testing.T) {
 // one sync interval. A member learns another's hits at its first sync
 // after that member's: in this order of syncs, at most two intervals
 // later. Every algorithm: a bucket charged past its capacity pays the debt
-// back.
+// back. (A bucket holds at most one capacity of debt, see
+// TestLocalFirstDebtBounded; here the members over-admit less than a
+// capacity, 3000, so that bound never cuts the debt and the figures are
+// those of an unbounded debt.)
 func TestLocalFirstOverAdmissionBound(t *testing.T) {
 	const (
 		members = 3

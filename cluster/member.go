@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/labstack/echo"
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/algo"
@@ -31,9 +35,16 @@ type Member struct {
 	local    *local
 	states   *states
 	parts    []partState  // partition number -> what the member knows of it
-	live     atomic.Int64 // the live members at the last sync: the fallback's divisor
+	live     atomic.Int64 // the live members in the view: the fallback's divisor
 	ids      []string     // partition number -> identity
 	topology *eventstream.Subscription
+	view     atomic.Pointer[view] // the members this member takes for live; nil before the first
+	viewMu   sync.Mutex
+	viewCh   chan struct{} // closed when the view changes
+	own      ownership
+	leaving  atomic.Bool // Close has handed the partitions on: this member owns none
+	started  atomic.Bool // node is the member's address
+	ready    atomic.Bool // Start has returned: the member may take over partitions none holds
 
 	syncMu    sync.Mutex // held by a sync round
 	round     uint64
@@ -44,7 +55,7 @@ type Member struct {
 	counters  counters
 
 	resetMu sync.Mutex
-	resets  map[int][]algo.Check // partition -> resets the owner has yet to apply
+	resets  map[int][]queuedReset // partition -> resets the owner has yet to apply
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -52,11 +63,11 @@ type Member struct {
 	mu        sync.RWMutex // held for reading by calls, for writing by Close
 	down      bool
 
-	// send makes one request to a partition's grain; tests replace it.
+	// send makes one request to a partition's owner; tests replace it.
 	send func(partition int, msg any) (any, error)
 	// ownerOf returns the address of the member that owns a partition, ""
 	// if unknown; sendTo sends a batch of syncs to the member at an
-	// address. Without them every sync goes to its partition's grain.
+	// address. Without them every sync goes through send.
 	ownerOf func(partition int) string
 	sendTo  func(addr string, msg *clusterpb.SyncRequest) (any, error)
 }
@@ -76,42 +87,85 @@ func Start(cfg Config) (*Member, error) {
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
 	m := newMember(cfg, "", nil)
-	props := protoactor.PropsFromProducer(func() protoactor.Actor {
-		o := newOwner(cfg.Clock, cfg.MaxEntries)
-		o.m, o.part.self = m, m.local
-		return o
-	})
+	if cfg.AutoManaged != nil {
+		p, err := autoManaged(cfg, system)
+		if err != nil {
+			system.Shutdown()
+			return nil, err
+		}
+		cfg.Provider = p
+	}
 	if _, err := system.Root.SpawnNamed(protoactor.PropsFromProducer(func() protoactor.Actor { return syncReceiver{m} }), syncActor); err != nil {
 		system.Shutdown()
 		return nil, fmt.Errorf("cluster: starting member: %w", err)
 	}
 	pc := protocluster.Configure(cfg.Name, cfg.Provider, cfg.Lookup,
 		remote.Configure(cfg.Host, cfg.Port),
-		protocluster.WithKinds(protocluster.NewKind(kind, props)),
 		protocluster.WithRequestTimeout(cfg.RequestTimeout),
 		protocluster.WithHeartbeatExpiration(cfg.DeadAfter))
 	c := protocluster.New(system, pc)
-	owners := protocluster.NewRendezvous()
-	m.topology = system.EventStream.Subscribe(func(ev any) {
-		if t, ok := ev.(*protocluster.ClusterTopology); ok {
-			owners.UpdateMembers(t.Members)
+	m.cluster = c
+	m.send = m.request
+	m.sendTo = m.requestMember
+	m.ownerOf = m.route
+	// The member's address is known once its remote has started, which
+	// the engine does before it learns of any member: the first view
+	// names it. The engine's StartMember returns a second after the member
+	// has registered, and the others send it requests meanwhile.
+	var viewMu sync.Mutex
+	name := func() {
+		if !m.started.Load() {
+			m.node = system.Address()
+			m.local.setName(m.node)
+			m.started.Store(true)
 		}
+	}
+	m.topology = system.EventStream.Subscribe(func(ev any) {
+		t, ok := ev.(*protocluster.ClusterTopology)
+		if !ok {
+			return
+		}
+		addrs := make([]string, 0, len(t.Members))
+		for _, mb := range t.Members {
+			addrs = append(addrs, mb.Address())
+		}
+		viewMu.Lock()
+		defer viewMu.Unlock()
+		name()
+		m.setView(addrs)
 	})
 	if err := startMember(c); err != nil {
 		system.EventStream.Unsubscribe(m.topology)
 		system.Shutdown()
 		return nil, err
 	}
-	m.node = c.ActorSystem.Address()
-	m.local.setName(m.node)
-	m.cluster = c
-	m.send = m.request
-	m.sendTo = m.requestMember
-	m.ownerOf = func(p int) string {
-		return owners.GetByClusterIdentity(protocluster.NewClusterIdentity(m.ids[p], kind))
-	}
+	viewMu.Lock()
+	name()
+	m.ready.Store(true)
+	viewMu.Unlock()
+	go m.settle()
 	go m.syncLoop()
 	return m, nil
+}
+
+// autoManaged makes the automanaged provider cfg.AutoManaged describes,
+// its health endpoint listening on cfg.Host.
+func autoManaged(cfg Config, system *protoactor.ActorSystem) (*automanaged.AutoManagedProvider, error) {
+	am := cfg.AutoManaged
+	l, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(am.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: starting member: its automanaged endpoint: %w", err)
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort, e.Listener = true, true, l
+	e.GET("/_health", func(c echo.Context) error {
+		host, port, err := system.GetHostPort()
+		if err != nil {
+			return c.NoContent(http.StatusServiceUnavailable)
+		}
+		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, system.ID, host, port, am.Port, nil))
+	})
+	return automanaged.NewWithTesting(am.Refresh, am.Port, e, am.Hosts...), nil
 }
 
 // newMember makes a member that sends its requests with send, and no
@@ -121,6 +175,8 @@ func newMember(cfg Config, node string, send func(partition int, msg any) (any, 
 		cfg: cfg, node: node, send: send,
 		parts:  make([]partState, cfg.Partitions),
 		closed: make(chan struct{}), syncDone: make(chan struct{}),
+		own: ownership{handing: make(map[int]*handing), waiting: make(map[int]waiting),
+			backups: make(map[int]*backupState), accepted: make(map[int]string)},
 	}
 	m.local = newLocal(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()), m.parts)
 	m.states = newStates(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()))
@@ -152,8 +208,25 @@ func startMember(c *protocluster.Cluster) (err error) {
 	return nil
 }
 
+// named reports whether the member knows its address (its remote has
+// started), or needs none (a detached member).
+func (m *Member) named() bool { return m.cluster == nil || m.started.Load() }
+
 // Address is the member's host:port.
 func (m *Member) Address() string { return m.node }
+
+// OwnerOf returns the address of the member that owns id's partition in
+// this member's view of the members ("" before it has one). While a
+// partition is handed on, the members' views may differ for a moment: a
+// member that does not own the partition refuses its requests and names
+// the owner it knows.
+func (m *Member) OwnerOf(id string) string {
+	v := m.view.Load()
+	if v == nil {
+		return ""
+	}
+	return v.owner(m.partition(id))
+}
 
 // Members returns the addresses of the members this member takes for live,
 // itself included: those the registry lists, less those the engine has
@@ -204,7 +277,9 @@ func (m *Member) decideLocal(c *algo.Check, now int64, p int) algo.Decision {
 		return m.local.decide(c, now, p, ps, m.live.Load(), m.node)
 	}
 	if op := ps.owned.Load(); op != nil {
-		return op.apply(c, now)
+		if d, ok := op.applyLive(c, now); ok {
+			return d
+		}
 	}
 	if ps.cut.Load() && c.Op == algo.OpHit {
 		m.counters.fallbacks.Add(1)
@@ -222,7 +297,9 @@ func (m *Member) Do(ctx context.Context, c algo.Check) (algo.Decision, error) {
 	defer m.mu.RUnlock()
 	p := m.partition(c.ID)
 	if m.isLocal(&c) {
-		return m.decideLocal(&c, m.cfg.Clock.Now().UnixNano(), p), nil
+		now := m.cfg.Clock.Now().UnixNano()
+		m.seedPeek(ctx, &c, now, p)
+		return m.decideLocal(&c, now, p), nil
 	}
 	var d [1]algo.Decision
 	if err := m.decideRemote(ctx, p, []algo.Check{c}, d[:]); err != nil {
@@ -244,6 +321,7 @@ func (m *Member) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 	for i := 0; i < len(checks); {
 		p := m.partition(checks[i].ID)
 		if m.isLocal(&checks[i]) {
+			m.seedPeek(ctx, &checks[i], now, p)
 			res[i] = m.decideLocal(&checks[i], now, p)
 			i++
 			continue
@@ -282,20 +360,27 @@ func (m *Member) decideRemote(ctx context.Context, p int, checks []algo.Check, o
 		return err
 	}
 	if m.cfg.Mode == LocalFirst {
+		now := m.cfg.Clock.Now().UnixNano()
 		for i := range checks {
-			m.forget(&checks[i])
+			m.forget(&checks[i], now)
 		}
 	}
 	return nil
 }
 
-// forget forgets the member's copy of c's key, which is reset.
-func (m *Member) forget(c *algo.Check) {
+// forget forgets the member's copy of c's key, which a reset made at now.
+func (m *Member) forget(c *algo.Check, now int64) {
 	if c.Algorithm == algo.FixedWindow {
-		m.local.reset(c)
+		m.local.reset(c, now)
 	} else {
-		m.states.reset(c)
+		m.states.reset(c, now)
 	}
+}
+
+// queuedReset is a reset kept for the owner, and when it was made.
+type queuedReset struct {
+	check algo.Check
+	at    int64
 }
 
 // resetLocally resets checks (LocalFirst resets of partition p, whose owner
@@ -305,11 +390,12 @@ func (m *Member) resetLocally(p int, checks []algo.Check, out []algo.Decision) {
 	m.resetMu.Lock()
 	defer m.resetMu.Unlock()
 	if m.resets == nil {
-		m.resets = make(map[int][]algo.Check)
+		m.resets = make(map[int][]queuedReset)
 	}
+	now := m.cfg.Clock.Now().UnixNano()
 	for i := range checks {
-		m.forget(&checks[i])
-		m.resets[p] = append(m.resets[p], checks[i])
+		m.forget(&checks[i], now)
+		m.resets[p] = append(m.resets[p], queuedReset{checks[i], now})
 		m.counters.queuedResets.Add(1)
 		out[i] = algo.Decision{}
 	}
@@ -379,24 +465,6 @@ func (m *Member) call(ctx context.Context, p int, msg any) (any, error) {
 	}
 }
 
-// request is the default send: a request to partition p's grain, wherever
-// the engine has placed it.
-func (m *Member) request(p int, msg any) (any, error) {
-	timeout := m.cfg.RequestTimeout
-	if _, ok := msg.(*clusterpb.SyncRequest); ok {
-		timeout = m.cfg.syncTimeout()
-	}
-	resp, err := m.cluster.Request(m.ids[p], kind, msg,
-		protocluster.WithTimeout(timeout), protocluster.WithRetryCount(3))
-	if err != nil {
-		return nil, fmt.Errorf("cluster: partition %d: %w", p, err)
-	}
-	if resp == nil {
-		return nil, fmt.Errorf("cluster: partition %d: no answer", p)
-	}
-	return resp, nil
-}
-
 // Sweep deletes the state of ended windows now: the member's copies, and
 // the owner's state of the partitions it owns. The
 // sync loop does it every Config.SweepEvery.
@@ -449,6 +517,7 @@ func (m *Member) Close() error {
 	m.closeOnce.Do(func() {
 		close(m.closed)
 		<-m.syncDone
+		m.handOffAll()
 		m.mu.Lock()
 		m.down = true
 		m.mu.Unlock()
@@ -491,15 +560,16 @@ func (m *Member) claim(p int, part *ownerPart) {
 	}
 }
 
-// release records that partition p's grain, whose owner's state is part,
-// stopped here at now. Unless the member is closing, the states of the
-// other algorithms' keys become the member's copies, sent whole to the
-// partition's new owner, which starts empty (the fixed windows' hits are
-// in the member's copies already).
+// release records that this member no longer owns partition p, whose
+// owner's state is part, at now (a test's Member.Own). Unless the member
+// is closing, the states of the other algorithms' keys become the
+// member's copies, sent whole to the partition's new owner (the fixed
+// windows' hits are in the member's copies already).
 func (m *Member) release(p int, part *ownerPart, now int64) {
 	if p >= len(m.parts) || !m.parts[p].owned.CompareAndSwap(part, nil) {
 		return
 	}
+	part.close()
 	select {
 	case <-m.closed:
 		return

@@ -1,36 +1,24 @@
 package cluster
 
 import (
-	"strconv"
 	"time"
-
-	protoactor "github.com/asynkron/protoactor-go/actor"
-	protocluster "github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
 
-// kind is the cluster kind of the partition owners.
-const kind = "actorlimit-partition"
-
 // expireEvery is how many messages an owner handles between two passes of
 // expiry over its state.
 const expireEvery = 64
 
-// owner is the virtual actor (grain) that owns one partition: a table for
-// the checks it decides itself (Owner mode, and LocalFirst's other checks),
-// and the owner's state of the LocalFirst fixed windows (ownerPart), which
-// it shares with its member: the member's checks read it, and it reads the
-// member's copies, so that the member's own hits are in its count at once.
-// When the partition moves to another member the engine starts
-// it there empty, with a new incarnation; the members see the change in
-// their next sync and send the totals they hold for the current window
-// again, which rebuilds it.
+// owner answers the requests to one partition's owner, one at a time, on
+// the owner's state of the partition (ownerPart): a member's tests stand it
+// in for the member that owns the partition (Member.Own, Owners). A real
+// member answers them with its sync actor (serveDecide, handleSync).
 type owner struct {
 	clock  interface{ Now() time.Time }
 	m      *Member // the member it runs on; nil for a test's in-memory owner
-	p      int     // the partition; -1 until the engine names it
+	p      int     // the partition; -1 until named
 	part   *ownerPart
 	seen   int
 	out    []algo.Decision
@@ -39,35 +27,6 @@ type owner struct {
 
 func newOwner(clock interface{ Now() time.Time }, maxEntries int) *owner {
 	return &owner{clock: clock, p: -1, part: newOwnerPart(maxEntries)}
-}
-
-// Receive decides checks and applies syncs.
-func (o *owner) Receive(c protoactor.Context) {
-	switch msg := c.Message().(type) {
-	case *protocluster.ClusterInit:
-		o.start(msg.Identity.GetIdentity())
-	case *protoactor.Stopping:
-		if o.m != nil && o.p >= 0 {
-			o.m.release(o.p, o.part, o.clock.Now().UnixNano())
-		}
-	default:
-		if reply := o.handle(msg); reply != nil {
-			c.Respond(reply)
-		}
-	}
-}
-
-// start learns the partition from the grain's identity and, on a member,
-// puts the owner's state where the member's own hits reach it.
-func (o *owner) start(identity string) {
-	p, err := strconv.Atoi(identity)
-	if err != nil || p < 0 {
-		return
-	}
-	o.p = p
-	if o.m != nil {
-		o.m.claim(p, o.part)
-	}
 }
 
 // handle answers one request, or returns nil for a message that is none.

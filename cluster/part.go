@@ -11,11 +11,11 @@ import (
 )
 
 // partState is what a member knows of one partition. Its fields are read
-// by checks and written by the sync and by the partition's grain, without a
-// lock.
+// by checks and written by the sync and by the ownership's changes,
+// without a lock.
 type partState struct {
 	// owned is the owner's state of the partition when this member owns
-	// it (its grain runs here), else nil.
+	// it (holds its state), else nil.
 	owned atomic.Pointer[ownerPart]
 	// known is the incarnation of the owner's state that has every total
 	// this member holds for the partition; 0 before the first answer.
@@ -27,6 +27,9 @@ type partState struct {
 	// of in the partition: until then the sync asks the owner, every
 	// round, whether it is still the one that has the copies' totals.
 	until atomic.Int64
+	// resets is the last of the owner's resets of the partition that this
+	// member has seen; nil before the first answer.
+	resets atomic.Pointer[resetSeen]
 }
 
 // holdUntil records that the member holds a copy of a window that ends at
@@ -42,7 +45,7 @@ func (ps *partState) holdUntil(end int64) {
 
 // ownerPart is the owner's state of one partition's LocalFirst windows:
 // for each key, the total each other member counted in its current window,
-// and their sum. The partition's grain holds it. The member it runs on
+// and their sum. The member that owns the partition holds it. The member it runs on
 // (self) keeps its own hits in its copies, where its checks count them: the
 // owner's count is the sum plus that copy's hits, read when the owner
 // answers, so they are in it at once; a copy that member evicts puts its
@@ -52,6 +55,15 @@ type ownerPart struct {
 	limit int    // the most keys it holds; 0: no bound
 	self  *local // the copies of the member it runs on; nil for a test's owner
 
+	// life is held for reading by every use of the state as the owner's,
+	// and for writing by close: once gone, the member that held it no
+	// longer owns the partition, and its state has been (or is being)
+	// handed on: nothing may change it.
+	life sync.RWMutex
+	gone bool
+	// dirty says the state changed since it was last sent to the backup.
+	dirty atomic.Bool
+
 	mu      sync.Mutex
 	windows map[localKey]*ownerWindow
 	// table holds the owner's state of the other algorithms' keys (and, in
@@ -60,6 +72,10 @@ type ownerPart struct {
 	table   *table.Table
 	scratch *table.Table
 	charged map[stateKey]*chargedHits
+	// gen counts the resets the owner applied; marks holds, for each key
+	// reset lately, its latest reset (see reset.go).
+	gen   uint64
+	marks map[stateKey]resetMark
 }
 
 // chargedHits is, for one key, how many hits of each member's copy the
@@ -95,15 +111,20 @@ type nodeTotal struct {
 
 func newOwnerPart(limit int) *ownerPart {
 	return &ownerPart{inc: rand.Uint64() | 1, limit: limit, windows: make(map[localKey]*ownerWindow),
-		table: table.New(limit), scratch: table.New(0), charged: make(map[stateKey]*chargedHits)}
+		table: table.New(limit), scratch: table.New(0), charged: make(map[stateKey]*chargedHits),
+		marks: make(map[stateKey]resetMark)}
 }
 
 // add records node's total hits for window of k, counted by its copy
-// epoch, and returns the window the owner holds for k and its count. A
-// total for an earlier window than the owner's counts nothing.
-func (o *ownerPart) add(node string, k localKey, window int64, epoch uint64, hits int64) (int64, int64) {
+// epoch, whose latest hit was at last, and returns the window the owner
+// holds for k and its count. A total for an earlier window than the
+// owner's counts nothing; nor does one whose hits all came before the
+// key's latest reset (it is recorded as counted).
+func (o *ownerPart) add(node string, k localKey, window int64, epoch uint64, hits, last int64) (int64, int64) {
+	o.touch()
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	before := last < o.resetAt(stateKey{alg: algo.FixedWindow, period: k.period, id: k.id})
 	w := o.windows[k]
 	switch {
 	case w == nil:
@@ -121,9 +142,13 @@ func (o *ownerPart) add(node string, k localKey, window int64, epoch uint64, hit
 	switch {
 	case epoch > t.epoch: // a new copy: the earlier ones' hits stay counted
 		t = nodeTotal{epoch: epoch, base: satAdd(t.base, t.hits), hits: hits}
-		w.sum = satAdd(w.sum, hits)
+		if !before {
+			w.sum = satAdd(w.sum, hits)
+		}
 	case epoch == t.epoch && hits > t.hits:
-		w.sum = satAdd(w.sum, hits-t.hits)
+		if !before {
+			w.sum = satAdd(w.sum, hits-t.hits)
+		}
 		t.hits = hits
 	default: // sent again, or an older copy's: counted already
 		return w.window, w.sum
@@ -162,15 +187,23 @@ func (o *ownerPart) window(k localKey, window int64) (int64, int64) {
 }
 
 // sync applies node's part of a sync at now: its resets first, then its
-// totals and its hits; it answers with the owner's counts and states.
+// totals and its hits; it answers with the resets node has not seen yet,
+// and the owner's counts and states, which reflect them.
 func (o *ownerPart) sync(node string, ps *clusterpb.PartSync, now int64) *clusterpb.PartReply {
-	for _, w := range ps.GetResets() {
+	o.touch()
+	at := ps.GetResetAt()
+	for i, w := range ps.GetResets() {
 		if c, err := checkFromWire(w); err == nil {
-			o.resetKey(&c)
+			when := now
+			if i < len(at) && at[i] > 0 {
+				when = min(at[i], now)
+			}
+			o.reset(&c, when)
 		}
 	}
 	totals := ps.GetTotals()
 	reply := &clusterpb.PartReply{Incarnation: o.inc, Counts: make([]*clusterpb.Count, len(totals))}
+	reply.Resets, reply.ResetGen = o.marksSince(ps.GetResetIncarnation(), ps.GetResetGen())
 	for i, t := range totals {
 		k := localKey{id: t.GetId(), period: t.GetPeriodNs()}
 		if k.period <= 0 {
@@ -180,13 +213,13 @@ func (o *ownerPart) sync(node string, ps *clusterpb.PartSync, now int64) *cluste
 		var w, c int64
 		switch {
 		case o.self == nil:
-			w, c = o.add(node, k, t.GetWindow(), t.GetEpoch(), t.GetHits())
+			w, c = o.add(node, k, t.GetWindow(), t.GetEpoch(), t.GetHits(), t.GetLast())
 		case o.self.isSelf(node):
 			// The member's own totals: its copies, which the owner reads.
 			w, c = o.window(k, t.GetWindow())
 			c = o.self.ownerCount(o, k, w, c)
 		default:
-			w, c = o.add(node, k, t.GetWindow(), t.GetEpoch(), t.GetHits())
+			w, c = o.add(node, k, t.GetWindow(), t.GetEpoch(), t.GetHits(), t.GetLast())
 			c = o.self.ownerCount(o, k, w, c)
 		}
 		reply.Counts[i] = &clusterpb.Count{Window: w, Count: c}
@@ -202,7 +235,9 @@ func (o *ownerPart) sync(node string, ps *clusterpb.PartSync, now int64) *cluste
 
 // charge charges to its state the hits of h, node's copy of one key, that
 // it has not charged yet, each at its time (at most now), or keeps the
-// fuller of its state and the copy's state that h carries; it answers with
+// fuller of its state and the copy's state that h carries; hits made
+// before the key's latest reset, and a state from a copy that has not
+// honoured it, are taken as charged and change nothing. It answers with
 // how many of the copy's hits it has charged and its state. Hits of a key
 // it cannot take (an invalid policy, times and counts that do not pair)
 // are answered as charged, so that the member drops them.
@@ -230,7 +265,8 @@ func (o *ownerPart) charge(node string, h *clusterpb.Hits, now int64) *clusterpb
 		// state of the owner, or come with the copy's state.
 		nc = nodeCharged{epoch: h.GetEpoch(), done: h.GetBase()}
 	}
-	if len(h.GetState()) > 0 {
+	reset := o.resetAt(k)
+	if len(h.GetState()) > 0 && h.GetResetAt() >= reset {
 		o.merge(&c, h.GetState(), now)
 	}
 	if h.GetEpoch() == nc.epoch {
@@ -241,8 +277,10 @@ func (o *ownerPart) charge(node string, h *clusterpb.Hits, now int64) *clusterpb
 			}
 			next := satAdd(cum, n)
 			if next > nc.done {
-				c.N = next - max(cum, nc.done)
-				o.table.Charge(&c, min(at[i], now))
+				if at[i] >= reset {
+					c.N = next - max(cum, nc.done)
+					o.table.Charge(&c, min(at[i], now))
+				}
 				nc.done = next
 			}
 			cum = next
@@ -282,39 +320,99 @@ func (o *ownerPart) merge(c *algo.Check, state []byte, now int64) {
 	}
 }
 
+// enter reports whether the state is still the owner's, and if so holds
+// it so until leave.
+func (o *ownerPart) enter() bool {
+	o.life.RLock()
+	if o.gone {
+		o.life.RUnlock()
+		return false
+	}
+	return true
+}
+
+// leave ends what enter began.
+func (o *ownerPart) leave() { o.life.RUnlock() }
+
+// close makes the state no longer the owner's, once the uses under way
+// have ended, and reports whether it was (false: closed already).
+func (o *ownerPart) close() bool {
+	o.life.Lock()
+	defer o.life.Unlock()
+	was := !o.gone
+	o.gone = true
+	return was
+}
+
+// touch records that the state changed since it was last sent to the
+// backup.
+func (o *ownerPart) touch() {
+	if !o.dirty.Load() {
+		o.dirty.Store(true)
+	}
+}
+
+// decideLive is decide while the state is the owner's; it reports false,
+// deciding nothing, once it is gone.
+func (o *ownerPart) decideLive(now int64, checks []algo.Check, out []algo.Decision) bool {
+	if !o.enter() {
+		return false
+	}
+	defer o.leave()
+	o.decide(now, checks, out)
+	return true
+}
+
+// applyLive is apply while the state is the owner's; it reports false once
+// it is gone.
+func (o *ownerPart) applyLive(c *algo.Check, now int64) (algo.Decision, bool) {
+	if !o.enter() {
+		return algo.Decision{}, false
+	}
+	defer o.leave()
+	return o.apply(c, now), true
+}
+
+// syncLive is sync while the state is the owner's; it returns nil once it
+// is gone.
+func (o *ownerPart) syncLive(node string, ps *clusterpb.PartSync, now int64) *clusterpb.PartReply {
+	if !o.enter() {
+		return nil
+	}
+	defer o.leave()
+	return o.sync(node, ps, now)
+}
+
 // decide decides checks at now on the owner's table, writing the i-th
-// decision to out[i]; a FixedWindow reset also forgets the key's window.
+// decision to out[i]; a reset is the owner's (see ownerPart.reset).
 func (o *ownerPart) decide(now int64, checks []algo.Check, out []algo.Decision) {
+	o.touch()
 	o.mu.Lock()
-	defer o.mu.Unlock()
+	var selfResets []int
 	for i := range checks {
 		if checks[i].Op == algo.OpReset {
-			o.resetKey(&checks[i])
+			if o.resetKey(&checks[i], now) && o.self != nil && checks[i].Algorithm == algo.FixedWindow {
+				selfResets = append(selfResets, i)
+			}
 			out[i] = algo.Decision{}
 			continue
 		}
 		out[i] = o.table.Apply(&checks[i], now)
 	}
+	o.mu.Unlock()
+	// The member's copies are reset after the owner's lock is let go: a
+	// check holds a copy's lock while it reads the owner's count.
+	for _, i := range selfResets {
+		o.self.reset(&checks[i], now)
+	}
 }
 
 // apply decides c, a hit or a peek, at now on the owner's table.
 func (o *ownerPart) apply(c *algo.Check, now int64) algo.Decision {
+	o.touch()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.table.Apply(c, now)
-}
-
-// resetKey forgets c's key. A fixed window keeps each member's total,
-// as counted, with its sum set to 0, so that the members' next totals add
-// only their hits since. o.mu is held.
-func (o *ownerPart) resetKey(c *algo.Check) {
-	o.table.Delete(keyOf(c).table())
-	if c.Algorithm != algo.FixedWindow {
-		return
-	}
-	if w := o.windows[localKey{id: c.ID, period: int64(c.Period)}]; w != nil {
-		w.sum = 0
-	}
 }
 
 // records returns the owner's states of the other algorithms' keys, to be
@@ -338,6 +436,7 @@ func (o *ownerPart) sweep(now int64) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n, _ := o.table.Expire(now, 0)
+	o.sweepMarks(now)
 	for k, ch := range o.charged {
 		if ch.death < now {
 			delete(o.charged, k)

@@ -61,6 +61,9 @@ type stateCopy struct {
 	// rebuild says that the key's owner started empty since: the next
 	// sync sends the copy's state instead of its hits.
 	rebuild bool
+	// reset is the time (Unix ns) of the latest reset of the key that the
+	// copy has honoured: its hits before it are not charged to its state.
+	reset int64
 }
 
 // add records n hits allowed at now.
@@ -152,14 +155,19 @@ func (st *states) decide(c *algo.Check, now int64, p int, ps *partState, members
 		}
 	}
 	d := s.t.Apply(c, now)
+	k := keyOf(c)
+	cp := s.copies[k]
 	if !d.Allowed {
+		if cp != nil {
+			// Nothing to send, but the copy is synced again, to learn
+			// when the owner's state allows more.
+			s.activate(k, cp)
+		}
 		return d
 	}
 	if cut {
 		d.Remaining = min(d.Remaining, fb.Remaining)
 	}
-	k := keyOf(c)
-	cp := s.copies[k]
 	if cp == nil {
 		if st.perShard > 0 && len(s.copies) >= st.perShard {
 			st.evict(s)
@@ -169,13 +177,19 @@ func (st *states) decide(c *algo.Check, now int64, p int, ps *partState, members
 	}
 	cp.policy = *c
 	cp.add(now, c.N)
+	s.activate(k, cp)
+	ps.holdUntil(now + int64(d.ResetAfter))
+	return d
+}
+
+// activate puts k's copy cp on the shard's active list, for lingerSyncs
+// syncs at least. The shard's lock is held.
+func (s *stateShard) activate(k stateKey, cp *stateCopy) {
 	cp.idle = 0
 	if !cp.active {
 		cp.active = true
 		s.active = append(s.active, k)
 	}
-	ps.holdUntil(now + int64(d.ResetAfter))
-	return d
 }
 
 // evict deletes one copy of a full shard, chosen among a few: the one with
@@ -203,8 +217,9 @@ func (st *states) evict(s *stateShard) {
 	}
 }
 
-// reset forgets c's key: its copy's state and its hits not yet sent.
-func (st *states) reset(c *algo.Check) {
+// reset forgets c's key, which a reset made at at (Unix ns): its copy's
+// state and its hits not yet sent.
+func (st *states) reset(c *algo.Check, at int64) {
 	s := st.shard(c.ID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -212,8 +227,62 @@ func (st *states) reset(c *algo.Check) {
 	s.t.Delete(k.table())
 	s.share.Delete(k.table())
 	if cp := s.copies[k]; cp != nil {
-		*cp = stateCopy{policy: cp.policy, epoch: st.epoch.Add(1), part: cp.part, taken: cp.taken, active: cp.active}
+		*cp = stateCopy{policy: cp.policy, epoch: st.epoch.Add(1), part: cp.part, taken: cp.taken, active: cp.active, reset: at}
 	}
+}
+
+// honour has k's copy honour a reset of the key made at at (Unix ns),
+// unless it has already: its state is forgotten, and made again of the
+// hits allowed here since the reset. Its hits from before are still sent,
+// for the owner to take as charged without charging them. The copy is
+// synced again, for lingerSyncs rounds at least, to learn the owner's
+// state since.
+func (st *states) honour(k stateKey, at int64) {
+	s := st.shard(k.id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cp := s.copies[k]
+	if cp == nil || at <= cp.reset {
+		return
+	}
+	cp.reset = at
+	s.t.Delete(k.table())
+	s.share.Delete(k.table())
+	s.recharge(cp)
+	s.activate(k, cp)
+}
+
+// recharge charges to cp's state the hits it has allowed since its latest
+// reset that the owner has not charged yet. The shard's lock is held.
+func (s *stateShard) recharge(cp *stateCopy) {
+	for _, x := range cp.hits {
+		if x.at >= cp.reset {
+			c := cp.policy
+			c.N = x.n
+			s.t.Charge(&c, x.at)
+		}
+	}
+}
+
+// seedCopy makes a copy of c's key with no hit, for a peek to be answered on
+// the owner's state, and returns what to send the owner for it; it reports
+// false if there is a copy already.
+func (st *states) seedCopy(c *algo.Check, p int) (statePending, bool) {
+	s := st.shard(c.ID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := keyOf(c)
+	if _, ok := s.copies[k]; ok {
+		return statePending{}, false
+	}
+	if st.perShard > 0 && len(s.copies) >= st.perShard {
+		st.evict(s)
+	}
+	cp := &stateCopy{epoch: st.epoch.Add(1), part: int32(p), policy: *c}
+	cp.policy.Op, cp.policy.N = algo.OpHit, 1
+	s.copies[k] = cp
+	s.activate(k, cp)
+	return s.pending(k, cp), true
 }
 
 // statePending is one copy's part of a sync.
@@ -230,7 +299,7 @@ type statePending struct {
 func (s *stateShard) pending(k stateKey, cp *stateCopy) statePending {
 	policy := cp.policy
 	policy.Op, policy.N = algo.OpHit, 1
-	h := &clusterpb.Hits{Check: checkToWire(&policy), Epoch: cp.epoch, Base: cp.acked}
+	h := &clusterpb.Hits{Check: checkToWire(&policy), Epoch: cp.epoch, Base: cp.acked, ResetAt: cp.reset}
 	if cp.rebuild {
 		// The state holds every hit of the copy: the owner counts them all.
 		h.Base = cp.total
@@ -322,7 +391,8 @@ func (st *states) adopt(p int, recs []algo.Record, now int64) {
 				s.copies[k] = cp
 			}
 			cp.policy = algo.Check{Algorithm: r.Algorithm, Period: r.Period, ID: r.ID, Limit: 1, Burst: 1, N: 1}
-			cp.rebuild, cp.idle = true, 0
+			// The owner's state has honoured every reset made until now.
+			cp.rebuild, cp.idle, cp.reset = true, 0, max(cp.reset, now)
 			if !cp.active {
 				cp.active = true
 				s.active = append(s.active, k)
@@ -357,11 +427,7 @@ func (st *states) applied(sp statePending, r *clusterpb.State, now int64, replac
 		rec := algo.Record{Algorithm: sp.key.alg, Period: time.Duration(sp.key.period), ID: sp.key.id, Death: r.GetDeath(), State: r.GetState()}
 		_ = s.t.Load(now, rec) // a state the table refuses leaves the copy empty
 	}
-	for _, x := range cp.hits {
-		c := cp.policy
-		c.N = x.n
-		s.t.Charge(&c, x.at)
-	}
+	s.recharge(cp)
 }
 
 // sweep deletes the states that ended before now, and the copies that

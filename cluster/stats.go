@@ -2,8 +2,8 @@ package cluster
 
 import "sync/atomic"
 
-// SyncStats counts what a member's LocalFirst checks and syncs did since it
-// started. The metrics package exports them (metrics.Collector.SetCluster).
+// SyncStats counts what a member's LocalFirst checks and syncs, and its
+// partitions' hand-offs, did since it started. The metrics package exports them (metrics.Collector.SetCluster).
 type SyncStats struct {
 	// Fallbacks is the hits decided while their partition's owner could
 	// not be reached: on the member's copy, within its share of the limit.
@@ -21,6 +21,17 @@ type SyncStats struct {
 	// QueuedResets is the resets kept for an owner that could not be
 	// reached, sent with a later sync.
 	QueuedResets uint64
+	// Seeds is the peeks that asked the owner for a key's count or state
+	// because the member held no copy of it.
+	Seeds uint64
+	// HandOffs is the partitions this member took from their previous
+	// owner, alive, with its state: when a member joined or left
+	// gracefully. Refusals is the requests (checks, or a partition's
+	// part of a sync) this member refused because it did not own their
+	// partition: the sender asks the owner it names. TakeOvers is the
+	// partitions it took from its backup of them when their owner died;
+	// Backups the partitions' states it sent to their backup member.
+	HandOffs, Refusals, TakeOvers, Backups uint64
 }
 
 // counters are a member's SyncStats as they run.
@@ -28,7 +39,9 @@ type counters struct {
 	fallbacks                     atomic.Uint64
 	rounds, requests, failures    atomic.Uint64
 	outages, recoveries, rebuilds atomic.Uint64
-	queuedResets                  atomic.Uint64
+	queuedResets, seeds           atomic.Uint64
+	handOffs, refusals            atomic.Uint64
+	takeOvers, backups            atomic.Uint64
 }
 
 // SyncStats returns what the member's checks and syncs did since it
@@ -39,6 +52,8 @@ func (m *Member) SyncStats() SyncStats {
 		Fallbacks: c.fallbacks.Load(),
 		Rounds:    c.rounds.Load(), Requests: c.requests.Load(), Failures: c.failures.Load(),
 		Outages: c.outages.Load(), Recoveries: c.recoveries.Load(), Rebuilds: c.rebuilds.Load(),
-		QueuedResets: c.queuedResets.Load(),
+		QueuedResets: c.queuedResets.Load(), Seeds: c.seeds.Load(),
+		HandOffs: c.handOffs.Load(), Refusals: c.refusals.Load(),
+		TakeOvers: c.takeOvers.Load(), Backups: c.backups.Load(),
 	}
 }

@@ -6,7 +6,6 @@ import (
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 
-	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
 
@@ -17,10 +16,6 @@ const syncActor = "actorlimit-sync"
 // then one last one.
 func (m *Member) syncLoop() {
 	defer close(m.syncDone)
-	if m.cfg.Mode != LocalFirst {
-		<-m.closed
-		return
-	}
 	t := m.cfg.Clock.NewTicker(m.cfg.SyncEvery)
 	defer t.Stop()
 	for {
@@ -64,11 +59,17 @@ func (m *Member) SyncNow() {
 	}
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
-	if m.cluster != nil {
-		m.live.Store(int64(max(1, len(m.Members()))))
-	}
-	m.counters.rounds.Add(1)
 	now := m.cfg.Clock.Now().UnixNano()
+	m.maintain(now)
+	if m.cfg.Mode == LocalFirst {
+		m.syncRound(now)
+	}
+	m.sendBackups(m.cfg.Clock.Now().UnixNano())
+}
+
+// syncRound is a LocalFirst sync round at now (see SyncNow).
+func (m *Member) syncRound(now int64) {
+	m.counters.rounds.Add(1)
 	m.round++
 	work := make(partWorks)
 	for _, p := range m.local.takeActive(now, m.round, nil) {
@@ -88,18 +89,26 @@ func (m *Member) SyncNow() {
 			// The owner's state reads this member's copies as it answers:
 			// it has every total this member holds. The other algorithms'
 			// copies, made before the partition came here, are charged to
-			// it directly.
+			// it directly. A partition handed on meanwhile is synced with
+			// its new owner below.
 			ps.known.Store(op.inc)
+			handled := true
 			if w := work[p]; w != nil {
 				for _, pd := range w.totals {
 					m.local.applied(pd, pd.window, pd.hits)
 				}
 				if len(w.hits) > 0 || len(w.resets) > 0 {
-					m.answered(p, w, op.sync(m.node, w.part(p, false), now), now)
+					if r := op.syncLive(m.node, m.part(p, w, false), now); r != nil {
+						m.answered(p, w, r, now)
+					} else {
+						handled = false
+					}
 				}
 			}
-			delete(work, p)
-			continue
+			if handled {
+				delete(work, p)
+				continue
+			}
 		}
 		if _, ok := work[p]; !ok && (ps.until.Load() > now || ps.cut.Load()) {
 			work[p] = &partWork{} // a probe
@@ -129,7 +138,7 @@ func (m *Member) SyncNow() {
 type partWork struct {
 	totals []pending
 	hits   []statePending
-	resets []algo.Check
+	resets []queuedReset
 }
 
 // partWorks is a sync round's work, by partition.
@@ -146,22 +155,25 @@ func (ws partWorks) of(p int) *partWork {
 }
 
 // part returns w as partition p's part of a sync request; withTotals
-// says whether it carries the fixed windows' totals.
-func (w *partWork) part(p int, withTotals bool) *clusterpb.PartSync {
+// says whether it carries the fixed windows' totals. It names the last of
+// the owner's resets of p the member has seen.
+func (m *Member) part(p int, w *partWork, withTotals bool) *clusterpb.PartSync {
 	part := &clusterpb.PartSync{Partition: uint32(p)}
+	m.askResets(p, part)
 	if withTotals {
 		part.Totals = make([]*clusterpb.Total, len(w.totals))
 		for i, pd := range w.totals {
-			part.Totals[i] = &clusterpb.Total{Id: pd.key.id, PeriodNs: pd.key.period, Window: pd.window, Hits: pd.hits, Epoch: pd.epoch}
+			part.Totals[i] = &clusterpb.Total{Id: pd.key.id, PeriodNs: pd.key.period, Window: pd.window, Hits: pd.hits, Epoch: pd.epoch, Last: pd.last}
 		}
 	}
 	for _, sp := range w.hits {
 		part.Hits = append(part.Hits, sp.hits)
 	}
-	for i := range w.resets {
-		c := w.resets[i]
+	for _, r := range w.resets {
+		c := r.check
 		c.N = 1
 		part.Resets = append(part.Resets, checkToWire(&c))
+		part.ResetAt = append(part.ResetAt, r.at)
 	}
 	return part
 }
@@ -196,8 +208,9 @@ func (m *Member) exchange(work partWorks, now int64) map[int]bool {
 		wg.Go(func() {
 			for i, r := range m.syncMember(addr, ps, work) {
 				if r != nil && r.GetAbsent() {
-					// The member does not run the partition's grain (yet):
-					// the request to the grain starts it where it belongs.
+					// The member does not hold the partition (now): the
+					// request goes to the owner it names, or to the one
+					// the view names.
 					wg.Go(func() { one(ps[i]) })
 					continue
 				}
@@ -232,6 +245,8 @@ func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64)
 	st.cut.Store(false)
 	known := st.known.Swap(r.GetIncarnation())
 	changed := known != 0 && known != r.GetIncarnation()
+	// The resets first: the counts and states that follow reflect them.
+	m.learnResets(p, r)
 	for i, c := range r.GetCounts() {
 		m.local.applied(w.totals[i], c.GetWindow(), c.GetCount())
 	}
@@ -239,6 +254,7 @@ func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64)
 		// An owner that started empty has only the hits just sent: the
 		// copy keeps its state, which goes to it whole (rebuildIn).
 		m.states.applied(w.hits[i], s, now, !changed)
+		st.holdUntil(s.GetDeath())
 	}
 	if len(w.resets) > 0 {
 		m.resetMu.Lock()
@@ -290,10 +306,10 @@ func (m *Member) ownerAt(p int) string {
 	return m.ownerOf(p)
 }
 
-// syncPartition sends partition p's work w to its grain and returns its
+// syncPartition sends partition p's work w to its owner and returns its
 // answer, nil if it failed.
 func (m *Member) syncPartition(p int, w *partWork) *clusterpb.PartReply {
-	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{w.part(p, true)}}
+	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{m.part(p, w, true)}}
 	m.counters.requests.Add(1)
 	resp, err := m.send(p, req)
 	reply, ok := resp.(*clusterpb.SyncReply)
@@ -311,7 +327,7 @@ func (m *Member) syncPartition(p int, w *partWork) *clusterpb.PartReply {
 func (m *Member) syncMember(addr string, parts []int, work partWorks) []*clusterpb.PartReply {
 	req := &clusterpb.SyncRequest{Node: m.node, Parts: make([]*clusterpb.PartSync, len(parts))}
 	for i, p := range parts {
-		req.Parts[i] = work[p].part(p, true)
+		req.Parts[i] = m.part(p, work[p], true)
 	}
 	out := make([]*clusterpb.PartReply, len(parts))
 	m.counters.requests.Add(1)
@@ -337,30 +353,45 @@ func (m *Member) requestMember(addr string, msg *clusterpb.SyncRequest) (any, er
 }
 
 // handleSync answers a batched sync as the owner of the partitions it
-// names: those whose grain does not run here are answered absent.
+// names: those it does not hold (now) are refused, answered absent with
+// the owner it knows.
 func (m *Member) handleSync(req *clusterpb.SyncRequest) *clusterpb.SyncReply {
 	reply := &clusterpb.SyncReply{Parts: make([]*clusterpb.PartReply, len(req.GetParts()))}
 	for i, ps := range req.GetParts() {
 		var op *ownerPart
-		if p := int(ps.GetPartition()); p < len(m.parts) {
+		if p := int(ps.GetPartition()); p < len(m.parts) && m.named() {
 			op = m.parts[p].owned.Load()
 		}
-		if op == nil {
-			reply.Parts[i] = &clusterpb.PartReply{Absent: true}
-			continue
+		var r *clusterpb.PartReply
+		if op != nil && !m.leaving.Load() {
+			r = op.syncLive(req.GetNode(), ps, m.cfg.Clock.Now().UnixNano())
 		}
-		reply.Parts[i] = op.sync(req.GetNode(), ps, m.cfg.Clock.Now().UnixNano())
+		if r == nil {
+			m.counters.refusals.Add(1)
+			r = &clusterpb.PartReply{Absent: true}
+			if p := int(ps.GetPartition()); p < len(m.parts) {
+				r.Owner = m.hint(p)
+			}
+		}
+		reply.Parts[i] = r
 	}
 	return reply
 }
 
-// syncReceiver is each member's actor that takes batched syncs. It never
-// waits: the owners' states it applies them to are behind short locks.
+// syncReceiver is each member's actor that takes the requests to the
+// owner of partitions: checks, batched syncs, and partitions handed on. It
+// never waits: the owners' states are behind short locks.
 type syncReceiver struct{ m *Member }
 
-// Receive answers a [clusterpb.SyncRequest].
+// Receive answers a [clusterpb.SyncRequest], a [clusterpb.DecideRequest]
+// or a [clusterpb.HandOff].
 func (r syncReceiver) Receive(c protoactor.Context) {
-	if req, ok := c.Message().(*clusterpb.SyncRequest); ok {
+	switch req := c.Message().(type) {
+	case *clusterpb.SyncRequest:
 		c.Respond(r.m.handleSync(req))
+	case *clusterpb.DecideRequest:
+		c.Respond(r.m.serveDecide(req))
+	case *clusterpb.HandOff:
+		c.Respond(r.m.handleHandOff(req))
 	}
 }

@@ -43,7 +43,7 @@
 //	actorlimit_rule_errors_total{rule,action}      the limiter did not decide the rule's hit
 //	actorlimit_check_duration_seconds              histogram of the checks, in seconds (Wrap, WrapLimiter)
 //	actorlimit_check_errors_total                  checks that failed (Wrap, WrapLimiter)
-//	actorlimit_limiter_entries                     keys the limiter holds (SetLimiter)
+//	actorlimit_limiter_entries                     keys the limiter holds (SetLimiter; no sample when the store cannot tell)
 //	actorlimit_limiter_evictions_total             entries evicted by the memory bound
 //	actorlimit_limiter_expired_total               entries deleted by sweeps
 //	actorlimit_limiter_mailbox_queued              messages waiting in the limiter's mailbox
@@ -57,6 +57,7 @@
 //	actorlimit_store_failed_open_total             checks allowed because the store did not answer
 //	actorlimit_store_failed_closed_total           checks denied because the store did not answer
 //	actorlimit_store_check_errors_total            checks the store answered with an error of their own
+//	actorlimit_store_cached_denials_total          hits the store's over-limit cache answered denied, no round trip
 //	actorlimit_cluster_fallbacks_total             hits a cluster member decided on its copy while the owner was unreachable (SetCluster)
 //	actorlimit_cluster_sync_rounds_total           sync rounds run
 //	actorlimit_cluster_sync_requests_total         sync requests sent to owners

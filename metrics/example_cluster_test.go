@@ -17,7 +17,8 @@ import (
 // m.SyncStats.
 func ExampleCollector_SetCluster() {
 	syncStats := func() cluster.SyncStats {
-		return cluster.SyncStats{Fallbacks: 4, Rounds: 120, Requests: 240, Failures: 2, Outages: 1, Recoveries: 1}
+		return cluster.SyncStats{Fallbacks: 4, Rounds: 120, Requests: 240, Failures: 2, Outages: 1, Recoveries: 1,
+			HandOffs: 85, Refusals: 3, Backups: 900}
 	}
 
 	col, err := metrics.New(metrics.Config{})
@@ -29,7 +30,8 @@ func ExampleCollector_SetCluster() {
 		return metrics.ClusterStats{Fallbacks: s.Fallbacks,
 			Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
 			Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds,
-			QueuedResets: s.QueuedResets}
+			QueuedResets: s.QueuedResets, HandOffs: s.HandOffs, Refusals: s.Refusals,
+			TakeOvers: s.TakeOvers, Backups: s.Backups}
 	}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col)
@@ -42,12 +44,16 @@ func ExampleCollector_SetCluster() {
 		}
 	}
 	// Output:
+	// actorlimit_cluster_backups_total 900
 	// actorlimit_cluster_fallbacks_total 4
+	// actorlimit_cluster_hand_offs_total 85
 	// actorlimit_cluster_outages_total 1
 	// actorlimit_cluster_queued_resets_total 0
 	// actorlimit_cluster_rebuilds_total 0
 	// actorlimit_cluster_recoveries_total 1
+	// actorlimit_cluster_refusals_total 3
 	// actorlimit_cluster_sync_failures_total 2
 	// actorlimit_cluster_sync_requests_total 240
 	// actorlimit_cluster_sync_rounds_total 120
+	// actorlimit_cluster_take_overs_total 0
 }

@@ -63,6 +63,9 @@ type StoreStats struct {
 	// CheckErrors counts the checks the store answered with an error of
 	// their own (a key it cannot read), decided alone by the outage mode.
 	CheckErrors uint64
+	// Cached counts the hits a store's over-limit cache answered denied
+	// without asking the store.
+	Cached uint64
 }
 
 // StoreStatsSource is what [Collector.SetStore] reads at scrape time.
@@ -80,7 +83,7 @@ type StoreStatsSource interface {
 //		st := s.Stats()
 //		return metrics.StoreStats{Errors: st.Errors, Outages: st.Outages,
 //			Fallbacks: st.Fallbacks, FailedOpen: st.FailedOpen, FailedClosed: st.FailedClosed,
-//			CheckErrors: st.CheckErrors}
+//			CheckErrors: st.CheckErrors, Cached: st.Cached}
 //	}))
 type StoreStatsFunc func() StoreStats
 
@@ -106,6 +109,11 @@ type ClusterStats struct {
 	// QueuedResets is the resets kept for an owner that could not be
 	// reached, to be sent with a later sync.
 	QueuedResets uint64
+	// HandOffs is the partitions the member took from a live owner;
+	// Refusals the requests it refused for a partition it did not hold;
+	// TakeOvers the partitions it took from its backup of them after their
+	// owner died; Backups the partitions' states it sent to their backup.
+	HandOffs, Refusals, TakeOvers, Backups uint64
 }
 
 // ClusterStatsSource is what [Collector.SetCluster] reads at scrape time.
@@ -124,7 +132,8 @@ type ClusterStatsSource interface {
 //		return metrics.ClusterStats{Fallbacks: s.Fallbacks,
 //			Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
 //			Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds,
-//			QueuedResets: s.QueuedResets}
+//			QueuedResets: s.QueuedResets, HandOffs: s.HandOffs, Refusals: s.Refusals,
+//			TakeOvers: s.TakeOvers, Backups: s.Backups}
 //	}))
 type ClusterStatsFunc func() ClusterStats
 
@@ -177,8 +186,10 @@ type Collector struct {
 	sweeps, sweepSeconds                                                            *prometheus.Desc
 	storeErrors, storeOutages, storeFallbacks, storeOpen, storeClosed               *prometheus.Desc
 	storeCheckErrors                                                                *prometheus.Desc
+	storeCached                                                                     *prometheus.Desc
 	clusterFallbacks, clusterRounds, clusterRequests, clusterFailures               *prometheus.Desc
 	clusterOutages, clusterRecoveries, clusterRebuilds, clusterQueuedResets         *prometheus.Desc
+	clusterHandOffs, clusterRefusals, clusterTakeOvers, clusterBackups              *prometheus.Desc
 }
 
 type ruleKey struct {
@@ -254,6 +265,7 @@ func New(cfg Config) (*Collector, error) {
 	c.storeFallbacks = prometheus.NewDesc(ns+"_store_fallbacks_total", "Checks decided by the local fallback table during outages.", nil, nil)
 	c.storeOpen = prometheus.NewDesc(ns+"_store_failed_open_total", "Checks allowed because the networked store did not answer.", nil, nil)
 	c.storeClosed = prometheus.NewDesc(ns+"_store_failed_closed_total", "Checks denied because the networked store did not answer.", nil, nil)
+	c.storeCached = prometheus.NewDesc(ns+"_store_cached_denials_total", "Hits the networked store's over-limit cache answered denied without a round trip.", nil, nil)
 	c.storeCheckErrors = prometheus.NewDesc(ns+"_store_check_errors_total", "Checks the networked store answered with an error of their own, decided alone by the outage mode.", nil, nil)
 	clusterDesc := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(ns+"_cluster_"+name, help, nil, nil)
@@ -266,6 +278,10 @@ func New(cfg Config) (*Collector, error) {
 	c.clusterRecoveries = clusterDesc("recoveries_total", "Times the cluster member went back to reaching every owner.")
 	c.clusterRebuilds = clusterDesc("rebuilds_total", "Times an owner was found to have started empty and was sent the member's part of the partition again.")
 	c.clusterQueuedResets = clusterDesc("queued_resets_total", "Resets kept for an owner that could not be reached, to be sent with a later sync.")
+	c.clusterHandOffs = clusterDesc("hand_offs_total", "Partitions the cluster member took, with their state, from a live owner.")
+	c.clusterRefusals = clusterDesc("refusals_total", "Requests the cluster member refused for a partition it did not hold.")
+	c.clusterTakeOvers = clusterDesc("take_overs_total", "Partitions the cluster member took from its backup of them after their owner died.")
+	c.clusterBackups = clusterDesc("backups_total", "Partitions' states the cluster member sent to their backup member.")
 	return c, nil
 }
 
@@ -438,9 +454,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{c.matched, c.allowed, c.denied, c.monitored, c.shadowed, c.nearLimit,
 		c.ruleErrors, c.checkErrorsDesc, c.entries, c.evictions, c.expired, c.queued, c.restarts, c.statsErrorsDesc, c.sweeps, c.sweepSeconds,
-		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed, c.storeCheckErrors,
+		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed, c.storeCheckErrors, c.storeCached,
 		c.clusterFallbacks, c.clusterRounds, c.clusterRequests, c.clusterFailures,
-		c.clusterOutages, c.clusterRecoveries, c.clusterRebuilds, c.clusterQueuedResets} {
+		c.clusterOutages, c.clusterRecoveries, c.clusterRebuilds, c.clusterQueuedResets,
+		c.clusterHandOffs, c.clusterRefusals, c.clusterTakeOvers, c.clusterBackups} {
 		ch <- d
 	}
 	c.latency.Describe(ch)
@@ -482,7 +499,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			c.statsErrors.Add(1)
 		} else {
-			ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(st.Entries))
+			if st.Entries >= 0 { // actorlimit.EntriesUnknown: no sample
+				ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(st.Entries))
+			}
 			counter(c.evictions, st.Evictions)
 			counter(c.expired, st.Expired)
 			ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued))
@@ -500,6 +519,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.storeOpen, st.FailedOpen)
 		counter(c.storeClosed, st.FailedClosed)
 		counter(c.storeCheckErrors, st.CheckErrors)
+		counter(c.storeCached, st.Cached)
 	}
 	if p := c.cluster.Load(); p != nil {
 		st := (*p).ClusterStats()
@@ -511,6 +531,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.clusterRecoveries, st.Recoveries)
 		counter(c.clusterRebuilds, st.Rebuilds)
 		counter(c.clusterQueuedResets, st.QueuedResets)
+		counter(c.clusterHandOffs, st.HandOffs)
+		counter(c.clusterRefusals, st.Refusals)
+		counter(c.clusterTakeOvers, st.TakeOvers)
+		counter(c.clusterBackups, st.Backups)
 	}
 }
 

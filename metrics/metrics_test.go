@@ -177,13 +177,31 @@ actorlimit_limiter_stats_errors_total 1
 `), "actorlimit_limiter_stats_errors_total", "actorlimit_limiter_entries"), "a failed read drops the limiter's values and is counted")
 }
 
+// TestEntriesUnknown proves that a store that cannot count its keys
+// (Stats.Entries is actorlimit.EntriesUnknown) gives no entries sample, not
+// a gauge at -1, while the limiter's other values are exported.
+func TestEntriesUnknown(t *testing.T) {
+	c, err := metrics.New(metrics.Config{})
+	require.NoError(t, err)
+	c.SetLimiter(&fakeStats{st: actorlimit.Stats{Entries: actorlimit.EntriesUnknown, Sweeps: 4}})
+	n, err := testutil.GatherAndCount(registry(t, c), "actorlimit_limiter_entries")
+	require.NoError(t, err)
+	assert.Zero(t, n, "no entries sample")
+	n, err = testutil.GatherAndCount(registry(t, c), "actorlimit_limiter_sweeps_total")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+}
+
 func TestCollectorStoreCounters(t *testing.T) {
 	c, err := metrics.New(metrics.Config{})
 	require.NoError(t, err)
 	c.SetStore(metrics.StoreStatsFunc(func() metrics.StoreStats {
-		return metrics.StoreStats{Errors: 2, Outages: 1, Fallbacks: 5, FailedOpen: 3, FailedClosed: 4, CheckErrors: 6}
+		return metrics.StoreStats{Errors: 2, Outages: 1, Fallbacks: 5, FailedOpen: 3, FailedClosed: 4, CheckErrors: 6, Cached: 7}
 	}))
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP actorlimit_store_cached_denials_total Hits the networked store's over-limit cache answered denied without a round trip.
+# TYPE actorlimit_store_cached_denials_total counter
+actorlimit_store_cached_denials_total 7
 # HELP actorlimit_store_check_errors_total Checks the networked store answered with an error of their own, decided alone by the outage mode.
 # TYPE actorlimit_store_check_errors_total counter
 actorlimit_store_check_errors_total 6
@@ -202,7 +220,7 @@ actorlimit_store_fallbacks_total 5
 # HELP actorlimit_store_outages_total Times the networked store went from answering to not.
 # TYPE actorlimit_store_outages_total counter
 actorlimit_store_outages_total 1
-`), "actorlimit_store_check_errors_total", "actorlimit_store_errors_total", "actorlimit_store_failed_closed_total", "actorlimit_store_failed_open_total",
+`), "actorlimit_store_cached_denials_total", "actorlimit_store_check_errors_total", "actorlimit_store_errors_total", "actorlimit_store_failed_closed_total", "actorlimit_store_failed_open_total",
 		"actorlimit_store_fallbacks_total", "actorlimit_store_outages_total"))
 	c.SetStore(nil)
 	n, err := testutil.GatherAndCount(registry(t, c), "actorlimit_store_errors_total")
@@ -214,7 +232,8 @@ func TestCollectorClusterCounters(t *testing.T) {
 	// Every field a different value, so a field wired to the wrong metric
 	// shows.
 	stats := metrics.ClusterStats{Fallbacks: 3, Rounds: 17, Requests: 29, Failures: 5,
-		Outages: 2, Recoveries: 1, Rebuilds: 7, QueuedResets: 11}
+		Outages: 2, Recoveries: 1, Rebuilds: 7, QueuedResets: 11,
+		HandOffs: 13, Refusals: 19, TakeOvers: 23, Backups: 31}
 	tests := []struct {
 		name, help string
 		want       uint64
@@ -227,6 +246,10 @@ func TestCollectorClusterCounters(t *testing.T) {
 		{"cluster_recoveries_total", "Times the cluster member went back to reaching every owner.", stats.Recoveries},
 		{"cluster_rebuilds_total", "Times an owner was found to have started empty and was sent the member's part of the partition again.", stats.Rebuilds},
 		{"cluster_queued_resets_total", "Resets kept for an owner that could not be reached, to be sent with a later sync.", stats.QueuedResets},
+		{"cluster_hand_offs_total", "Partitions the cluster member took, with their state, from a live owner.", stats.HandOffs},
+		{"cluster_refusals_total", "Requests the cluster member refused for a partition it did not hold.", stats.Refusals},
+		{"cluster_take_overs_total", "Partitions the cluster member took from its backup of them after their owner died.", stats.TakeOvers},
+		{"cluster_backups_total", "Partitions' states the cluster member sent to their backup member.", stats.Backups},
 	}
 	for _, ns := range []string{"", "app_rl"} {
 		c, err := metrics.New(metrics.Config{Namespace: ns})

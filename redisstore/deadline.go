@@ -30,9 +30,10 @@ func honorsDeadline(client redis.UniversalClient) bool {
 // deadline if f has not: the limiter waits no longer than WithTimeout
 // however the client is set. The abandoned round trip ends in the client's
 // own time; until then it holds a pooled connection and the commands it was
-// given, which the store then drops (abandon) instead of reusing their
-// slices.
-func (s *Store) bounded(ctx context.Context, f func(context.Context) error) error {
+// given, which the store then leaves to it (r.abandoned: r does not go
+// back to the pool) instead of reusing their slices; r is nil for a
+// round trip that holds none of a round's slices (a probe).
+func (s *Store) bounded(ctx context.Context, r *round, f func(context.Context) error) error {
 	if s.honors {
 		return f(ctx)
 	}
@@ -48,14 +49,11 @@ func (s *Store) bounded(ctx context.Context, f func(context.Context) error) erro
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		s.abandon()
+		if r != nil {
+			r.abandoned = true
+		}
 		return fmt.Errorf("redisstore: no answer by the deadline (the client does not stop at it: ContextTimeoutEnabled is false): %w", ctx.Err())
 	}
-}
-
-// abandon drops the slices that a round trip left running may still read.
-func (s *Store) abandon() {
-	s.calls, s.pipe, s.failed = nil, nil, nil
 }
 
 // deadlineCtx is ctx with a deadline that it reports but arms no timer

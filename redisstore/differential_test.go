@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/big"
@@ -148,8 +149,9 @@ func TestDifferentialHugeLimits(t *testing.T) {
 	}
 }
 
-// TestBucketStateExact reads back the state a hit leaves: its fraction of
-// 1/Limit ns, here above 10^14, must be written with every digit.
+// TestBucketStateExact reads back the state a hit leaves (four doubles,
+// little-endian on this machine, as struct.pack writes them): its fraction
+// of 1/Limit ns, here above 10^14, must be written with every digit.
 func TestBucketStateExact(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
@@ -165,9 +167,16 @@ func TestBucketStateExact(t *testing.T) {
 	require.Greater(t, frac.Int64(), int64(1e14), "the case must need more than 14 digits")
 	end := now + need.Int64()
 	want := fmt.Sprintf("%d %d %d %d", end/1e6, end%1e6, frac.Int64(), c.Limit)
-	got, err := client.Get(context.Background(), redisstore.Key(st, &c)).Result()
+	raw, err := client.Get(context.Background(), redisstore.Key(st, &c)).Bytes()
 	require.NoError(t, err)
-	require.Equal(t, want, got)
+	require.Len(t, raw, 32)
+	var f [4]int64
+	for i := range f {
+		d := math.Float64frombits(binary.LittleEndian.Uint64(raw[8*i:]))
+		require.Equal(t, math.Trunc(d), d, "field %d is an integer", i)
+		f[i] = int64(d)
+	}
+	require.Equal(t, want, fmt.Sprintf("%d %d %d %d", f[0], f[1], f[2], f[3]))
 }
 
 // TestLoweredLimitDifferential: a key that held a million hits, read under

@@ -7,25 +7,29 @@
 // New returns (*Store, error): it fails only for a nil client or a bad
 // option. It talks to Redis through redis.UniversalClient, so a single
 // server, Sentinel or Redis Cluster all work. The limiter actor calls
-// Decide once per mailbox batch; like every store, a Store is not safe for
-// concurrent use, but [Store.Stats] is. Checks that callers send at once
-// are gathered by the limiter into one Decide (actorlimit.WithMaxBatch,
-// default 256): N concurrent checks, one round trip.
+// Decide once per mailbox batch. Checks that callers send at once are
+// gathered by the limiter into one Decide (actorlimit.WithMaxBatch, default
+// 256): N concurrent checks, one round trip. A Store is safe for concurrent
+// use: several limiters may share one, and actorlimit.WithShards(n) with
+// actorlimit.WithStore runs n limiter actors on it, ids hashed onto them,
+// so that n round trips are in flight at once while each key's checks stay
+// in order on one actor.
 //
 // # Keys
 //
 // One key per (algorithm, period, ID), as in the embedded table:
 //
-//	<prefix>v2:{<ID>}:<algorithm>:<period in ns>
+//	<prefix>v3:{<ID>}:<algorithm>:<period in ns>
 //
-// for example "actorlimit:v2:{alice}:GCRA:1000000000". "v2" is the version
+// for example "actorlimit:v3:{alice}:GCRA:1000000000". "v3" is the version
 // of the state layout (what the scripts keep under a key); a release whose
 // scripts keep something else under a key writes another version, so that
 // during a rolling deploy the app servers of the old and the new release
 // keep their states apart (each group counts on its own until the old
 // servers are gone; in total at most twice the limit) instead of reading
-// each other's state and failing on it. Keys without a version are the
-// layouts before v2, and their TTLs clear them. The ID is the Cluster
+// each other's state and failing on it. Keys without a version, or with
+// v2 (the bucket state as text), are earlier layouts, and their TTLs clear
+// them. The ID is the Cluster
 // hash tag, so one ID's keys live in one slot (every script call touches
 // one key, so a call never spans slots). An ID that contains '}' makes a
 // shorter tag: still one slot per key. Every write sets a TTL (PEXPIRE):
@@ -47,9 +51,10 @@
 //     fields (Limit is at most algo.MaxSlidingLogLimit), read whole each
 //     call. It is the costly one, in memory and in time per call, as in
 //     the table.
-//   - GCRA, token bucket and leaky bucket: one string holding the time the
-//     bucket is empty (ms, ns and a fraction of 1/Limit ns) and the Limit it
-//     drains at, read with GET and written with SET PX: O(1).
+//   - GCRA, token bucket and leaky bucket: one string of four doubles
+//     (32 bytes) holding the time the bucket is empty (ms, ns and a fraction
+//     of 1/Limit ns) and the Limit it drains at, read with GET and written
+//     with SET PX: O(1).
 //
 // Peek runs the same script without writing; Reset is a DEL.
 //
@@ -75,8 +80,9 @@
 // # Time
 //
 // By default the scripts decide at Redis's TIME, so the app servers' clocks
-// do not matter; the now given to Decide is then used only to pace the
-// outage probe. [WithCallerTime] makes them decide at that now instead.
+// do not matter; the now given to Decide then paces only the over-limit
+// cache and, with the wall clock, the outage probe. [WithCallerTime] makes
+// them decide at that now instead.
 //
 // # Batches and round trips
 //
@@ -93,7 +99,8 @@
 //
 // When a round trip fails (an error or a timeout), the batch is decided as
 // [WithOutage] says, and so is every batch after it until the probe
-// interval has passed (default 500ms, on Decide's now) and a PING answers:
+// interval has passed (default 500ms, on the wall clock or on Decide's now,
+// whichever comes first) and a PING answers:
 //
 //   - [Fallback], the default: an embedded table.Table of this process
 //     decides, so each app server limits on its own. Limits keep holding
@@ -129,9 +136,9 @@
 // A check that Redis answers with an error of its own while the round trip
 // works (its key holds another type or a state the script cannot read,
 // the script fails, OOM) is no outage: that check alone is decided as the
-// outage mode says (in FailError mode Decide returns an error wrapping
-// [ErrCheckFailed], with the check's index, key and Redis's reply, and out
-// holds the other checks' decisions), the other checks of its pipeline are
+// outage mode says (in FailError mode Decide returns an [algo.CheckErrors]
+// whose errors wrap [ErrCheckFailed], with the check's index, key and
+// Redis's reply, and out holds the other checks' decisions), the other checks of its pipeline are
 // Redis's, Redis is not marked down, and [Stats].CheckErrors counts it
 // (logged, with the key, at most once per probe interval). Error replies
 // that speak for the whole server (LOADING, BUSY, READONLY, MASTERDOWN,
@@ -139,9 +146,21 @@
 // many clients) fail the round trip, as a network error does. A Lua script
 // that fails half-way keeps what it wrote (Redis does not roll it back);
 // the scripts read a key before they write it, so a key they cannot read
-// is left as it was. The limiter answers every caller of a gathered batch
-// with Decide's error, so in FailError mode the callers gathered with a bad
-// key's check get ErrCheckFailed too, though their checks were decided.
+// is left as it was. In FailError mode Decide's error is an
+// [algo.CheckErrors] naming the failed checks, and the limiter answers only
+// the calls that hold one with its error; the callers gathered into the
+// same batch get their decisions.
+//
+// # The over-limit cache
+//
+// With [WithDeniedCache] (off by default), once Redis denies a hit on a
+// key, this store answers the same hits on that key denied itself until
+// the denial's RetryAfter has passed, or for at most the bound: a flood of
+// denied hits costs Redis one script call per key per bound. The option's
+// doc states exactly when such an answer differs from Redis's. It is off by
+// default because users of a shared limit expect a Reset made on any app
+// server to hold at once on all of them; turn it on where denied floods
+// matter more.
 //
 // Some checks of a failed batch may have reached Redis. A context that the
 // caller cancelled gives ErrUnavailable wrapping ctx's error in every mode

@@ -64,3 +64,36 @@ func Example_manyServers() {
 	}
 	fmt.Println(res.Allowed, res.Remaining)
 }
+
+// Example_flood is an app server that expects floods of denied hits (bots,
+// a spam wave): the over-limit cache answers a key's hits denied here,
+// without Redis, for as long as Redis's denial lasts (at most a second),
+// and four limiter actors share the store, each with its own round trip in
+// flight. It needs a running Redis, so it has no Output to check.
+func Example_flood() {
+	client := redis.NewClient(&redis.Options{
+		Addr:                  "127.0.0.1:6379",
+		ContextTimeoutEnabled: true,
+		DialerRetries:         1,
+		MaxRetries:            -1,
+	})
+	defer client.Close()
+	store, err := redisstore.New(client, redisstore.WithPrefix("myapp:"),
+		redisstore.WithDeniedCache(time.Second))
+	if err != nil {
+		panic(err)
+	}
+	lim, err := actorlimit.Start(actorlimit.WithStore(store), actorlimit.WithShards(4))
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+
+	p := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 25, Period: time.Minute}
+	res, err := lim.Hit(context.Background(), "203.0.113.7", p)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.Allowed, store.Stats().Cached)
+}

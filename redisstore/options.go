@@ -40,16 +40,19 @@ type config struct {
 	probe      time.Duration
 	fallback   int
 	log        *slog.Logger
+	deniedFor  time.Duration
+	deniedSize int
 }
 
 func defaults() config {
 	return config{
-		prefix:   "actorlimit:",
-		outage:   Fallback,
-		timeout:  250 * time.Millisecond,
-		maxBatch: 1000,
-		probe:    500 * time.Millisecond,
-		fallback: 100_000,
+		prefix:     "actorlimit:",
+		outage:     Fallback,
+		timeout:    250 * time.Millisecond,
+		maxBatch:   1000,
+		probe:      500 * time.Millisecond,
+		fallback:   100_000,
+		deniedSize: 100_000,
 	}
 }
 
@@ -122,14 +125,44 @@ func WithMaxBatch(n int) Option {
 }
 
 // WithProbeInterval sets how long after a failure the store leaves Redis
-// alone before it tries it again with a PING (default 500ms), measured on
-// the now that Decide is given.
+// alone before it tries it again with a PING (default 500ms). A probe is
+// due once the interval has passed on the wall clock or on the now that
+// Decide is given, whichever comes first: a limiter's clock held still
+// (WithCallerTime with a stopped clock) never stops the probes.
 func WithProbeInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("%w: WithProbeInterval(%v) is not positive", ErrInvalid, d)
 		}
 		c.probe = d
+		return nil
+	}
+}
+
+// WithDeniedCache turns on the over-limit cache (off by default): once
+// Redis denies a hit on a key, with a finite RetryAfter, this store answers
+// the hits on that key under the same policy (algorithm, Period, Limit,
+// Burst) and N denied itself, without a round trip,
+// until that RetryAfter has passed or for at most bound, whichever ends
+// first, measured on the now given to Decide from before the round trip
+// that was denied. Such an answer is Redis's denial with RetryAfter and
+// ResetAfter less the time since, and Count and Remaining as Redis gave
+// them; [Stats].Cached counts them.
+//
+// It differs from asking Redis in these ways only: a Reset, or a hit under
+// another policy, made on another app server is seen here only once the
+// cached denial ends (at most bound later); a bucket's Count and Remaining
+// are not refreshed as it drains; and the hits it denies are not sent, so a
+// fixed window's count in Redis leaves them out (it counts denied hits, but
+// they change no decision: the window is already over its limit). A Reset
+// made through this store forgets the key's denial at once. At most 100 000
+// keys are held; bound must be positive (at most [MaxSpan]).
+func WithDeniedCache(bound time.Duration) Option {
+	return func(c *config) error {
+		if bound <= 0 || bound > MaxSpan {
+			return fmt.Errorf("%w: WithDeniedCache(%v) is not between 0 and %v", ErrInvalid, bound, MaxSpan)
+		}
+		c.deniedFor = bound
 		return nil
 	}
 }

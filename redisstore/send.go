@@ -17,30 +17,42 @@ import (
 // longer had (NOSCRIPT), which changed nothing and are loaded and sent again
 // in order. It returns an error when the round trip failed; a check that
 // Redis answered with an error of its own (see [isCheckError]) is left to
-// the caller in s.failed, and out[i] is not written for it.
-func (s *Store) send(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
+// the caller in r.failed, and out[i] is not written for it.
+func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Check, out []algo.Decision) error {
 	ctx = withDeadline(ctx, time.Now().Add(s.cfg.timeout))
-	s.calls = s.calls[:0]
-	s.pipe = s.pipe[:0]
+	r.calls = r.calls[:0]
+	r.pipe = r.pipe[:0]
 	for i := range checks {
-		s.calls = append(s.calls, s.plan(ctx, now, &checks[i]))
-		if cmd := s.calls[i].cmd; cmd != nil {
-			s.pipe = append(s.pipe, cmd)
+		c := &checks[i]
+		if s.denied != nil && c.Op == algo.OpHit {
+			if d, ok := s.denied.answer(now, c); ok {
+				s.stats.cached.Add(1)
+				r.calls = append(r.calls, call{local: true, cached: true, dec: d})
+				continue
+			}
+		}
+		r.calls = append(r.calls, s.plan(ctx, now, s.key(c), c))
+		if cmd := r.calls[i].cmd; cmd != nil {
+			r.pipe = append(r.pipe, cmd)
 		}
 	}
-	if err := s.exec(ctx, s.pipe); err != nil {
+	if err := s.exec(ctx, r, r.pipe); err != nil {
 		return err
 	}
-	if err := s.reload(ctx); err != nil {
+	if err := s.reload(ctx, r); err != nil {
 		return err
 	}
-	s.failed = s.failed[:0]
+	r.failed = r.failed[:0]
 	for i := range checks {
-		if cmd := s.calls[i].cmd; cmd != nil && cmd.Err() != nil {
-			s.failed = append(s.failed, i)
+		if cmd := r.calls[i].cmd; cmd != nil && cmd.Err() != nil {
+			r.failed = append(r.failed, i)
 			continue
 		}
-		out[i] = s.decision(&checks[i], &s.calls[i], now)
+		cl := &r.calls[i]
+		out[i] = s.decision(&checks[i], cl, now)
+		if s.denied != nil && !cl.cached {
+			s.denied.remember(now, &checks[i], &out[i])
+		}
 	}
 	return nil
 }
@@ -49,11 +61,11 @@ func (s *Store) send(ctx context.Context, now int64, checks []algo.Check, out []
 // pipeline. It returns an error when the round trip failed, and not when
 // each command that failed failed alone: NOSCRIPT (see reload) or an error
 // of its check's own.
-func (s *Store) exec(ctx context.Context, cmds []redis.Cmder) error {
+func (s *Store) exec(ctx context.Context, r *round, cmds []redis.Cmder) error {
 	if len(cmds) == 0 {
 		return nil
 	}
-	return s.bounded(ctx, func(ctx context.Context) error {
+	return s.bounded(ctx, r, func(ctx context.Context) error {
 		var err error
 		if len(cmds) == 1 {
 			err = s.client.Process(ctx, cmds[0])
@@ -113,9 +125,9 @@ func isCheckError(err error) bool {
 
 // reload loads the scripts again and sends the commands that failed for
 // NOSCRIPT, in their order, in one pipeline.
-func (s *Store) reload(ctx context.Context) error {
+func (s *Store) reload(ctx context.Context, r *round) error {
 	var again []*redis.Cmd
-	for _, c := range s.pipe {
+	for _, c := range r.pipe {
 		if isNoScript(c.Err()) {
 			again = append(again, c.(*redis.Cmd))
 		}
@@ -125,12 +137,12 @@ func (s *Store) reload(ctx context.Context) error {
 	}
 	s.stats.reloads.Add(1)
 	for _, sc := range []*redis.Script{fixedLua, countLua, drainLua} {
-		if err := s.bounded(ctx, func(ctx context.Context) error { return sc.Load(ctx, s.client).Err() }); err != nil {
+		if err := s.bounded(ctx, r, func(ctx context.Context) error { return sc.Load(ctx, s.client).Err() }); err != nil {
 			return err
 		}
 	}
 	fresh := make(map[*redis.Cmd]*redis.Cmd, len(again))
-	err := s.bounded(ctx, func(ctx context.Context) error {
+	err := s.bounded(ctx, r, func(ctx context.Context) error {
 		p := s.client.Pipeline()
 		for _, c := range again {
 			fresh[c] = p.EvalSha(ctx, c.Args()[1].(string), []string{c.Args()[3].(string)}, c.Args()[4:]...)
@@ -143,9 +155,9 @@ func (s *Store) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for i := range s.calls {
-		if f, ok := fresh[s.calls[i].cmd]; ok {
-			s.calls[i].cmd = f
+	for i := range r.calls {
+		if f, ok := fresh[r.calls[i].cmd]; ok {
+			r.calls[i].cmd = f
 		}
 	}
 	return nil
@@ -162,8 +174,7 @@ func p2cmds(m map[*redis.Cmd]*redis.Cmd) []redis.Cmder {
 // plan returns c's command, built whole here (the arguments as numbers,
 // which go-redis writes without a string each), or decides c here when
 // Redis has nothing to say (a bucket whose limit is 0).
-func (s *Store) plan(ctx context.Context, now int64, c *algo.Check) call {
-	k := s.key(c)
+func (s *Store) plan(ctx context.Context, now int64, k string, c *algo.Check) call {
 	if c.Op == algo.OpReset {
 		return call{local: true, cmd: redis.NewCmd(ctx, "del", k)}
 	}
@@ -232,6 +243,9 @@ func drainArgs(c *algo.Check, n int64, args []any) ([]any, bool) {
 
 // decision turns a script's reply into c's decision.
 func (s *Store) decision(c *algo.Check, cl *call, now int64) algo.Decision {
+	if cl.cached {
+		return cl.dec
+	}
 	if cl.local {
 		if cl.never {
 			return algo.Decision{RetryAfter: algo.Never}

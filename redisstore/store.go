@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,41 +42,60 @@ var (
 // key: app servers of two versions (a rolling deploy) then keep their
 // states under different keys and count apart until the old ones are gone,
 // instead of failing on each other's state. Keys without a version are the
-// layouts before v2.
-const keyVersion = "v2:"
+// layouts before v2; v2 kept the bucket state as text, v3 as four doubles.
+const keyVersion = "v3:"
 
 // Store is an actor.Store that keeps every key's state in Redis, so that
-// the limiters of many app servers share one limit. Like every store, it is
-// not safe for concurrent use: one limiter actor calls it. Its counters
-// ([Store.Stats]) may be read from any goroutine.
+// the limiters of many app servers share one limit. It is safe for
+// concurrent use: several limiters (or the shards of one, see
+// actorlimit.WithShards) may share one Store, each Decide in its own round
+// trips, so that several are in flight at once.
 type Store struct {
 	client redis.UniversalClient
 	cfg    config
 	honors bool // the client ends a round trip at its context's deadline
+	wall   func() int64
 
-	down     bool  // Redis failed and has not answered a probe since
-	lastFail int64 // the now of the last failure, Unix ns
-	fallback *table.Table
+	// mu guards the health of Redis as this store sees it, the fallback
+	// table and the check-error log's pace; it is never held across a
+	// round trip.
+	mu           sync.Mutex
+	down         bool  // Redis failed and has not answered a probe since
+	probing      bool  // a Decide is probing Redis
+	lastFail     int64 // the wall clock at the last failure or probe, Unix ns
+	lastFailNow  int64 // the now given to that Decide
+	fallback     *table.Table
+	checkLogged  bool // a check's error was logged, at lastCheckLog (wall clock, Unix ns)
+	lastCheckLog int64
+
+	denied *deniedCache // nil without WithDeniedCache
 
 	stats struct {
 		batches, errors, outages, probes    atomic.Uint64
 		fallbacks, failedOpen, failedClosed atomic.Uint64
-		reloads, checkErrors                atomic.Uint64
+		reloads, checkErrors, cached        atomic.Uint64
 	}
-	checkLogged  bool // a check's error was logged, at lastCheckLog (Unix ns)
-	lastCheckLog int64
-
-	calls  []call
-	pipe   []redis.Cmder
-	failed []int // the indexes of the checks Redis answered with an error
 }
+
+// round is one Decide's working state, pooled: it goes back to the pool
+// only when no round trip left running may still read it (see bounded).
+type round struct {
+	calls     []call
+	pipe      []redis.Cmder
+	failed    []int // the indexes of the checks Redis answered with an error
+	abandoned bool  // a round trip still running holds calls and pipe
+}
+
+var rounds = sync.Pool{New: func() any { return new(round) }}
 
 // call is one check's plan: a script to run, or a decision made here.
 type call struct {
-	local bool
-	never bool // the hits ask for more than the limit allows at once
-	n     int64
-	cmd   *redis.Cmd
+	local  bool
+	never  bool // the hits ask for more than the limit allows at once
+	cached bool // dec is the over-limit cache's answer
+	n      int64
+	cmd    *redis.Cmd
+	dec    algo.Decision
 }
 
 // New returns a store that keeps its state in client's Redis (one server,
@@ -91,7 +111,12 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{client: client, cfg: cfg, fallback: table.New(cfg.fallback), honors: honorsDeadline(client)}, nil
+	s := &Store{client: client, cfg: cfg, fallback: table.New(cfg.fallback), honors: honorsDeadline(client),
+		wall: func() int64 { return time.Now().UnixNano() }}
+	if cfg.deniedFor > 0 {
+		s.denied = newDeniedCache(cfg.deniedFor, cfg.deniedSize)
+	}
+	return s, nil
 }
 
 // Stats counts what a store did, for metrics.
@@ -116,6 +141,9 @@ type Stats struct {
 	// in Fallbacks, FailedOpen or FailedClosed too), and Redis was not
 	// marked down.
 	CheckErrors uint64
+	// Cached is the number of hits answered denied by the over-limit cache
+	// ([WithDeniedCache]) without a round trip.
+	Cached uint64
 }
 
 // Stats returns the store's counters; it is safe for concurrent use.
@@ -125,15 +153,36 @@ func (s *Store) Stats() Stats {
 		Outages: s.stats.outages.Load(), Probes: s.stats.probes.Load(),
 		Fallbacks: s.stats.fallbacks.Load(), FailedOpen: s.stats.failedOpen.Load(),
 		FailedClosed: s.stats.failedClosed.Load(), Reloads: s.stats.reloads.Load(),
-		CheckErrors: s.stats.checkErrors.Load(),
+		CheckErrors: s.stats.checkErrors.Load(), Cached: s.stats.cached.Load(),
 	}
 }
 
 // Expire returns 0, false: every key has a TTL and Redis expires it.
 func (s *Store) Expire(before int64, max int) (int, bool) { return 0, false }
 
-// Len returns -1: counting a shared Redis's keys is not cheap.
+// Len returns -1, unknown: counting a shared Redis's keys is not cheap.
 func (s *Store) Len() int { return -1 }
+
+// Answer returns the over-limit cache's denial of c's hit at now, if it
+// holds one that applies (see [WithDeniedCache]), counted in
+// [Stats].Cached, and false without the cache: the limiter asks it before
+// queueing a hit, so that a cached denial costs no trip through the
+// limiter actor either. It is safe for concurrent use.
+func (s *Store) Answer(now int64, c *algo.Check) (algo.Decision, bool) {
+	if s.denied == nil || c.Op != algo.OpHit {
+		return algo.Decision{}, false
+	}
+	d, ok := s.denied.answer(now, c)
+	if ok {
+		s.stats.cached.Add(1)
+	}
+	return d, ok
+}
+
+// Shared reports true: a Store is safe for concurrent use, so several
+// limiter actors (actorlimit.WithShards with actorlimit.WithStore) may drive
+// one, each with its own round trips in flight.
+func (s *Store) Shared() bool { return true }
 
 // Evictions returns 0: Redis's own eviction is Redis's to report.
 func (s *Store) Evictions() uint64 { return 0 }
@@ -144,9 +193,10 @@ func (s *Store) Evictions() uint64 { return 0 }
 // does not answer it decides as the outage mode says; only [FailError]
 // returns an error then. A check that Redis answers with an error of its
 // own is decided alone as the outage mode says (in FailError mode, an
-// error wrapping [ErrCheckFailed]); the others are Redis's. A check it
-// cannot decide exactly gives an error wrapping [ErrUnsupported] before
-// anything is sent.
+// [algo.CheckErrors] whose errors wrap [ErrCheckFailed]); the others are
+// Redis's. A check it cannot decide exactly gives an error wrapping
+// [ErrUnsupported] before anything is sent. It is safe for concurrent use;
+// two concurrent Decides on one key are applied in some order.
 func (s *Store) Decide(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
 	if s.client == nil {
 		return fmt.Errorf("%w: the Store was not made by redisstore.New", ErrUnavailable)
@@ -157,20 +207,42 @@ func (s *Store) Decide(ctx context.Context, now int64, checks []algo.Check, out 
 			return err
 		}
 	}
-	if s.down && !s.probe(ctx, now) {
+	if s.isDown() && !s.probe(ctx, now) {
 		return s.outage(now, checks, out, errors.New("redis down since the last failure"))
 	}
-	var failed error
+	r := rounds.Get().(*round)
+	var failed *algo.CheckErrors
 	for lo := 0; lo < len(checks); lo += s.cfg.maxBatch {
 		hi := min(len(checks), lo+s.cfg.maxBatch)
-		if err := s.send(ctx, now, checks[lo:hi], out[lo:hi]); err != nil {
+		if err := s.send(ctx, r, now, checks[lo:hi], out[lo:hi]); err != nil {
+			s.release(r)
 			return s.fail(ctx, now, checks[lo:], out[lo:], err)
 		}
-		if err := s.checkErrors(now, lo, checks[lo:hi], out[lo:hi]); err != nil && failed == nil {
-			failed = err
-		}
+		failed = s.checkErrors(r, failed, now, lo, checks[lo:hi], out[lo:hi])
 	}
-	return failed
+	s.release(r)
+	if failed != nil {
+		return failed
+	}
+	return nil
+}
+
+// release puts r back in the pool unless a round trip left running may
+// still read it.
+func (s *Store) release(r *round) {
+	if r.abandoned {
+		return
+	}
+	clear(r.calls)
+	clear(r.pipe)
+	r.calls, r.pipe, r.failed = r.calls[:0], r.pipe[:0], r.failed[:0]
+	rounds.Put(r)
+}
+
+func (s *Store) isDown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.down
 }
 
 // fail marks Redis down after a round trip that failed with err, and
@@ -181,6 +253,7 @@ func (s *Store) fail(ctx context.Context, now int64, checks []algo.Check, out []
 		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err()) // the caller gave up, not Redis
 	}
 	s.stats.errors.Add(1)
+	s.mu.Lock()
 	if !s.down {
 		s.stats.outages.Add(1)
 		if s.cfg.log != nil {
@@ -188,54 +261,86 @@ func (s *Store) fail(ctx context.Context, now int64, checks []algo.Check, out []
 				"mode", s.cfg.outage.String(), "err", err)
 		}
 	}
-	s.down, s.lastFail = true, now
+	s.down, s.lastFail, s.lastFailNow = true, s.wall(), now
+	s.mu.Unlock()
 	return s.outage(now, checks, out, err)
 }
 
 // checkErrors decides alone, as the outage mode says, each check that
-// Redis answered with an error of its own (s.failed, indexes into checks),
-// and returns the [FailError] error for the first of them; off is the
-// index of checks[0] in the batch. Redis answered the round trip, so it is
-// not marked down: a bad key fails its own check, not the batch and the
-// batches after it.
-func (s *Store) checkErrors(now int64, off int, checks []algo.Check, out []algo.Decision) error {
-	if len(s.failed) == 0 {
-		return nil
+// Redis answered with an error of its own (r.failed, indexes into checks),
+// and in [FailError] mode adds its error to failed (made if nil), which it
+// returns; off is the index of checks[0] in the batch. Redis answered the
+// round trip, so it is not marked down: a bad key fails its own check, not
+// the batch and the batches after it.
+func (s *Store) checkErrors(r *round, failed *algo.CheckErrors, now int64, off int, checks []algo.Check, out []algo.Decision) *algo.CheckErrors {
+	if len(r.failed) == 0 {
+		return failed
 	}
-	s.stats.checkErrors.Add(uint64(len(s.failed)))
-	var first error
-	for _, i := range s.failed {
-		cause := s.calls[i].cmd.Err()
-		if first == nil {
-			first = fmt.Errorf("%w: check %d, key %s: %w", ErrCheckFailed, off+i, s.key(&checks[i]), cause)
-			if s.cfg.log != nil && (!s.checkLogged || now-s.lastCheckLog >= int64(s.cfg.probe) || now < s.lastCheckLog) {
-				s.checkLogged, s.lastCheckLog = true, now
-				s.cfg.log.Warn("redisstore: redis answered a check with an error; deciding it alone by the outage mode (logged at most once per probe interval)",
-					"mode", s.cfg.outage.String(), "key", s.key(&checks[i]), "err", cause, "checkErrors", s.stats.checkErrors.Load())
+	s.stats.checkErrors.Add(uint64(len(r.failed)))
+	for j, i := range r.failed {
+		cause := r.calls[i].cmd.Err()
+		if j == 0 {
+			s.logCheckError(s.key(&checks[i]), cause)
+		}
+		if s.cfg.outage == FailError {
+			if failed == nil {
+				failed = &algo.CheckErrors{}
 			}
+			failed.Index = append(failed.Index, off+i)
+			failed.Errs = append(failed.Errs, fmt.Errorf("%w: check %d, key %s: %w", ErrCheckFailed, off+i, s.key(&checks[i]), cause))
+			continue
 		}
-		if s.cfg.outage != FailError {
-			_ = s.outage(now, checks[i:i+1], out[i:i+1], cause)
-		}
+		_ = s.outage(now, checks[i:i+1], out[i:i+1], cause)
 	}
-	s.failed = s.failed[:0]
-	if s.cfg.outage == FailError {
-		return first
+	r.failed = r.failed[:0]
+	return failed
+}
+
+// logCheckError logs a check's error, at most once per probe interval.
+func (s *Store) logCheckError(key string, cause error) {
+	if s.cfg.log == nil {
+		return
 	}
-	return nil
+	s.mu.Lock()
+	now := s.wall()
+	if s.checkLogged && now-s.lastCheckLog < int64(s.cfg.probe) && now >= s.lastCheckLog {
+		s.mu.Unlock()
+		return
+	}
+	s.checkLogged, s.lastCheckLog = true, now
+	s.mu.Unlock()
+	s.cfg.log.Warn("redisstore: redis answered a check with an error; deciding it alone by the outage mode (logged at most once per probe interval)",
+		"mode", s.cfg.outage.String(), "key", key, "err", cause, "checkErrors", s.stats.checkErrors.Load())
 }
 
 // probe pings Redis once the probe interval has passed since the last
-// failure, and reports whether it answered.
+// failure or probe, on the wall clock or on Decide's now (either: a
+// limiter's clock held still, WithCallerTime, never stops the probes, and a
+// test's clock can pace them), and reports whether it answered. One Decide
+// probes at a time; the others meanwhile decide by the outage mode.
 func (s *Store) probe(ctx context.Context, now int64) bool {
-	if now-s.lastFail < int64(s.cfg.probe) && now >= s.lastFail {
+	s.mu.Lock()
+	if !s.down {
+		s.mu.Unlock()
+		return true // another Decide's probe was answered meanwhile
+	}
+	wall, every := s.wall(), int64(s.cfg.probe)
+	due := wall-s.lastFail >= every || wall < s.lastFail || now-s.lastFailNow >= every || now < s.lastFailNow
+	if s.probing || !due {
+		s.mu.Unlock()
 		return false
 	}
+	s.probing = true
+	s.mu.Unlock()
 	s.stats.probes.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	if err := s.bounded(ctx, func(ctx context.Context) error { return s.client.Ping(ctx).Err() }); err != nil {
-		s.lastFail = now
+	err := s.bounded(ctx, nil, func(ctx context.Context) error { return s.client.Ping(ctx).Err() })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.probing = false
+	if err != nil {
+		s.lastFail, s.lastFailNow = s.wall(), now
 		return false
 	}
 	s.down = false
@@ -264,6 +369,8 @@ func (s *Store) outage(now int64, checks []algo.Check, out []algo.Decision, caus
 		return fmt.Errorf("%w: %w", ErrUnavailable, cause)
 	default:
 		s.stats.fallbacks.Add(n)
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		return s.fallback.Decide(context.Background(), now, checks, out)
 	}
 	return nil

@@ -205,8 +205,10 @@ func (x *Decision) GetDelayNs() int64 {
 // DecideRequest asks a partition's owner to decide checks in order, at one
 // instant (owner mode).
 type DecideRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Checks        []*Check               `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Checks []*Check               `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
+	// partition is the checks' partition, for the member that owns it.
+	Partition     uint32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -248,11 +250,22 @@ func (x *DecideRequest) GetChecks() []*Check {
 	return nil
 }
 
-// DecideReply is the owner's answer: one decision per check, or an error.
+func (x *DecideRequest) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+// DecideReply is the owner's answer: one decision per check, or an error;
+// or, refused, that the member asked does not own the partition (now), and
+// owner, the member that it takes for its owner ("" if it knows none).
 type DecideReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Decisions     []*Decision            `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
 	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Refused       bool                   `protobuf:"varint,3,opt,name=refused,proto3" json:"refused,omitempty"`
+	Owner         string                 `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,18 +314,35 @@ func (x *DecideReply) GetError() string {
 	return ""
 }
 
+func (x *DecideReply) GetRefused() bool {
+	if x != nil {
+		return x.Refused
+	}
+	return false
+}
+
+func (x *DecideReply) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
 // Total is what one node has counted for one fixed window of one key, in
 // all, since its copy of the window began: sent again it changes nothing.
 // epoch names the copy: a node that drops its copy and makes another in the
 // same window gives the new one a larger epoch, and the owner adds the new
 // copy's hits to what it had from the old one.
 type Total struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	PeriodNs      int64                  `protobuf:"varint,2,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
-	Window        int64                  `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`
-	Hits          int64                  `protobuf:"varint,4,opt,name=hits,proto3" json:"hits,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	PeriodNs int64                  `protobuf:"varint,2,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
+	Window   int64                  `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`
+	Hits     int64                  `protobuf:"varint,4,opt,name=hits,proto3" json:"hits,omitempty"`
+	Epoch    uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// last is the time (Unix ns) of the copy's latest hit: a total whose
+	// hits all came before a reset of the key counts nothing.
+	Last          int64 `protobuf:"varint,6,opt,name=last,proto3" json:"last,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -382,6 +412,13 @@ func (x *Total) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *Total) GetLast() int64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
 // PartSync is one partition's share of a sync: the node's totals for the
 // keys of that partition (none for a probe, which only asks the owner's
 // incarnation).
@@ -393,9 +430,15 @@ type PartSync struct {
 	Hits []*Hits `protobuf:"bytes,3,rep,name=hits,proto3" json:"hits,omitempty"`
 	// resets are the keys the node reset while the owner could not be
 	// reached; the owner applies them before the totals and the hits.
-	Resets        []*Check `protobuf:"bytes,4,rep,name=resets,proto3" json:"resets,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// reset_at[i] (Unix ns) is when the i-th was made.
+	Resets  []*Check `protobuf:"bytes,4,rep,name=resets,proto3" json:"resets,omitempty"`
+	ResetAt []int64  `protobuf:"varint,5,rep,packed,name=reset_at,json=resetAt,proto3" json:"reset_at,omitempty"`
+	// reset_incarnation and reset_gen name the last of the owner's resets
+	// that the node has seen: the owner answers with those made since.
+	ResetIncarnation uint64 `protobuf:"varint,6,opt,name=reset_incarnation,json=resetIncarnation,proto3" json:"reset_incarnation,omitempty"`
+	ResetGen         uint64 `protobuf:"varint,7,opt,name=reset_gen,json=resetGen,proto3" json:"reset_gen,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartSync) Reset() {
@@ -456,6 +499,27 @@ func (x *PartSync) GetResets() []*Check {
 	return nil
 }
 
+func (x *PartSync) GetResetAt() []int64 {
+	if x != nil {
+		return x.ResetAt
+	}
+	return nil
+}
+
+func (x *PartSync) GetResetIncarnation() uint64 {
+	if x != nil {
+		return x.ResetIncarnation
+	}
+	return 0
+}
+
+func (x *PartSync) GetResetGen() uint64 {
+	if x != nil {
+		return x.ResetGen
+	}
+	return 0
+}
+
 // Hits is what one node allowed, on its own copy, of one key of an
 // algorithm other than the fixed window, since the owner last counted its
 // hits: the owner charges them to its state, whatever its limit says (they
@@ -474,7 +538,11 @@ type Hits struct {
 	// state, when set, is the node's copy of the key's state, in the
 	// table's encoding, sent instead of hits to an owner that started
 	// empty: it keeps the fuller of its own state and this one.
-	State         []byte `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	State []byte `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	// reset_at is the time (Unix ns) of the latest reset of the key that
+	// the copy has honoured: a state sent whole from before a later reset
+	// is not kept.
+	ResetAt       int64 `protobuf:"varint,7,opt,name=reset_at,json=resetAt,proto3" json:"reset_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -549,6 +617,13 @@ func (x *Hits) GetState() []byte {
 		return x.State
 	}
 	return nil
+}
+
+func (x *Hits) GetResetAt() int64 {
+	if x != nil {
+		return x.ResetAt
+	}
+	return 0
 }
 
 // SyncRequest carries a node's totals to one owner: to a partition's grain
@@ -662,14 +737,21 @@ func (x *Count) GetCount() int64 {
 // PartReply answers one PartSync: the i-th count is for the i-th total.
 // incarnation names the owner's state of the partition, new each time the
 // partition starts on a member; absent says the member asked does not own
-// the partition (the node asks its grain instead).
+// the partition (now): owner names the member it takes for the owner, ""
+// if it knows none.
 type PartReply struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Incarnation uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	Counts      []*Count               `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty"`
 	Absent      bool                   `protobuf:"varint,3,opt,name=absent,proto3" json:"absent,omitempty"`
 	// states answer the part's hits, the i-th for the i-th.
-	States        []*State `protobuf:"bytes,4,rep,name=states,proto3" json:"states,omitempty"`
+	States []*State `protobuf:"bytes,4,rep,name=states,proto3" json:"states,omitempty"`
+	Owner  string   `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	// resets are the owner's resets of the partition's keys since the one
+	// the node named (all it keeps, if it named another incarnation), and
+	// reset_gen names the last of them.
+	Resets        []*Reset `protobuf:"bytes,6,rep,name=resets,proto3" json:"resets,omitempty"`
+	ResetGen      uint64   `protobuf:"varint,7,opt,name=reset_gen,json=resetGen,proto3" json:"reset_gen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -732,6 +814,106 @@ func (x *PartReply) GetStates() []*State {
 	return nil
 }
 
+func (x *PartReply) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *PartReply) GetResets() []*Reset {
+	if x != nil {
+		return x.Resets
+	}
+	return nil
+}
+
+func (x *PartReply) GetResetGen() uint64 {
+	if x != nil {
+		return x.ResetGen
+	}
+	return 0
+}
+
+// Reset is a reset of one key, which every node's copy honours: at is
+// when it was made (Unix ns); the hits of the key before it are forgotten.
+// until (in a PartState) is when the owner may forget it.
+type Reset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Algorithm     uint32                 `protobuf:"varint,1,opt,name=algorithm,proto3" json:"algorithm,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	PeriodNs      int64                  `protobuf:"varint,3,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
+	At            int64                  `protobuf:"varint,4,opt,name=at,proto3" json:"at,omitempty"`
+	Until         int64                  `protobuf:"varint,5,opt,name=until,proto3" json:"until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reset) Reset() {
+	*x = Reset{}
+	mi := &file_limit_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reset) ProtoMessage() {}
+
+func (x *Reset) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reset.ProtoReflect.Descriptor instead.
+func (*Reset) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Reset) GetAlgorithm() uint32 {
+	if x != nil {
+		return x.Algorithm
+	}
+	return 0
+}
+
+func (x *Reset) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Reset) GetPeriodNs() int64 {
+	if x != nil {
+		return x.PeriodNs
+	}
+	return 0
+}
+
+func (x *Reset) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
+func (x *Reset) GetUntil() int64 {
+	if x != nil {
+		return x.Until
+	}
+	return 0
+}
+
 // State is the owner's answer to Hits: how many of the copy's hits it has
 // charged in all (done), and its state of the key after them, in the
 // table's encoding (empty: none), with its death (Unix ns).
@@ -746,7 +928,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_limit_proto_msgTypes[10]
+	mi := &file_limit_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +940,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[10]
+	mi := &file_limit_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +953,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{10}
+	return file_limit_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *State) GetDone() int64 {
@@ -805,7 +987,7 @@ type SyncReply struct {
 
 func (x *SyncReply) Reset() {
 	*x = SyncReply{}
-	mi := &file_limit_proto_msgTypes[11]
+	mi := &file_limit_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +999,7 @@ func (x *SyncReply) String() string {
 func (*SyncReply) ProtoMessage() {}
 
 func (x *SyncReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[11]
+	mi := &file_limit_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,12 +1012,582 @@ func (x *SyncReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncReply.ProtoReflect.Descriptor instead.
 func (*SyncReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{11}
+	return file_limit_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SyncReply) GetParts() []*PartReply {
 	if x != nil {
 		return x.Parts
+	}
+	return nil
+}
+
+// PartState is the whole owner's state of one partition: handed on to its
+// next owner when it moves, and sent to its backup member every sync.
+type PartState struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Windows   []*Window              `protobuf:"bytes,2,rep,name=windows,proto3" json:"windows,omitempty"`
+	Records   []*Record              `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
+	Charged   []*Charged             `protobuf:"bytes,4,rep,name=charged,proto3" json:"charged,omitempty"`
+	// resets are the owner's latest resets of the partition's keys.
+	Resets        []*Reset `protobuf:"bytes,5,rep,name=resets,proto3" json:"resets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartState) Reset() {
+	*x = PartState{}
+	mi := &file_limit_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartState) ProtoMessage() {}
+
+func (x *PartState) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartState.ProtoReflect.Descriptor instead.
+func (*PartState) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PartState) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartState) GetWindows() []*Window {
+	if x != nil {
+		return x.Windows
+	}
+	return nil
+}
+
+func (x *PartState) GetRecords() []*Record {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *PartState) GetCharged() []*Charged {
+	if x != nil {
+		return x.Charged
+	}
+	return nil
+}
+
+func (x *PartState) GetResets() []*Reset {
+	if x != nil {
+		return x.Resets
+	}
+	return nil
+}
+
+// Window is the owner's state of one key's fixed window (LocalFirst): each
+// member's total, as in Total, and their sum.
+type Window struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	PeriodNs      int64                  `protobuf:"varint,2,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
+	Window        int64                  `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`
+	Sum           int64                  `protobuf:"varint,4,opt,name=sum,proto3" json:"sum,omitempty"`
+	Nodes         []*NodeTotal           `protobuf:"bytes,5,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Window) Reset() {
+	*x = Window{}
+	mi := &file_limit_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Window) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Window) ProtoMessage() {}
+
+func (x *Window) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Window.ProtoReflect.Descriptor instead.
+func (*Window) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Window) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Window) GetPeriodNs() int64 {
+	if x != nil {
+		return x.PeriodNs
+	}
+	return 0
+}
+
+func (x *Window) GetWindow() int64 {
+	if x != nil {
+		return x.Window
+	}
+	return 0
+}
+
+func (x *Window) GetSum() int64 {
+	if x != nil {
+		return x.Sum
+	}
+	return 0
+}
+
+func (x *Window) GetNodes() []*NodeTotal {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// NodeTotal is one member's part of a Window: base counts the hits of its
+// copies before the one named by epoch, hits that copy's.
+type NodeTotal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Base          int64                  `protobuf:"varint,3,opt,name=base,proto3" json:"base,omitempty"`
+	Hits          int64                  `protobuf:"varint,4,opt,name=hits,proto3" json:"hits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeTotal) Reset() {
+	*x = NodeTotal{}
+	mi := &file_limit_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeTotal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeTotal) ProtoMessage() {}
+
+func (x *NodeTotal) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeTotal.ProtoReflect.Descriptor instead.
+func (*NodeTotal) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *NodeTotal) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeTotal) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *NodeTotal) GetBase() int64 {
+	if x != nil {
+		return x.Base
+	}
+	return 0
+}
+
+func (x *NodeTotal) GetHits() int64 {
+	if x != nil {
+		return x.Hits
+	}
+	return 0
+}
+
+// Record is an algo.Record: one key's state in the table's encoding.
+type Record struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Algorithm     uint32                 `protobuf:"varint,1,opt,name=algorithm,proto3" json:"algorithm,omitempty"`
+	PeriodNs      int64                  `protobuf:"varint,2,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
+	Id            string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	Death         int64                  `protobuf:"varint,4,opt,name=death,proto3" json:"death,omitempty"`
+	State         []byte                 `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Record) Reset() {
+	*x = Record{}
+	mi := &file_limit_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Record) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Record) ProtoMessage() {}
+
+func (x *Record) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Record.ProtoReflect.Descriptor instead.
+func (*Record) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Record) GetAlgorithm() uint32 {
+	if x != nil {
+		return x.Algorithm
+	}
+	return 0
+}
+
+func (x *Record) GetPeriodNs() int64 {
+	if x != nil {
+		return x.PeriodNs
+	}
+	return 0
+}
+
+func (x *Record) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Record) GetDeath() int64 {
+	if x != nil {
+		return x.Death
+	}
+	return 0
+}
+
+func (x *Record) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// Charged is, for one key, how many hits of each member's copy the owner
+// has charged to its state (see Hits).
+type Charged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Algorithm     uint32                 `protobuf:"varint,1,opt,name=algorithm,proto3" json:"algorithm,omitempty"`
+	PeriodNs      int64                  `protobuf:"varint,2,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
+	Id            string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	Death         int64                  `protobuf:"varint,4,opt,name=death,proto3" json:"death,omitempty"`
+	Nodes         []*NodeCharged         `protobuf:"bytes,5,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Charged) Reset() {
+	*x = Charged{}
+	mi := &file_limit_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Charged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Charged) ProtoMessage() {}
+
+func (x *Charged) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Charged.ProtoReflect.Descriptor instead.
+func (*Charged) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Charged) GetAlgorithm() uint32 {
+	if x != nil {
+		return x.Algorithm
+	}
+	return 0
+}
+
+func (x *Charged) GetPeriodNs() int64 {
+	if x != nil {
+		return x.PeriodNs
+	}
+	return 0
+}
+
+func (x *Charged) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Charged) GetDeath() int64 {
+	if x != nil {
+		return x.Death
+	}
+	return 0
+}
+
+func (x *Charged) GetNodes() []*NodeCharged {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// NodeCharged is one member's part of a Charged.
+type NodeCharged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Done          int64                  `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeCharged) Reset() {
+	*x = NodeCharged{}
+	mi := &file_limit_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeCharged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeCharged) ProtoMessage() {}
+
+func (x *NodeCharged) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeCharged.ProtoReflect.Descriptor instead.
+func (*NodeCharged) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *NodeCharged) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeCharged) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *NodeCharged) GetDone() int64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+// HandOff carries partitions' states from the member from: to their new
+// owner (backup false), which answers for them from then on, or to their
+// backup member (backup true), which keeps them for when the owner dies.
+// With ask, the parts carry only their partition: the member from owns
+// them in its view and asks which of them the member asked holds.
+type HandOff struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Parts         []*PartState           `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
+	Backup        bool                   `protobuf:"varint,3,opt,name=backup,proto3" json:"backup,omitempty"`
+	Ask           bool                   `protobuf:"varint,4,opt,name=ask,proto3" json:"ask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandOff) Reset() {
+	*x = HandOff{}
+	mi := &file_limit_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandOff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandOff) ProtoMessage() {}
+
+func (x *HandOff) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandOff.ProtoReflect.Descriptor instead.
+func (*HandOff) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *HandOff) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *HandOff) GetParts() []*PartState {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+func (x *HandOff) GetBackup() bool {
+	if x != nil {
+		return x.Backup
+	}
+	return false
+}
+
+func (x *HandOff) GetAsk() bool {
+	if x != nil {
+		return x.Ask
+	}
+	return false
+}
+
+// HandOffReply names the partitions of a HandOff the member took; or,
+// answering an ask, those it holds (owns, or is handing on).
+type HandOffReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Taken         []uint32               `protobuf:"varint,1,rep,packed,name=taken,proto3" json:"taken,omitempty"`
+	Held          []uint32               `protobuf:"varint,2,rep,packed,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandOffReply) Reset() {
+	*x = HandOffReply{}
+	mi := &file_limit_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandOffReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandOffReply) ProtoMessage() {}
+
+func (x *HandOffReply) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandOffReply.ProtoReflect.Descriptor instead.
+func (*HandOffReply) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *HandOffReply) GetTaken() []uint32 {
+	if x != nil {
+		return x.Taken
+	}
+	return nil
+}
+
+func (x *HandOffReply) GetHeld() []uint32 {
+	if x != nil {
+		return x.Held
 	}
 	return nil
 }
@@ -859,47 +1611,105 @@ const file_limit_proto_rawDesc = "" +
 	"\tremaining\x18\x03 \x01(\x03R\tremaining\x12$\n" +
 	"\x0eretry_after_ns\x18\x04 \x01(\x03R\fretryAfterNs\x12$\n" +
 	"\x0ereset_after_ns\x18\x05 \x01(\x03R\fresetAfterNs\x12\x19\n" +
-	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\"B\n" +
+	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\"`\n" +
 	"\rDecideRequest\x121\n" +
-	"\x06checks\x18\x01 \x03(\v2\x19.actorlimit.cluster.CheckR\x06checks\"_\n" +
+	"\x06checks\x18\x01 \x03(\v2\x19.actorlimit.cluster.CheckR\x06checks\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\"\x8f\x01\n" +
 	"\vDecideReply\x12:\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x1c.actorlimit.cluster.DecisionR\tdecisions\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"v\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x18\n" +
+	"\arefused\x18\x03 \x01(\bR\arefused\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\"\x8a\x01\n" +
 	"\x05Total\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x16\n" +
 	"\x06window\x18\x03 \x01(\x03R\x06window\x12\x12\n" +
 	"\x04hits\x18\x04 \x01(\x03R\x04hits\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\xbc\x01\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x12\n" +
+	"\x04last\x18\x06 \x01(\x03R\x04last\"\xa1\x02\n" +
 	"\bPartSync\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x121\n" +
 	"\x06totals\x18\x02 \x03(\v2\x19.actorlimit.cluster.TotalR\x06totals\x12,\n" +
 	"\x04hits\x18\x03 \x03(\v2\x18.actorlimit.cluster.HitsR\x04hits\x121\n" +
-	"\x06resets\x18\x04 \x03(\v2\x19.actorlimit.cluster.CheckR\x06resets\"\x95\x01\n" +
+	"\x06resets\x18\x04 \x03(\v2\x19.actorlimit.cluster.CheckR\x06resets\x12\x19\n" +
+	"\breset_at\x18\x05 \x03(\x03R\aresetAt\x12+\n" +
+	"\x11reset_incarnation\x18\x06 \x01(\x04R\x10resetIncarnation\x12\x1b\n" +
+	"\treset_gen\x18\a \x01(\x04R\bresetGen\"\xb0\x01\n" +
 	"\x04Hits\x12/\n" +
 	"\x05check\x18\x01 \x01(\v2\x19.actorlimit.cluster.CheckR\x05check\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x12\n" +
 	"\x04base\x18\x03 \x01(\x03R\x04base\x12\x0e\n" +
 	"\x02at\x18\x04 \x03(\x03R\x02at\x12\f\n" +
 	"\x01n\x18\x05 \x03(\x03R\x01n\x12\x14\n" +
-	"\x05state\x18\x06 \x01(\fR\x05state\"[\n" +
+	"\x05state\x18\x06 \x01(\fR\x05state\x12\x19\n" +
+	"\breset_at\x18\a \x01(\x03R\aresetAt\"[\n" +
 	"\vSyncRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x122\n" +
 	"\x05parts\x18\x03 \x03(\v2\x1c.actorlimit.cluster.PartSyncR\x05partsJ\x04\b\x02\x10\x03\"5\n" +
 	"\x05Count\x12\x16\n" +
 	"\x06window\x18\x01 \x01(\x03R\x06window\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"\xab\x01\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\x91\x02\n" +
 	"\tPartReply\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x121\n" +
 	"\x06counts\x18\x02 \x03(\v2\x19.actorlimit.cluster.CountR\x06counts\x12\x16\n" +
 	"\x06absent\x18\x03 \x01(\bR\x06absent\x121\n" +
-	"\x06states\x18\x04 \x03(\v2\x19.actorlimit.cluster.StateR\x06states\"G\n" +
+	"\x06states\x18\x04 \x03(\v2\x19.actorlimit.cluster.StateR\x06states\x12\x14\n" +
+	"\x05owner\x18\x05 \x01(\tR\x05owner\x121\n" +
+	"\x06resets\x18\x06 \x03(\v2\x19.actorlimit.cluster.ResetR\x06resets\x12\x1b\n" +
+	"\treset_gen\x18\a \x01(\x04R\bresetGen\"x\n" +
+	"\x05Reset\x12\x1c\n" +
+	"\talgorithm\x18\x01 \x01(\rR\talgorithm\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1b\n" +
+	"\tperiod_ns\x18\x03 \x01(\x03R\bperiodNs\x12\x0e\n" +
+	"\x02at\x18\x04 \x01(\x03R\x02at\x12\x14\n" +
+	"\x05until\x18\x05 \x01(\x03R\x05until\"G\n" +
 	"\x05State\x12\x12\n" +
 	"\x04done\x18\x01 \x01(\x03R\x04done\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x14\n" +
 	"\x05death\x18\x03 \x01(\x03R\x05death\"F\n" +
 	"\tSyncReply\x123\n" +
-	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02B4Z2github.com/actorlimit/actorlimit/cluster/clusterpbb\x06proto3"
+	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02\"\xff\x01\n" +
+	"\tPartState\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x124\n" +
+	"\awindows\x18\x02 \x03(\v2\x1a.actorlimit.cluster.WindowR\awindows\x124\n" +
+	"\arecords\x18\x03 \x03(\v2\x1a.actorlimit.cluster.RecordR\arecords\x125\n" +
+	"\acharged\x18\x04 \x03(\v2\x1b.actorlimit.cluster.ChargedR\acharged\x121\n" +
+	"\x06resets\x18\x05 \x03(\v2\x19.actorlimit.cluster.ResetR\x06resets\"\x94\x01\n" +
+	"\x06Window\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x16\n" +
+	"\x06window\x18\x03 \x01(\x03R\x06window\x12\x10\n" +
+	"\x03sum\x18\x04 \x01(\x03R\x03sum\x123\n" +
+	"\x05nodes\x18\x05 \x03(\v2\x1d.actorlimit.cluster.NodeTotalR\x05nodes\"]\n" +
+	"\tNodeTotal\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x12\n" +
+	"\x04base\x18\x03 \x01(\x03R\x04base\x12\x12\n" +
+	"\x04hits\x18\x04 \x01(\x03R\x04hits\"\x7f\n" +
+	"\x06Record\x12\x1c\n" +
+	"\talgorithm\x18\x01 \x01(\rR\talgorithm\x12\x1b\n" +
+	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12\x14\n" +
+	"\x05death\x18\x04 \x01(\x03R\x05death\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\fR\x05state\"\xa1\x01\n" +
+	"\aCharged\x12\x1c\n" +
+	"\talgorithm\x18\x01 \x01(\rR\talgorithm\x12\x1b\n" +
+	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12\x14\n" +
+	"\x05death\x18\x04 \x01(\x03R\x05death\x125\n" +
+	"\x05nodes\x18\x05 \x03(\v2\x1f.actorlimit.cluster.NodeChargedR\x05nodes\"K\n" +
+	"\vNodeCharged\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x12\n" +
+	"\x04done\x18\x03 \x01(\x03R\x04done\"|\n" +
+	"\aHandOff\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x123\n" +
+	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartStateR\x05parts\x12\x16\n" +
+	"\x06backup\x18\x03 \x01(\bR\x06backup\x12\x10\n" +
+	"\x03ask\x18\x04 \x01(\bR\x03ask\"8\n" +
+	"\fHandOffReply\x12\x14\n" +
+	"\x05taken\x18\x01 \x03(\rR\x05taken\x12\x12\n" +
+	"\x04held\x18\x02 \x03(\rR\x04heldB4Z2github.com/actorlimit/actorlimit/cluster/clusterpbb\x06proto3"
 
 var (
 	file_limit_proto_rawDescOnce sync.Once
@@ -913,7 +1723,7 @@ func file_limit_proto_rawDescGZIP() []byte {
 	return file_limit_proto_rawDescData
 }
 
-var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_limit_proto_goTypes = []any{
 	(*Check)(nil),         // 0: actorlimit.cluster.Check
 	(*Decision)(nil),      // 1: actorlimit.cluster.Decision
@@ -925,8 +1735,17 @@ var file_limit_proto_goTypes = []any{
 	(*SyncRequest)(nil),   // 7: actorlimit.cluster.SyncRequest
 	(*Count)(nil),         // 8: actorlimit.cluster.Count
 	(*PartReply)(nil),     // 9: actorlimit.cluster.PartReply
-	(*State)(nil),         // 10: actorlimit.cluster.State
-	(*SyncReply)(nil),     // 11: actorlimit.cluster.SyncReply
+	(*Reset)(nil),         // 10: actorlimit.cluster.Reset
+	(*State)(nil),         // 11: actorlimit.cluster.State
+	(*SyncReply)(nil),     // 12: actorlimit.cluster.SyncReply
+	(*PartState)(nil),     // 13: actorlimit.cluster.PartState
+	(*Window)(nil),        // 14: actorlimit.cluster.Window
+	(*NodeTotal)(nil),     // 15: actorlimit.cluster.NodeTotal
+	(*Record)(nil),        // 16: actorlimit.cluster.Record
+	(*Charged)(nil),       // 17: actorlimit.cluster.Charged
+	(*NodeCharged)(nil),   // 18: actorlimit.cluster.NodeCharged
+	(*HandOff)(nil),       // 19: actorlimit.cluster.HandOff
+	(*HandOffReply)(nil),  // 20: actorlimit.cluster.HandOffReply
 }
 var file_limit_proto_depIdxs = []int32{
 	0,  // 0: actorlimit.cluster.DecideRequest.checks:type_name -> actorlimit.cluster.Check
@@ -937,13 +1756,21 @@ var file_limit_proto_depIdxs = []int32{
 	0,  // 5: actorlimit.cluster.Hits.check:type_name -> actorlimit.cluster.Check
 	5,  // 6: actorlimit.cluster.SyncRequest.parts:type_name -> actorlimit.cluster.PartSync
 	8,  // 7: actorlimit.cluster.PartReply.counts:type_name -> actorlimit.cluster.Count
-	10, // 8: actorlimit.cluster.PartReply.states:type_name -> actorlimit.cluster.State
-	9,  // 9: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	11, // 8: actorlimit.cluster.PartReply.states:type_name -> actorlimit.cluster.State
+	10, // 9: actorlimit.cluster.PartReply.resets:type_name -> actorlimit.cluster.Reset
+	9,  // 10: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
+	14, // 11: actorlimit.cluster.PartState.windows:type_name -> actorlimit.cluster.Window
+	16, // 12: actorlimit.cluster.PartState.records:type_name -> actorlimit.cluster.Record
+	17, // 13: actorlimit.cluster.PartState.charged:type_name -> actorlimit.cluster.Charged
+	10, // 14: actorlimit.cluster.PartState.resets:type_name -> actorlimit.cluster.Reset
+	15, // 15: actorlimit.cluster.Window.nodes:type_name -> actorlimit.cluster.NodeTotal
+	18, // 16: actorlimit.cluster.Charged.nodes:type_name -> actorlimit.cluster.NodeCharged
+	13, // 17: actorlimit.cluster.HandOff.parts:type_name -> actorlimit.cluster.PartState
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_limit_proto_init() }
@@ -957,7 +1784,7 @@ func file_limit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_limit_proto_rawDesc), len(file_limit_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

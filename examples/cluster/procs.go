@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
-
 	"github.com/actorlimit/actorlimit/cluster"
 )
 
@@ -148,11 +146,12 @@ func runMember(s settings, i int, portList string) error {
 		seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", ports[members+j]))
 	}
 	m, err := cluster.Start(cluster.Config{
-		Name:      "example-procs",
-		Port:      ports[i],
-		Provider:  automanaged.NewWithConfig(200*time.Millisecond, ports[members+i], seeds...),
-		Mode:      s.mode,
-		SyncEvery: s.syncEvery,
+		Name: "example-procs",
+		Port: ports[i],
+		// The automanaged provider, its health endpoint on loopback only.
+		AutoManaged: &cluster.AutoManaged{Port: ports[members+i], Hosts: seeds, Refresh: 200 * time.Millisecond},
+		Mode:        s.mode,
+		SyncEvery:   s.syncEvery,
 	})
 	if err != nil {
 		return err

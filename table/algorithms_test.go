@@ -157,12 +157,13 @@ func TestNeverAllowed(t *testing.T) {
 // not its chances against eviction, which a denied hit raises).
 func snapshot(tbl *Table) []string {
 	var s []string
-	tbl.ascend(func(e *node) bool {
+	tbl.ascend(func(i uint32) bool {
 		x := ""
-		if ext := tbl.ext[e]; ext != nil {
+		if ext := tbl.ext[i]; ext != nil {
 			x = fmt.Sprintf("%x@%d/%d", ext.Buf[ext.Head:], ext.Head, ext.Last)
 		}
-		s = append(s, fmt.Sprintf("%+v %s", e.entry(), x))
+		e := tbl.at(i)
+		s = append(s, fmt.Sprintf("%+v %s", tbl.entry(e, tbl.idOf(e)), x))
 		return true
 	})
 	return s

@@ -33,8 +33,8 @@ func (t *Table) Charge(c *algo.Check, now int64) {
 			algo.ChargeSlidingWindow(&s, k.Scale, c.N, now)
 			death = algo.SlidingWindowDeath(&s, k.Scale)
 		}
-		if e != nil {
-			record(e, true)
+		if e != 0 {
+			record(t.at(e), true)
 		}
 		t.putSlots(k, e, x, &s, death)
 	default:

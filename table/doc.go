@@ -16,10 +16,23 @@
 //
 // # Layout
 //
-// Each kind and window length (a group) has its own run of the order: a
-// B-tree of its entries by bucket, then id, and beside it a hash index, a
-// string-keyed map of its ids, so a hit on a live entry touches no tree node
-// at all. An entry holds the state of the newest window its id has used:
+// An entry is a node of 64 bytes, one cache line, in a slab of fixed
+// chunks, named by a 32-bit number and holding no pointer (so the garbage
+// collector never scans the slab): its state, the links of the eviction
+// ring, and its id when the id has at most 18 bytes (a longer id is a
+// string the node names by number). A hash index finds a key's node: open
+// addressing over 32-bit slots, each a node number and a tag of the key's
+// hash, under a seed of the table's own, and a probe compares the id's
+// bytes, so ids an attacker picks neither collide more than others nor get
+// mixed up when they do; the index is cut into parts of at most 4096
+// slots that split as it grows (extendible hashing), so no insert rehashes
+// more than one part. A hit on a live entry is thus one index slot and one
+// node, and touches no tree node at all; [Table.Decide] reads the slots
+// and nodes of a whole batch first, so that in a large table their reads
+// from memory overlap. Each kind and window length
+// (a group) has its own run of the order: a B-tree of its node numbers by
+// bucket, then id. Deleted nodes and long ids' slots are reused by the
+// next inserts. An entry holds the state of the newest window its id has used:
 // when a hit arrives in a later window, the entry is moved forward to that
 // window (its old count is dead by definition of a fixed window) instead of
 // leaving the old row behind for the janitor. Each tree therefore starts
@@ -42,7 +55,7 @@
 // it: an expired entry is exactly an entry with nothing left to remember,
 // and [Table.Expire] stays a range scan for every algorithm. A move takes
 // the entry out of the tree and puts it back, which happens at most about
-// once per Scale of elapsed time a key, so a hit is mostly one map lookup.
+// once per Scale of elapsed time a key, so a hit is mostly one index lookup.
 // Peeks change nothing.
 //
 // The entry's words hold the typed states as follows (the node's first
@@ -120,8 +133,8 @@
 // while it takes 3*limit. Hits on other entries make turns shorter, by one
 // insert per chance they earn.
 //
-// The ring costs each entry two pointers, 16 bytes; the chances fit in
-// padding. A hit writes one byte of its own entry; an insert into a full
+// The ring costs each entry two node numbers, 8 bytes, and a byte of
+// chances. A hit writes one byte of its own entry; an insert into a full
 // table costs amortised O(1) steps of the hand (each either evicts or spends
 // a chance some hit gave) and the victim's O(log n) tree delete; Delete and
 // Expire take entries off the ring in O(1). A table with no bound keeps no

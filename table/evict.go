@@ -3,10 +3,10 @@ package table
 // The memory bound's eviction, a second-chance CLOCK over every entry of a
 // bounded table (the package doc, "Memory bound", says what it guarantees).
 // The ring is a circular doubly-linked list through the nodes' prev and next
-// links, so that Delete and Expire take a node off it in O(1); t.hand is the
+// links (node numbers), so that Delete and Expire take a node off it in O(1); t.hand is the
 // next candidate, and new nodes go in just before it, where the hand reaches
 // them last. A node's chances is how many more passes of the hand it
-// survives. Tables with no bound keep no ring: their nodes' links stay nil.
+// survives. Tables with no bound keep no ring: their nodes' links stay 0.
 
 // Chances against eviction that a hit gives its entry.
 const (
@@ -28,32 +28,36 @@ func record(e *node, allowed bool) {
 	}
 }
 
-// link puts e into the ring just behind the hand, where the hand reaches it
-// last.
-func (t *Table) link(e *node) {
+// link puts node i into the ring just behind the hand, where the hand
+// reaches it last.
+func (t *Table) link(i uint32) {
+	e := t.at(i)
 	h := t.hand
-	if h == nil {
-		e.prev, e.next = e, e
-		t.hand = e
+	if h == 0 {
+		e.prev, e.next = i, i
+		t.hand = i
 		return
 	}
-	e.prev, e.next = h.prev, h
-	h.prev.next = e
-	h.prev = e
+	he := t.at(h)
+	e.prev, e.next = he.prev, h
+	t.at(he.prev).next = i
+	he.prev = i
 }
 
-// unlink takes e out of the ring, moving the hand on if it points at e.
-func (t *Table) unlink(e *node) {
-	if e.next == e {
-		t.hand = nil
+// unlink takes node i out of the ring, moving the hand on if it points at
+// i.
+func (t *Table) unlink(i uint32) {
+	e := t.at(i)
+	if e.next == i {
+		t.hand = 0
 	} else {
-		if t.hand == e {
+		if t.hand == i {
 			t.hand = e.next
 		}
-		e.prev.next = e.next
-		e.next.prev = e.prev
+		t.at(e.prev).next = e.next
+		t.at(e.next).prev = e.prev
 	}
-	e.prev, e.next = nil, nil
+	e.prev, e.next = 0, 0
 }
 
 // evict deletes one entry, the first the hand finds with no chance left,
@@ -61,13 +65,14 @@ func (t *Table) unlink(e *node) {
 // It stops: every entry it passes loses a chance, and none has more than
 // denyChances.
 func (t *Table) evict() {
-	for e := t.hand; e != nil; e = t.hand {
+	for i := t.hand; i != 0; i = t.hand {
+		e := t.at(i)
 		t.hand = e.next
 		if e.chances > 0 {
 			e.chances--
 			continue
 		}
-		t.remove(e)
+		t.remove(i)
 		t.evictions++
 		return
 	}

@@ -72,27 +72,29 @@ func (c *clockModel) evict() Key {
 // its entries exactly once, with consistent links and chances in range.
 func checkRing(t *testing.T, tb *Table) {
 	t.Helper()
-	if tb.hand == nil {
+	if tb.hand == 0 {
 		if tb.Len() != 0 {
 			t.Fatalf("no ring, %d entries", tb.Len())
 		}
 		return
 	}
 	seen := 0
-	for e := tb.hand; ; {
-		if e.next.prev != e || e.prev.next != e {
-			t.Fatalf("ring links broken at %+v", e.entry())
+	for i := tb.hand; ; {
+		e := tb.at(i)
+		entry := tb.entry(e, tb.idOf(e))
+		if tb.at(e.next).prev != i || tb.at(e.prev).next != i {
+			t.Fatalf("ring links broken at %+v", entry)
 		}
-		if tb.lookup(e.entry().Key) != e {
-			t.Fatalf("ring holds %+v, which the table does not", e.entry())
+		if tb.lookup(entry.Key) != i {
+			t.Fatalf("ring holds %+v, which the table does not", entry)
 		}
 		if e.chances > denyChances {
-			t.Fatalf("%+v has %d chances", e.entry(), e.chances)
+			t.Fatalf("%+v has %d chances", entry, e.chances)
 		}
 		if seen++; seen > tb.Len() {
 			t.Fatalf("ring longer than the %d entries", tb.Len())
 		}
-		if e = e.next; e == tb.hand {
+		if i = e.next; i == tb.hand {
 			break
 		}
 	}
@@ -303,8 +305,8 @@ func TestExpireAndDeleteLeaveTheRing(t *testing.T) {
 		checkRing(t, tb)
 	}
 	tb.Expire(10*sec, 0)
-	if tb.Len() != 0 || tb.hand != nil {
-		t.Fatalf("emptied table: Len() = %d, ring %v", tb.Len(), tb.hand != nil)
+	if tb.Len() != 0 || tb.hand != 0 {
+		t.Fatalf("emptied table: Len() = %d, ring %v", tb.Len(), tb.hand != 0)
 	}
 	for i := range 2 * size {
 		tb.Add(key(0, sec, fmt.Sprint("again", i)), 9, 1, 0)
@@ -315,10 +317,14 @@ func TestExpireAndDeleteLeaveTheRing(t *testing.T) {
 	}
 }
 
-// TestNodeSize checks the memory the ring costs: a node is an Entry and 16
-// bytes more, and fills its allocator size class (80 bytes) exactly.
+// TestNodeSize checks the layout of a node: one cache line of 64 bytes,
+// holding the ring's links and an id of up to idInline bytes, and no
+// pointer, so that the garbage collector never scans the slab.
 func TestNodeSize(t *testing.T) {
-	if n, e := unsafe.Sizeof(node{}), unsafe.Sizeof(Entry{}); n != e+16 || n != 80 {
-		t.Fatalf("node is %d bytes, Entry %d: want 80 and 64", n, e)
+	if n := unsafe.Sizeof(node{}); n != 64 {
+		t.Fatalf("node is %d bytes, want 64", n)
+	}
+	if n := unsafe.Sizeof([chunkSize]node{}); n%64 != 0 {
+		t.Fatalf("a chunk is %d bytes, not whole cache lines", n)
 	}
 }

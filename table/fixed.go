@@ -18,14 +18,14 @@ func (t *Table) FixedWindow(k Key, limit, n, now int64) algo.Decision {
 
 // fixedWindow is [Table.FixedWindow], writing the decision to d.
 func (t *Table) fixedWindow(k Key, limit, n, now int64, d *algo.Decision) {
-	e := t.lookup(k)
-	if e == nil {
+	i := t.lookup(k)
+	if i == 0 {
 		var s algo.FixedState
 		*d = algo.FixedWindowHit(&s, k.Scale, limit, n, now)
-		e = t.insert(k, s.Window)
-		e.FixedState = s
+		t.at(t.insert(k, s.Window)).FixedState = s
 		return
 	}
+	e := t.at(i)
 	// The hit works on the node's own state; a new window files it anew,
 	// under the window it was filed under.
 	w := e.Window
@@ -34,7 +34,7 @@ func (t *Table) fixedWindow(k Key, limit, n, now int64, d *algo.Decision) {
 	if e.Window != w {
 		nw := e.Window
 		e.Window = w
-		t.move(e, nw)
+		t.move(i, nw)
 	}
 }
 
@@ -44,8 +44,8 @@ func (t *Table) fixedWindow(k Key, limit, n, now int64, d *algo.Decision) {
 // current window has ResetAfter 0: it is at full capacity.
 func (t *Table) PeekFixedWindow(k Key, limit, now int64) algo.Decision {
 	var s algo.FixedState
-	if e := t.lookup(k); e != nil {
-		s = e.FixedState
+	if i := t.lookup(k); i != 0 {
+		s = t.at(i).FixedState
 	}
 	return algo.FixedWindowPeek(s, k.Scale, limit, now)
 }

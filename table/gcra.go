@@ -34,31 +34,33 @@ func (t *Table) PeekGCRA(k Key, limit, burst, now int64) algo.Decision {
 // holds F's whole nanoseconds (Empty), Created its fraction's numerator
 // (Frac), Count its denominator (Rate, the Limit of the last change).
 
-// bucketOf returns k's entry, or nil, and its state as a bucket.
-func (t *Table) bucketOf(k Key) (*node, algo.BucketState) {
-	e := t.lookup(k)
-	if e == nil {
-		return nil, algo.BucketState{}
+// bucketOf returns k's node, or 0, and its state as a bucket.
+func (t *Table) bucketOf(k Key) (uint32, algo.BucketState) {
+	i := t.lookup(k)
+	if i == 0 {
+		return 0, algo.BucketState{}
 	}
-	return e, algo.BucketState{Empty: e.Modified, Frac: e.Created, Rate: e.Count}
+	e := t.at(i)
+	return i, algo.BucketState{Empty: e.Modified, Frac: e.Created, Rate: e.Count}
 }
 
-// putBucket stores s, the state of k after a hit at now decided d, in e
-// (inserting it if e is nil and s changed) and files e under the bucket of
+// putBucket stores s, the state of k after a hit at now decided d, in node
+// i (inserting it if i is 0 and s changed) and files e under the bucket of
 // s's death: now plus d.ResetAfter, the wait until the key is back to full
 // capacity, which is [algo.BucketState.Death]. An existing entry gets the
 // hit's chances against eviction.
-func (t *Table) putBucket(k Key, e *node, s *algo.BucketState, d *algo.Decision, changed bool, now int64) {
-	if e != nil {
-		record(e, d.Allowed)
+func (t *Table) putBucket(k Key, i uint32, s *algo.BucketState, d *algo.Decision, changed bool, now int64) {
+	if i != 0 {
+		record(t.at(i), d.Allowed)
 	}
 	if !changed {
 		return
 	}
 	b := deathBucket(now+int64(d.ResetAfter), k.Scale)
-	if e == nil {
-		e = t.insert(k, b)
+	if i == 0 {
+		i = t.insert(k, b)
 	}
+	e := t.at(i)
 	e.Modified, e.Created, e.Count = s.Empty, s.Frac, s.Rate
-	t.move(e, b)
+	t.move(i, b)
 }

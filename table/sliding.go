@@ -36,14 +36,14 @@ func (t *Table) PeekSlidingWindow(k Key, limit, now int64) algo.Decision {
 func (t *Table) slotsHit(hit func(s *algo.SlotState, period, limit, n, now int64) (algo.Decision, bool),
 	k Key, limit, n, now int64, d *algo.Decision) {
 	var s algo.SlotState
-	e, x := t.slotsOf(k, &s)
+	i, x := t.slotsOf(k, &s)
 	var changed bool
 	*d, changed = hit(&s, k.Scale, limit, n, now)
-	if e != nil {
-		record(e, d.Allowed)
+	if i != 0 {
+		record(t.at(i), d.Allowed)
 	}
 	if changed {
-		t.putSlots(k, e, x, &s, now+int64(d.ResetAfter))
+		t.putSlots(k, i, x, &s, now+int64(d.ResetAfter))
 	}
 }
 
@@ -60,37 +60,39 @@ func (t *Table) slotsPeek(peek func(s algo.SlotState, period, limit, now int64) 
 // the newest slot (Newest); the pairs hang off the entry in the side map
 // t.ext, which holds only the entries that have some.
 
-// slotsOf returns k's entry, or nil, and its pairs, or nil, and sets s to
+// slotsOf returns k's node, or 0, and its pairs, or nil, and sets s to
 // its state as slots (s is left as it is, the empty state, if k has none).
-func (t *Table) slotsOf(k Key, s *algo.SlotState) (*node, *algo.Pairs) {
-	e := t.lookup(k)
-	if e == nil {
-		return nil, nil
+func (t *Table) slotsOf(k Key, s *algo.SlotState) (uint32, *algo.Pairs) {
+	i := t.lookup(k)
+	if i == 0 {
+		return 0, nil
 	}
-	x := t.ext[e]
+	x := t.ext[i]
 	if x != nil {
+		e := t.at(i)
 		*s = algo.SlotState{Count: e.Count, Base: e.Created, Newest: e.Modified, Pairs: *x}
 	}
-	return e, x
+	return i, x
 }
 
-// putSlots stores s, the changed state of k, in e and its pairs x (creating
-// either if nil), and files e under the bucket of death, s's death: the
+// putSlots stores s, the changed state of k, in node i and its pairs x
+// (creating either if 0 or nil), and files it under the bucket of death, s's death: the
 // time of the hit plus the decision's ResetAfter, which is the wait until
 // the key is back to full capacity.
-func (t *Table) putSlots(k Key, e *node, x *algo.Pairs, s *algo.SlotState, death int64) {
+func (t *Table) putSlots(k Key, i uint32, x *algo.Pairs, s *algo.SlotState, death int64) {
 	b := deathBucket(death, k.Scale)
-	if e == nil {
-		e = t.insert(k, b)
+	if i == 0 {
+		i = t.insert(k, b)
 	}
 	if x == nil {
 		x = new(algo.Pairs)
 		if t.ext == nil {
-			t.ext = make(map[*node]*algo.Pairs)
+			t.ext = make(map[uint32]*algo.Pairs)
 		}
-		t.ext[e] = x
+		t.ext[i] = x
 	}
 	*x = s.Pairs
+	e := t.at(i)
 	e.Count, e.Created, e.Modified = s.Count, s.Base, s.Newest
-	t.move(e, b)
+	t.move(i, b)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/actorlimit/actorlimit/algo"
 )
@@ -40,15 +41,23 @@ func (t *Table) Snapshot(now int64, fn func(r algo.Record) bool) {
 // of changed keys). It implements the limiter actor's Snapshotter
 // contract.
 func (t *Table) SnapshotChunk(now int64, cur *algo.Cursor, max int, fn func(r algo.Record) bool) (more bool) {
-	var buf []byte
+	var (
+		buf []byte
+		// ids holds a copy of each walked entry's id, which the records
+		// and cur name; it is never written over, so those strings stay
+		// valid whatever becomes of the table (one buffer, not one
+		// string, per walked entry).
+		ids []byte
+	)
 	walked := 0
 	for _, r := range t.sortedRuns() {
 		g := group{uint8(cur.Algorithm), int64(cur.Period)}
 		if cur.Period != 0 && (r.kind < g.kind || r.kind == g.kind && r.scale < g.scale) {
 			continue // walked in an earlier chunk
 		}
-		visit := func(e *node) bool {
-			if e.Window == cur.Bucket && e.ID == cur.ID && r.group == g {
+		visit := func(i uint32) bool {
+			e := t.at(i)
+			if e.Window == cur.Bucket && r.group == g && t.idOf(e) == cur.ID {
 				return true // the last one walked: the pivot of this chunk
 			}
 			if max > 0 && walked == max {
@@ -56,23 +65,27 @@ func (t *Table) SnapshotChunk(now int64, cur *algo.Cursor, max int, fn func(r al
 				return false
 			}
 			walked++
-			cur.Algorithm, cur.Period, cur.Bucket, cur.ID = algo.Algorithm(r.kind), time.Duration(r.scale), e.Window, e.ID
+			var id string
+			id, ids = t.stableID(e, ids)
+			cur.Algorithm, cur.Period, cur.Bucket, cur.ID = algo.Algorithm(r.kind), time.Duration(r.scale), e.Window, id
 			var (
 				death int64
 				ok    bool
 			)
-			buf, death, ok = t.appendState(buf[:0], e)
+			buf, death, ok = t.appendState(buf[:0], i)
 			if !ok || death <= now {
 				return true
 			}
 			more = !fn(algo.Record{
-				Algorithm: algo.Algorithm(e.Kind), Period: time.Duration(e.Scale), ID: e.ID,
+				Algorithm: algo.Algorithm(r.kind), Period: time.Duration(r.scale), ID: id,
 				Death: death, State: buf,
 			})
 			return !more
 		}
 		if r.group == g {
-			r.tree.AscendGreaterOrEqual(&node{FixedState: algo.FixedState{Window: cur.Bucket}, ID: cur.ID}, visit)
+			t.pivot.window, t.pivot.id = cur.Bucket, cur.ID
+			r.tree.AscendGreaterOrEqual(0, visit)
+			t.pivot.id = ""
 		} else {
 			r.tree.Ascend(visit)
 		}
@@ -88,41 +101,55 @@ func (t *Table) SnapshotChunk(now int64, cur *algo.Cursor, max int, fn func(r al
 // none.
 func (t *Table) Record(c *algo.Check) algo.Record {
 	r := algo.Record{Algorithm: c.Algorithm, Period: c.Period, ID: c.ID}
-	e := t.lookup(Key{Kind: uint8(c.Algorithm), Scale: int64(c.Period), ID: c.ID})
-	if e == nil {
+	i := t.lookup(Key{Kind: uint8(c.Algorithm), Scale: int64(c.Period), ID: c.ID})
+	if i == 0 {
 		return r
 	}
-	if st, death, ok := t.appendState(nil, e); ok {
+	if st, death, ok := t.appendState(nil, i); ok {
 		r.State, r.Death = st, death
 	}
 	return r
 }
 
-// appendState appends the encoding of e's state to b and returns it with
-// the state's death (Unix ns); ok is false if a sliding entry has lost its
-// pairs.
-func (t *Table) appendState(b []byte, e *node) (_ []byte, death int64, ok bool) {
-	switch a := algo.Algorithm(e.Kind); a {
+// stableID returns e's id as a string that nothing overwrites: a long id
+// as the table holds it, a short one copied to the end of ids, which it
+// returns.
+func (t *Table) stableID(e *node, ids []byte) (string, []byte) {
+	if e.idLen == longID || e.idLen == 0 {
+		return t.idOf(e), ids
+	}
+	start := len(ids)
+	ids = append(ids, e.id[:e.idLen]...)
+	return unsafe.String(&ids[start], int(e.idLen)), ids
+}
+
+// appendState appends the encoding of node i's state to b and returns it
+// with the state's death (Unix ns); ok is false if a sliding entry has lost
+// its pairs.
+func (t *Table) appendState(b []byte, i uint32) (_ []byte, death int64, ok bool) {
+	e := t.at(i)
+	r := t.runs[e.run]
+	switch a := algo.Algorithm(r.kind); a {
 	case algo.FixedWindow:
 		b, _ = e.FixedState.AppendBinary(b)
-		return b, e.FixedState.Death(e.Scale), true
+		return b, e.FixedState.Death(r.scale), true
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
 		s := algo.BucketState{Empty: e.Modified, Frac: e.Created, Rate: e.Count}
 		b, _ = s.AppendBinary(b)
 		return b, s.Death(), true
 	case algo.SlidingWindow, algo.SlidingLog:
-		x := t.ext[e]
+		x := t.ext[i]
 		if x == nil {
 			return b, 0, false
 		}
 		s := algo.SlotState{Count: e.Count, Base: e.Created, Newest: e.Modified, Pairs: *x}
 		b, _ = s.AppendBinary(b)
 		if a == algo.SlidingLog {
-			return b, algo.SlidingLogDeath(&s, e.Scale), true
+			return b, algo.SlidingLogDeath(&s, r.scale), true
 		}
-		return b, algo.SlidingWindowDeath(&s, e.Scale), true
+		return b, algo.SlidingWindowDeath(&s, r.scale), true
 	}
-	panic(unknown(algo.Algorithm(e.Kind))) // entries are made by checks and records of known algorithms
+	panic(unknown(algo.Algorithm(r.kind))) // entries are made by checks and records of known algorithms
 }
 
 // Load puts r's state in the table, replacing the key's own: a record with
@@ -146,7 +173,7 @@ func (t *Table) Load(now int64, r algo.Record) error {
 	}
 	var (
 		death, bucket int64
-		set           func(e *node)
+		set           func(i uint32)
 		err           error
 	)
 	switch r.Algorithm {
@@ -156,7 +183,10 @@ func (t *Table) Load(now int64, r algo.Record) error {
 			err = s.Check(k.Scale, now)
 		}
 		death, bucket = s.Death(k.Scale), s.Window
-		set = func(e *node) { e.Count, e.Created, e.Modified = s.Count, s.Created, s.Modified }
+		set = func(i uint32) {
+			e := t.at(i)
+			e.Count, e.Created, e.Modified = s.Count, s.Created, s.Modified
+		}
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
 		var s algo.BucketState
 		if err = s.UnmarshalBinary(r.State); err == nil {
@@ -164,7 +194,10 @@ func (t *Table) Load(now int64, r algo.Record) error {
 		}
 		death = s.Death()
 		bucket = deathBucket(death, k.Scale)
-		set = func(e *node) { e.Modified, e.Created, e.Count = s.Empty, s.Frac, s.Rate }
+		set = func(i uint32) {
+			e := t.at(i)
+			e.Modified, e.Created, e.Count = s.Empty, s.Frac, s.Rate
+		}
 	case algo.SlidingWindow, algo.SlidingLog:
 		var s algo.SlotState
 		if err = s.UnmarshalBinary(r.State); err == nil {
@@ -177,11 +210,12 @@ func (t *Table) Load(now int64, r algo.Record) error {
 			}
 		}
 		bucket = deathBucket(death, k.Scale)
-		set = func(e *node) {
+		set = func(i uint32) {
 			if t.ext == nil {
-				t.ext = make(map[*node]*algo.Pairs)
+				t.ext = make(map[uint32]*algo.Pairs)
 			}
-			t.ext[e] = &s.Pairs
+			t.ext[i] = &s.Pairs
+			e := t.at(i)
 			e.Count, e.Created, e.Modified = s.Count, s.Base, s.Newest
 		}
 	default: // checkKey let through an algorithm with no case here

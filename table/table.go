@@ -2,6 +2,7 @@ package table
 
 import (
 	"cmp"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -11,9 +12,12 @@ import (
 	"github.com/actorlimit/actorlimit/algo"
 )
 
-// degree is the B-tree's degree: nodes hold up to 2*degree-1 entries. 32 keeps
-// nodes a few cache lines wide and the tree shallow at millions of entries.
-const degree = 32
+// degree is the B-tree's degree: nodes hold up to 2*degree-1 entries. The
+// entries are 4-byte node numbers, so 64 keeps a node's entries 8 cache
+// lines wide (as 32 pointers did) and the tree shallow at millions of
+// entries. (bench/'s BenchmarkMemory, 1 000 000 fixed-window keys: 79.4
+// bytes a key in all with 64, 81.9 with 32, 77.0 with 128.)
+const degree = 64
 
 // Key names one limit state: an id under one kind of limit and one window
 // length.
@@ -58,35 +62,6 @@ func (e *Entry) Start() int64 { return e.Bucket * e.Scale }
 // End returns when the entry's window ends, in Unix nanoseconds.
 func (e *Entry) End() int64 { return (e.Bucket + 1) * e.Scale }
 
-// node is an [Entry] as the table holds it: the same fields, those a hit on
-// a live entry reads and writes first, so that they share a cache line, and
-// 16 bytes more, the links of the eviction ring (see evict.go). chances, the
-// ring's count of passes the entry survives, lives in what would be Kind's
-// padding. A node is 80 bytes, an Entry 64.
-//
-// Its first four words are an [algo.FixedState], so that a fixed window's
-// hit works on the node itself: Window is the bucket the node is filed
-// under in its run's tree, for every algorithm (for the others, the bucket
-// of the state's death), and Count, Created and Modified hold the scalars
-// of the other algorithms' states (see gcra.go and sliding.go).
-type node struct {
-	algo.FixedState
-	Kind    uint8
-	chances uint8
-	Scale   int64
-	ID      string
-	prev    *node
-	next    *node
-}
-
-// entry returns a copy of n as an Entry.
-func (n *node) entry() Entry {
-	return Entry{
-		Key:    Key{Kind: n.Kind, Scale: n.Scale, ID: n.ID},
-		Bucket: n.Window, Count: n.Count, Created: n.Created, Modified: n.Modified,
-	}
-}
-
 // group is one window length of one kind: one contiguous run of the order.
 type group struct {
 	kind  uint8
@@ -94,28 +69,46 @@ type group struct {
 }
 
 // run is one group's part of the table: its run of the order, a B-tree of
-// its entries by (bucket, id), and its index, its entries by id. Hashing the
-// id alone, with Go's string-keyed map, is cheaper than hashing a whole Key;
-// and since a group's oldest entries are the first of its own tree, a sweep
-// takes them from the tree's left edge, the cheapest place to delete from.
+// its node numbers by (bucket, id). A group's oldest entries are the first
+// of its own tree, so a sweep takes them from the tree's left edge, the
+// cheapest place to delete from.
 type run struct {
 	group
-	tree  *btree.BTreeG[*node]
-	index map[string]*node
+	num  uint32 // its number in t.runs, which its nodes hold
+	n    int    // entries
+	tree *btree.BTreeG[uint32]
 }
 
 // Table is an ordered table of limit entries with a hash index for point
 // lookups. The zero value is not usable; call [New]. A Table is not safe for
 // concurrent use.
 type Table struct {
-	groups map[group]*run        // the runs of the order, one per window length
-	last   *run                  // the run of the last lookup: calls come in runs
-	n      int                   // entries
-	ext    map[*node]*algo.Pairs // the slots of the windowed counters' entries
-	limit  int
-	hand   *node // the eviction ring's next candidate; nil if the ring is empty
+	nodes    slab
+	long     []string // the ids longer than idInline, by the number their node holds
+	longFree []uint32 // the free places of long
+	seed     maphash.Seed
+	dir      []*subIndex // the index's directory (index.go); nil until the first entry
+	depth    uint8       // len(dir) == 1<<depth
+
+	groups   map[group]*run // the runs of the order, one per window length
+	runs     []*run         // the runs by number; runs[0] and the free numbers are nil
+	freeRuns []uint32
+	last     *run // the run of the last lookup: calls come in runs
+
+	n     int                    // entries
+	ext   map[uint32]*algo.Pairs // the slots of the windowed counters' entries
+	limit int
+	hand  uint32 // the eviction ring's next candidate; 0 if the ring is empty
+
+	// pivot is the bucket and id that node number 0 stands for in a
+	// tree's order: the place a walk resumes from.
+	pivot struct {
+		window int64
+		id     string
+	}
 
 	evictions uint64
+	sink      uint32 // see touch
 }
 
 // New returns an empty table that holds at most limit entries; limit <= 0
@@ -126,17 +119,43 @@ func New(limit int) *Table {
 	}
 	return &Table{
 		groups: make(map[group]*run),
+		runs:   []*run{nil},
+		seed:   maphash.MakeSeed(),
 		limit:  limit,
 	}
 }
 
+// at returns node i.
+func (t *Table) at(i uint32) *node { return t.nodes.at(i) }
+
 // less orders the entries of one run: by bucket, then id. Kind and scale
-// are the run's own.
-func less(a, b *node) bool {
-	if a.Window != b.Window {
-		return a.Window < b.Window
+// are the run's own. Node number 0 stands for t.pivot.
+func (t *Table) less(a, b uint32) bool {
+	wa, ia := t.treeKey(a)
+	wb, ib := t.treeKey(b)
+	if wa != wb {
+		return wa < wb
 	}
-	return a.ID < b.ID
+	return ia < ib
+}
+
+// treeKey returns what node i is ordered by in its run's tree.
+func (t *Table) treeKey(i uint32) (int64, string) {
+	if i == 0 {
+		return t.pivot.window, t.pivot.id
+	}
+	e := t.at(i)
+	return e.Window, t.idOf(e)
+}
+
+// entry returns node e as an Entry with the ID id (e's id, or a string of
+// the same bytes).
+func (t *Table) entry(e *node, id string) Entry {
+	r := t.runs[e.run]
+	return Entry{
+		Key:    Key{Kind: r.kind, Scale: r.scale, ID: id},
+		Bucket: e.Window, Count: e.Count, Created: e.Created, Modified: e.Modified,
+	}
 }
 
 // Len returns the number of entries.
@@ -155,13 +174,13 @@ func (t *Table) runOf(kind uint8, scale int64) *run {
 	return r
 }
 
-// lookup returns k's entry, or nil.
-func (t *Table) lookup(k Key) *node {
+// lookup returns the number of k's node, or 0.
+func (t *Table) lookup(k Key) uint32 {
 	r := t.runOf(k.Kind, k.Scale)
 	if r == nil {
-		return nil
+		return 0
 	}
-	return r.index[k.ID]
+	return t.find(r.num, k.ID, t.hash(r.num, k.ID))
 }
 
 // Evictions returns how many entries the memory bound has evicted so far.
@@ -172,11 +191,11 @@ func (t *Table) Limit() int { return t.limit }
 
 // Get returns a copy of k's entry and whether there is one.
 func (t *Table) Get(k Key) (Entry, bool) {
-	e := t.lookup(k)
-	if e == nil {
+	i := t.lookup(k)
+	if i == 0 {
 		return Entry{}, false
 	}
-	return e.entry(), true
+	return t.entry(t.at(i), k.ID), true
 }
 
 // Add is the table's ets:update_counter: it adds n hits to k's entry for
@@ -195,16 +214,17 @@ func (t *Table) Get(k Key) (Entry, bool) {
 // doc).
 func (t *Table) Add(k Key, bucket, n, now int64) Entry {
 	e, _, _ := t.add(k, bucket, n, now)
-	return e.entry()
+	return t.entry(e, k.ID)
 }
 
 // add is [Table.Add]; it also reports whether the count saturated (the hits
 // counted in the window are more than an int64 holds) and whether the entry
 // is new.
 func (t *Table) add(k Key, bucket, n, now int64) (e *node, saturated, inserted bool) {
-	if e = t.lookup(k); e != nil {
+	if i := t.lookup(k); i != 0 {
+		e = t.at(i)
 		if bucket > e.Window {
-			t.move(e, bucket)
+			t.move(i, bucket)
 			e.Count, e.Created = 0, now
 		}
 		e.Count, saturated = algo.AddSat(e.Count, n)
@@ -212,50 +232,66 @@ func (t *Table) add(k Key, bucket, n, now int64) (e *node, saturated, inserted b
 		e.chances = hitChances
 		return e, saturated, false
 	}
-	e = t.insert(k, bucket)
+	e = t.at(t.insert(k, bucket))
 	e.Count, e.Created, e.Modified = n, now, now
 	return e, false, true
 }
 
 // insert adds an empty entry for k, which must have none, in window bucket,
-// evicting an entry first if the table is full. The new entry has no chance
-// against eviction yet: it earns one by its next hit.
-func (t *Table) insert(k Key, bucket int64) *node {
+// evicting an entry first if the table is full, and returns its node. The
+// new entry has no chance against eviction yet: it earns one by its next
+// hit.
+func (t *Table) insert(k Key, bucket int64) uint32 {
 	if t.limit > 0 && t.n >= t.limit {
 		t.evict()
 	}
-	// Never retain the caller's buffer.
-	e := &node{Kind: k.Kind, Scale: k.Scale, ID: strings.Clone(k.ID)}
-	e.Window = bucket
 	r := t.runOf(k.Kind, k.Scale)
 	if r == nil {
-		r = &run{
-			group: group{k.Kind, k.Scale},
-			tree:  btree.NewG(degree, less),
-			index: make(map[string]*node),
-		}
-		t.groups[r.group] = r
-		t.last = r
+		r = t.newRun(group{k.Kind, k.Scale})
 	}
-	r.index[e.ID] = e
+	i := t.nodes.alloc()
+	e := t.at(i)
+	e.run = r.num
+	e.Window = bucket
+	t.setID(e, k.ID)
+	t.place(i, t.hash(r.num, k.ID))
 	t.n++
-	r.tree.ReplaceOrInsert(e)
+	r.n++
+	r.tree.ReplaceOrInsert(i)
 	if t.limit > 0 {
-		t.link(e)
+		t.link(i)
 	}
-	return e
+	return i
 }
 
-// move puts e in window bucket, keeping the order: the entry is taken out
-// of the tree and put back. It costs nothing when e is in bucket already.
-func (t *Table) move(e *node, bucket int64) {
+// newRun adds the empty run of g.
+func (t *Table) newRun(g group) *run {
+	r := &run{group: g, tree: btree.NewG(degree, t.less)}
+	if n := len(t.freeRuns); n > 0 {
+		r.num = t.freeRuns[n-1]
+		t.freeRuns = t.freeRuns[:n-1]
+		t.runs[r.num] = r
+	} else {
+		r.num = uint32(len(t.runs))
+		t.runs = append(t.runs, r)
+	}
+	t.groups[g] = r
+	t.last = r
+	return r
+}
+
+// move puts node i in window bucket, keeping the order: the entry is taken
+// out of the tree and put back. It costs nothing when i is in bucket
+// already.
+func (t *Table) move(i uint32, bucket int64) {
+	e := t.at(i)
 	if e.Window == bucket {
 		return
 	}
-	r := t.runOf(e.Kind, e.Scale)
-	r.tree.Delete(e)
+	r := t.runs[e.run]
+	r.tree.Delete(i)
 	e.Window = bucket
-	r.tree.ReplaceOrInsert(e)
+	r.tree.ReplaceOrInsert(i)
 }
 
 // deathBucket returns the bucket, in units of scale, of an entry whose state
@@ -268,34 +304,41 @@ func deathBucket(death, scale int64) int64 {
 
 // Delete removes k's entry and reports whether there was one.
 func (t *Table) Delete(k Key) bool {
-	e := t.lookup(k)
-	if e == nil {
+	i := t.lookup(k)
+	if i == 0 {
 		return false
 	}
-	t.remove(e)
+	t.remove(i)
 	return true
 }
 
-// remove deletes e from the table.
-func (t *Table) remove(e *node) {
-	r := t.runOf(e.Kind, e.Scale)
-	r.tree.Delete(e)
-	t.unindex(r, e)
+// remove deletes node i from the table.
+func (t *Table) remove(i uint32) {
+	r := t.runs[t.at(i).run]
+	r.tree.Delete(i)
+	t.unindex(r, i)
 }
 
-// unindex forgets e, already out of r's tree: it leaves the index, the
-// eviction ring and the side map of extensions, each in O(1).
-func (t *Table) unindex(r *run, e *node) {
-	delete(r.index, e.ID)
+// unindex forgets node i, already out of r's tree: it leaves the index,
+// the eviction ring and the side map of extensions, and goes back to the
+// slab, each in O(1).
+func (t *Table) unindex(r *run, i uint32) {
+	e := t.at(i)
+	t.unplace(i, t.hash(r.num, t.idOf(e)))
 	t.n--
-	if e.next != nil {
-		t.unlink(e)
+	r.n--
+	if e.next != 0 {
+		t.unlink(i)
 	}
 	if len(t.ext) > 0 {
-		delete(t.ext, e)
+		delete(t.ext, i)
 	}
-	if len(r.index) == 0 {
+	t.dropID(e)
+	t.nodes.release(i)
+	if r.n == 0 {
 		delete(t.groups, r.group)
+		t.runs[r.num] = nil
+		t.freeRuns = append(t.freeRuns, r.num)
 		t.last = nil
 	}
 }
@@ -312,20 +355,23 @@ func (t *Table) Expire(before int64, max int) (removed int, more bool) {
 	if max <= 0 {
 		max = math.MaxInt
 	}
-	for _, r := range t.groups {
+	for _, r := range t.runs {
+		if r == nil {
+			continue
+		}
 		// Window b ended at or before `before` iff (b+1)*scale <= before,
 		// that is iff b < floor(before/scale).
 		cutoff := algo.FloorDiv(before, r.scale)
-		for {
-			e, ok := r.tree.Min()
-			if !ok || e.Window >= cutoff {
+		for r.n > 0 {
+			i, _ := r.tree.Min()
+			if t.at(i).Window >= cutoff {
 				break
 			}
 			if removed == max {
 				return removed, true
 			}
 			r.tree.DeleteMin()
-			t.unindex(r, e)
+			t.unindex(r, i)
 			removed++
 		}
 	}
@@ -335,16 +381,19 @@ func (t *Table) Expire(before int64, max int) (removed int, more bool) {
 // Ascend calls fn for every entry in order (kind, scale, bucket, id) until fn
 // returns false. fn gets a copy and must not change the table.
 func (t *Table) Ascend(fn func(Entry) bool) {
-	t.ascend(func(e *node) bool { return fn(e.entry()) })
+	t.ascend(func(i uint32) bool {
+		e := t.at(i)
+		return fn(t.entry(e, strings.Clone(t.idOf(e))))
+	})
 }
 
 // ascend walks the runs in (kind, scale) order and each run's tree in
 // order, until fn returns false.
-func (t *Table) ascend(fn func(*node) bool) {
+func (t *Table) ascend(fn func(i uint32) bool) {
 	for _, r := range t.sortedRuns() {
 		more := true
-		r.tree.Ascend(func(e *node) bool {
-			more = fn(e)
+		r.tree.Ascend(func(i uint32) bool {
+			more = fn(i)
 			return more
 		})
 		if !more {

@@ -425,8 +425,8 @@ func TestMemoryBound(t *testing.T) {
 		for i := range 100 {
 			tb.Add(key(0, sec, fmt.Sprint(i)), int64(i), 1, 0)
 		}
-		if tb.Limit() != 0 || tb.Len() != 100 || tb.Evictions() != 0 || tb.hand != nil {
-			t.Errorf("New(%d): Limit %d, Len %d, Evictions %d, ring %v, want 0, 100, 0, none", limit, tb.Limit(), tb.Len(), tb.Evictions(), tb.hand != nil)
+		if tb.Limit() != 0 || tb.Len() != 100 || tb.Evictions() != 0 || tb.hand != 0 {
+			t.Errorf("New(%d): Limit %d, Len %d, Evictions %d, ring %v, want 0, 100, 0, none", limit, tb.Limit(), tb.Len(), tb.Evictions(), tb.hand != 0)
 		}
 	}
 }

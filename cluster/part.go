@@ -423,6 +423,7 @@ func (o *ownerPart) records(now int64) []algo.Record {
 	var out []algo.Record
 	o.table.Snapshot(now, func(r algo.Record) bool {
 		if r.Algorithm != algo.FixedWindow {
+			r.State = append([]byte(nil), r.State...) // the walk reuses it
 			out = append(out, r)
 		}
 		return true

@@ -88,19 +88,37 @@ func TestChildMember(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); os.Exit(0) }() // the parent closes stdin to stop us
 	p := actorlimit.Policy{Limit: procLimit, Period: procWindow}
 	tick := time.NewTicker(time.Second / procRate)
-	window, allowed := time.Now().Truncate(procWindow), 0
-	for now := range tick.C {
-		if w := now.Truncate(procWindow); w != window {
-			fmt.Println("w", window.UnixMilli(), allowed)
-			window, allowed = w, 0
-		}
+	// Each hit is filed under the window the limiter decided it in (its
+	// end is the decision's time plus ResetAfter, a whole window: the
+	// nearest one to the call's start plus ResetAfter while a call takes
+	// under half a window), not the ticker's, which a loaded machine
+	// delivers late. A window is printed once the clock is a window past
+	// it: "w <start Unix ms> <allowed> <tried>".
+	type counts struct{ allowed, tried int }
+	windows := map[int64]*counts{}
+	for range tick.C {
+		start := time.Now()
 		res, err := m.Limiter.Hit(context.Background(), "hot", p)
 		if err != nil {
 			fmt.Println("err", err)
 			continue
 		}
+		w := start.Add(res.ResetAfter).Add(procWindow / 2).Truncate(procWindow).Add(-procWindow).UnixMilli()
+		c := windows[w]
+		if c == nil {
+			c = &counts{}
+			windows[w] = c
+		}
+		c.tried++
 		if res.Allowed {
-			allowed++
+			c.allowed++
+		}
+		past := time.Now().Truncate(procWindow).Add(-procWindow).UnixMilli()
+		for w, c := range windows {
+			if w < past {
+				fmt.Println("w", w, c.allowed, c.tried)
+				delete(windows, w)
+			}
 		}
 	}
 }
@@ -129,7 +147,8 @@ func freePorts(t *testing.T, n int) []int {
 // every whole window until the detection allows at most the 3-member
 // bound, and every window from the detection on, at least 5 of them, at
 // most the 2-member bound (both plus procSlack) and at least 90% of the
-// limit. The victim is the member that owns the hot id's partition.
+// limit, or of the hits the members tried where a loaded machine let them
+// try fewer. The victim is the member that owns the hot id's partition.
 func TestMembersAsProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes for about 25 s")
@@ -190,6 +209,7 @@ func testMembersAsProcesses(t *testing.T, sig syscall.Signal, mode string) {
 	})
 	// window start (ms) -> member -> allowed
 	allowed := map[int64]map[int]int{}
+	tried := map[int64]int{} // window start (ms) -> hits tried, all members
 	ready, victim := 0, -1
 	var (
 		addrs                         [3]string
@@ -229,9 +249,10 @@ func testMembersAsProcesses(t *testing.T, sig syscall.Signal, mode string) {
 					detectedAt = detected[l.member]
 				}
 			}
-		case len(f) == 3 && f[0] == "w" && ready == 3:
+		case len(f) == 4 && f[0] == "w" && ready == 3:
 			w, _ := strconv.ParseInt(f[1], 10, 64)
 			n, _ := strconv.Atoi(f[2])
+			tries, _ := strconv.Atoi(f[3])
 			if time.UnixMilli(w).Before(readyAt) {
 				continue // a window that started before every member was ready
 			}
@@ -242,6 +263,7 @@ func testMembersAsProcesses(t *testing.T, sig syscall.Signal, mode string) {
 				allowed[w] = map[int]int{}
 			}
 			allowed[w][l.member] = n
+			tried[w] += tries
 			if killedAt.IsZero() && len(allowed) >= 4 {
 				require.NoError(t, cmds[victim].Process.Signal(sig))
 				killedAt = time.Now()
@@ -256,15 +278,15 @@ func testMembersAsProcesses(t *testing.T, sig syscall.Signal, mode string) {
 	}
 	require.LessOrEqual(t, detectedAt.Sub(killedAt), procDetect, "failure detection")
 	if mode == "owner" {
-		checkOwnerWindows(t, allowed, killedAt, detectedAt)
+		checkOwnerWindows(t, allowed, tried, killedAt, detectedAt)
 		return
 	}
-	checkProcWindows(t, allowed, killedAt, detectedAt)
+	checkProcWindows(t, allowed, tried, killedAt, detectedAt)
 }
 
 // checkProcWindows checks, and logs, the totals of the whole windows of
 // TestMembersAsProcesses.
-func checkProcWindows(t *testing.T, allowed map[int64]map[int]int, killedAt, detectedAt time.Time) {
+func checkProcWindows(t *testing.T, allowed map[int64]map[int]int, tried map[int64]int, killedAt, detectedAt time.Time) {
 	t.Helper()
 	var ws []int64
 	for w := range allowed {
@@ -278,8 +300,8 @@ func checkProcWindows(t *testing.T, allowed map[int64]map[int]int, killedAt, det
 			total += n
 		}
 		start := time.UnixMilli(w)
-		t.Logf("window %s: %v total %d of limit %d (%.3f×), %+.1fs from the kill",
-			start.Format("15:04:05"), allowed[w], total, procLimit, float64(total)/procLimit, start.Sub(killedAt).Seconds())
+		t.Logf("window %s: %v total %d of limit %d (%.3f×) of %d tried, %+.1fs from the kill",
+			start.Format("15:04:05"), allowed[w], total, procLimit, float64(total)/procLimit, tried[w], start.Sub(killedAt).Seconds())
 		switch {
 		case !start.Add(procWindow).After(killedAt) && len(allowed[w]) < 3:
 			// The killed member did not report this window.
@@ -293,7 +315,7 @@ func checkProcWindows(t *testing.T, allowed map[int64]map[int]int, killedAt, det
 		case !start.Before(detectedAt):
 			after++
 			assert.LessOrEqual(t, total, procBound(2)+procSlack, "window %s, after the detection", start.Format("15:04:05"))
-			assert.GreaterOrEqual(t, total, procLimit*9/10, "window %s, after the detection", start.Format("15:04:05"))
+			assert.GreaterOrEqual(t, total, min(procLimit, tried[w])*9/10, "window %s, after the detection: %d tried", start.Format("15:04:05"), tried[w])
 		}
 	}
 	assert.GreaterOrEqual(t, after, 5, "whole windows after the detection")
@@ -304,7 +326,7 @@ func checkProcWindows(t *testing.T, allowed map[int64]map[int]int, killedAt, det
 // members' clocks that disagree at a window's edge) before the kill and
 // from the detection on; in the window of the kill, the limit plus what
 // the dead owner admitted since its last backup (procOwnerLoss).
-func checkOwnerWindows(t *testing.T, allowed map[int64]map[int]int, killedAt, detectedAt time.Time) {
+func checkOwnerWindows(t *testing.T, allowed map[int64]map[int]int, tried map[int64]int, killedAt, detectedAt time.Time) {
 	t.Helper()
 	var ws []int64
 	for w := range allowed {
@@ -318,8 +340,8 @@ func checkOwnerWindows(t *testing.T, allowed map[int64]map[int]int, killedAt, de
 			total += n
 		}
 		start := time.UnixMilli(w)
-		t.Logf("window %s: %v total %d of limit %d (%.3f×), %+.1fs from the kill",
-			start.Format("15:04:05"), allowed[w], total, procLimit, float64(total)/procLimit, start.Sub(killedAt).Seconds())
+		t.Logf("window %s: %v total %d of limit %d (%.3f×) of %d tried, %+.1fs from the kill",
+			start.Format("15:04:05"), allowed[w], total, procLimit, float64(total)/procLimit, tried[w], start.Sub(killedAt).Seconds())
 		switch {
 		case !start.Add(procWindow).After(killedAt) && len(allowed[w]) < 3:
 			// The killed member did not report this window.
@@ -328,7 +350,7 @@ func checkOwnerWindows(t *testing.T, allowed map[int64]map[int]int, killedAt, de
 				after++
 			}
 			assert.LessOrEqual(t, total, procLimit+procSlack, "window %s", start.Format("15:04:05"))
-			assert.GreaterOrEqual(t, total, procLimit*9/10, "window %s", start.Format("15:04:05"))
+			assert.GreaterOrEqual(t, total, min(procLimit, tried[w])*9/10, "window %s: %d tried", start.Format("15:04:05"), tried[w])
 		default: // the kill's window, until the detection
 			assert.LessOrEqual(t, total, procLimit+procOwnerLoss+procSlack, "window %s, of the kill", start.Format("15:04:05"))
 		}

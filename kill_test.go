@@ -97,14 +97,22 @@ func TestKill9Child(t *testing.T) {
 		os.Exit(2)
 	}
 	slow.armed.Store(true) // from the first snapshot after Start's
+	hitAndTell(lim, killIDs)
+}
+
+// hitAndTell is a kill child's load: killCallers callers hit lim without
+// pause, half of their hits on ids[0], and write each decision they are
+// told to stdout, "id allowed count unix-ns", a few whole lines at a time
+// in atomic writes, until the process is killed.
+func hitAndTell(lim *actorlimit.Limiter, ids []string) {
 	var wg sync.WaitGroup
 	for c := range killCallers {
 		wg.Go(func() {
 			var lines, line []byte
 			for i := c; ; i++ {
-				id := "hot"
+				id := ids[0]
 				if i%2 == 1 {
-					id = killIDs[1+(i/2)%(len(killIDs)-1)]
+					id = ids[1+(i/2)%(len(ids)-1)]
 				}
 				res, err := lim.Hit(context.Background(), id, killPolicy)
 				if err != nil {

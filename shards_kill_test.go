@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,32 +47,7 @@ func TestKill9ShardsChild(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	var wg sync.WaitGroup
-	for c := range killCallers {
-		wg.Go(func() {
-			var lines, line []byte
-			for i := c; ; i++ {
-				id := "hot"
-				if i%2 == 1 {
-					id = killShardIDs[1+(i/2)%(len(killShardIDs)-1)]
-				}
-				res, err := lim.Hit(context.Background(), id, killPolicy)
-				if err != nil {
-					fmt.Fprintln(os.Stderr, err)
-					os.Exit(2)
-				}
-				line = fmt.Appendf(line[:0], "%s %t %d %d\n", id, res.Allowed, res.Count, time.Now().UnixNano())
-				if len(lines)+len(line) > pipeBuf {
-					if _, err := os.Stdout.Write(lines); err != nil {
-						os.Exit(2)
-					}
-					lines = lines[:0]
-				}
-				lines = append(lines, line...)
-			}
-		})
-	}
-	wg.Wait()
+	hitAndTell(lim, killShardIDs)
 }
 
 // TestKill9Shards runs a limiter of killShards shards with persistence in a

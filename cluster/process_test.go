@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -284,24 +285,36 @@ func testMembersAsProcesses(t *testing.T, sig syscall.Signal, mode string) {
 	checkProcWindows(t, allowed, tried, killedAt, detectedAt)
 }
 
+// wholeWindows logs the totals of the windows in allowed, in order, and
+// returns their starts, the last one (which may be partial) left out.
+func wholeWindows(t *testing.T, allowed map[int64]map[int]int, tried map[int64]int, killedAt time.Time) []int64 {
+	t.Helper()
+	ws := slices.Sorted(maps.Keys(allowed))
+	ws = ws[:len(ws)-1]
+	for _, w := range ws {
+		total, start := sum(allowed[w]), time.UnixMilli(w)
+		t.Logf("window %s: %v total %d of limit %d (%.3f×) of %d tried, %+.1fs from the kill",
+			start.Format("15:04:05"), allowed[w], total, procLimit, float64(total)/procLimit, tried[w], start.Sub(killedAt).Seconds())
+	}
+	return ws
+}
+
+// sum returns the hits allowed in a window, over the members.
+func sum(byMember map[int]int) int {
+	total := 0
+	for _, n := range byMember {
+		total += n
+	}
+	return total
+}
+
 // checkProcWindows checks, and logs, the totals of the whole windows of
 // TestMembersAsProcesses.
 func checkProcWindows(t *testing.T, allowed map[int64]map[int]int, tried map[int64]int, killedAt, detectedAt time.Time) {
 	t.Helper()
-	var ws []int64
-	for w := range allowed {
-		ws = append(ws, w)
-	}
-	slices.Sort(ws)
 	after := 0
-	for _, w := range ws[:len(ws)-1] { // the last window may be partial
-		total := 0
-		for _, n := range allowed[w] {
-			total += n
-		}
-		start := time.UnixMilli(w)
-		t.Logf("window %s: %v total %d of limit %d (%.3f×) of %d tried, %+.1fs from the kill",
-			start.Format("15:04:05"), allowed[w], total, procLimit, float64(total)/procLimit, tried[w], start.Sub(killedAt).Seconds())
+	for _, w := range wholeWindows(t, allowed, tried, killedAt) {
+		total, start := sum(allowed[w]), time.UnixMilli(w)
 		switch {
 		case !start.Add(procWindow).After(killedAt) && len(allowed[w]) < 3:
 			// The killed member did not report this window.
@@ -328,20 +341,9 @@ func checkProcWindows(t *testing.T, allowed map[int64]map[int]int, tried map[int
 // the dead owner admitted since its last backup (procOwnerLoss).
 func checkOwnerWindows(t *testing.T, allowed map[int64]map[int]int, tried map[int64]int, killedAt, detectedAt time.Time) {
 	t.Helper()
-	var ws []int64
-	for w := range allowed {
-		ws = append(ws, w)
-	}
-	slices.Sort(ws)
 	after := 0
-	for _, w := range ws[:len(ws)-1] { // the last window may be partial
-		total := 0
-		for _, n := range allowed[w] {
-			total += n
-		}
-		start := time.UnixMilli(w)
-		t.Logf("window %s: %v total %d of limit %d (%.3f×) of %d tried, %+.1fs from the kill",
-			start.Format("15:04:05"), allowed[w], total, procLimit, float64(total)/procLimit, tried[w], start.Sub(killedAt).Seconds())
+	for _, w := range wholeWindows(t, allowed, tried, killedAt) {
+		total, start := sum(allowed[w]), time.UnixMilli(w)
 		switch {
 		case !start.Add(procWindow).After(killedAt) && len(allowed[w]) < 3:
 			// The killed member did not report this window.

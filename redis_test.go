@@ -353,7 +353,7 @@ func TestRedisBadKeyFailsAlone(t *testing.T) {
 	p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 1 << 40, Period: time.Hour}
 	// The key of ("bad", p), as redisstore's doc gives its layout, holding a
 	// string where the fixed window keeps a hash.
-	require.NoError(t, srv.Client().Set(context.Background(), "actorlimit:v3:{bad}:FixedWindow:3600000000000", "x", 0).Err())
+	require.NoError(t, srv.Client().Set(context.Background(), "actorlimit:v4:{bad}:FixedWindow:3600000000000", "x", 0).Err())
 	const callers, hits = 8, 50
 	var wg sync.WaitGroup
 	errs := make(chan error, callers+1)
@@ -568,7 +568,7 @@ func TestRedisFailErrorFailsOnlyTheBadCheck(t *testing.T) {
 	lim, store := startOnRedis(t, srv, []redisstore.Option{redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError)},
 		actorlimit.WithClock(clk))
 	p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 1 << 40, Period: time.Hour}
-	require.NoError(t, srv.Client().Set(context.Background(), "actorlimit:v3:{bad}:FixedWindow:3600000000000", "x", 0).Err())
+	require.NoError(t, srv.Client().Set(context.Background(), "actorlimit:v4:{bad}:FixedWindow:3600000000000", "x", 0).Err())
 	const callers, hits = 8, 50
 	var wg sync.WaitGroup
 	var goodErrs, badErrs atomic.Int64

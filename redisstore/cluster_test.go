@@ -48,7 +48,7 @@ func slot(key string) uint16 {
 }
 
 // TestClusterSlots proves the key layout: every key a script call touches
-// (one per call) is <prefix>v3:{<ID>}:<algorithm>:<period ns>, with the
+// (one per call) is <prefix>v4:{<ID>}:<algorithm>:<period ns>, with the
 // layout's version and the ID as hash tag, so that every algorithm's and
 // period's state of one ID lives in one Cluster slot, and keys differ by
 // prefix, algorithm, period and ID.
@@ -63,7 +63,7 @@ func TestClusterSlots(t *testing.T) {
 			for _, p := range []time.Duration{time.Second, time.Minute} {
 				c := algo.Check{Algorithm: a, ID: id, Period: p, Limit: 1, Burst: 1, N: 1}
 				k := redisstore.Key(s, &c)
-				assert.Equal(t, fmt.Sprintf("app:v3:{%s}:%v:%d", id, a, p.Nanoseconds()), k)
+				assert.Equal(t, fmt.Sprintf("app:v4:{%s}:%v:%d", id, a, p.Nanoseconds()), k)
 				assert.Equal(t, want, slot(k), k)
 				assert.False(t, seen[k], "key %s twice", k)
 				seen[k] = true

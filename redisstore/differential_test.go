@@ -116,6 +116,51 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
+// TestDifferentialRuns is TestDifferential for long runs of bucket checks
+// (GCRA, token bucket, leaky bucket), which a store on one server sends as
+// one script call a run: batches of up to 200 checks on a few keys, so
+// that a run holds a key many times, with peeks and resets (which end a
+// run) among them. It also proves that a run is one script call.
+func TestDifferentialRuns(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	st, err := redisstore.New(client, redisstore.WithCallerTime(), patient, redisstore.WithOutage(redisstore.FailError))
+	require.NoError(t, err)
+	tab := table.New(0)
+	rng := rand.New(rand.NewPCG(7, 7))
+	now := int64(1_790_000_000_123_456_789)
+	for step := 0; step < 100; step++ {
+		now += rng.Int64N(int64(300 * time.Millisecond))
+		checks := make([]algo.Check, 1+rng.IntN(200))
+		for i := range checks {
+			for {
+				checks[i] = randomCheck(rng)
+				if a := checks[i].Algorithm; a == algo.GCRA || a == algo.TokenBucket || a == algo.LeakyBucket {
+					break
+				}
+			}
+		}
+		want := make([]algo.Decision, len(checks))
+		got := make([]algo.Decision, len(checks))
+		require.NoError(t, tab.Decide(context.Background(), now, checks, want))
+		require.NoError(t, st.Decide(context.Background(), now, checks, got))
+		for i := range checks {
+			require.Equal(t, want[i], got[i], "step %d check %d %+v at %d", step, i, checks[i], now)
+		}
+	}
+
+	// One run of 100 hits on 10 keys is one EVALSHA.
+	require.NoError(t, client.ConfigResetStat(context.Background()).Err())
+	checks := make([]algo.Check, 100)
+	for i := range checks {
+		checks[i] = hit(algo.GCRA, fmt.Sprintf("run%d", i%10), 1000, 1, time.Second)
+	}
+	require.NoError(t, st.Decide(context.Background(), now, checks, make([]algo.Decision, len(checks))))
+	info, err := client.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	assert.Contains(t, info, "cmdstat_evalsha:calls=1,")
+}
+
 // TestDifferentialHugeLimits runs the buckets at Limits above 10^14, whose
 // fractions of 1/Limit ns (the q of the state) reach 10^14 and more, and
 // changes the Limit between two of them on one key: the store must still
@@ -149,7 +194,7 @@ func TestDifferentialHugeLimits(t *testing.T) {
 	}
 }
 
-// TestBucketStateExact reads back the state a hit leaves (four doubles,
+// TestBucketStateExact reads back the state a hit leaves (five doubles,
 // little-endian on this machine, as struct.pack writes them): its fraction
 // of 1/Limit ns, here above 10^14, must be written with every digit.
 func TestBucketStateExact(t *testing.T) {
@@ -169,14 +214,17 @@ func TestBucketStateExact(t *testing.T) {
 	want := fmt.Sprintf("%d %d %d %d", end/1e6, end%1e6, frac.Int64(), c.Limit)
 	raw, err := client.Get(context.Background(), redisstore.Key(st, &c)).Bytes()
 	require.NoError(t, err)
-	require.Len(t, raw, 32)
-	var f [4]int64
+	require.Len(t, raw, 40)
+	var f [5]int64
 	for i := range f {
 		d := math.Float64frombits(binary.LittleEndian.Uint64(raw[8*i:]))
 		require.Equal(t, math.Trunc(d), d, "field %d is an integer", i)
 		f[i] = int64(d)
 	}
 	require.Equal(t, want, fmt.Sprintf("%d %d %d %d", f[0], f[1], f[2], f[3]))
+	// The fifth is the key's expiry in Unix ms: the empty time, 1 ms and
+	// two graces (a minute each with the caller's time) after now.
+	require.Equal(t, now/1e6+(need.Int64()+1e6-1)/1e6+1+2*60_000, f[4], "expiry")
 }
 
 // TestLoweredLimitDifferential: a key that held a million hits, read under

@@ -19,28 +19,33 @@
 //
 // One key per (algorithm, period, ID), as in the embedded table:
 //
-//	<prefix>v3:{<ID>}:<algorithm>:<period in ns>
+//	<prefix>v4:{<ID>}:<algorithm>:<period in ns>
 //
-// for example "actorlimit:v3:{alice}:GCRA:1000000000". "v3" is the version
+// for example "actorlimit:v4:{alice}:GCRA:1000000000". "v4" is the version
 // of the state layout (what the scripts keep under a key); a release whose
 // scripts keep something else under a key writes another version, so that
 // during a rolling deploy the app servers of the old and the new release
 // keep their states apart (each group counts on its own until the old
 // servers are gone; in total at most twice the limit) instead of reading
 // each other's state and failing on it. Keys without a version, or with
-// v2 (the bucket state as text), are earlier layouts, and their TTLs clear
-// them. The ID is the Cluster
-// hash tag, so one ID's keys live in one slot (every script call touches
-// one key, so a call never spans slots). An ID that contains '}' makes a
-// shorter tag: still one slot per key. Every write sets a TTL (PEXPIRE):
-// the time until the key is back to full capacity plus a grace of 1s (a
-// minute with [WithCallerTime], whose clock need not run with Redis's), so
-// Redis never keeps dead state, and Expire has nothing to do.
+// v2 (the bucket state as text) or v3 (four doubles), are earlier layouts,
+// and their TTLs clear them. The ID is the Cluster hash tag, so one ID's
+// keys live in one slot (with Redis Cluster every script call touches one
+// key, so a call never spans slots). An ID that contains '}' makes a
+// shorter tag: still one slot per key. Every key has a TTL: at least the
+// time until it is back to full capacity plus a grace of 1s (a minute with
+// [WithCallerTime], whose clock need not run with Redis's), so Redis never
+// keeps dead state, and Expire has nothing to do. A bucket's key is given
+// a grace more than that, and a new TTL only when its TTL would come too
+// soon, so that a key hit often is not given one at every hit.
 //
 // # Scripts
 //
 // Each check is one EVALSHA of an atomic Lua script, loaded again on
-// NOSCRIPT:
+// NOSCRIPT, except that on one server (a redis.Client, not a Cluster or a
+// Ring) a run of consecutive bucket checks of a batch goes as one EVALSHA
+// of a script that decides them all in order, with one MGET for their
+// states:
 //
 //   - fixed window: a hash {b: window number, c: count}; HINCRBY counts every
 //     hit, denied ones too, as the original does, saturating at MaxInt64.
@@ -51,10 +56,11 @@
 //     fields (Limit is at most algo.MaxSlidingLogLimit), read whole each
 //     call. It is the costly one, in memory and in time per call, as in
 //     the table.
-//   - GCRA, token bucket and leaky bucket: one string of four doubles
-//     (32 bytes) holding the time the bucket is empty (ms, ns and a fraction
-//     of 1/Limit ns) and the Limit it drains at, read with GET and written
-//     with SET PX: O(1).
+//   - GCRA, token bucket and leaky bucket: one string of five doubles
+//     (40 bytes) holding the time the bucket is empty (ms, ns and a fraction
+//     of 1/Limit ns), the Limit it drains at and the key's expiry (Unix
+//     ms), read with GET (MGET for a run) and written with SET KEEPTTL, or
+//     SET PX when the expiry moves: O(1).
 //
 // Peek runs the same script without writing; Reset is a DEL.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Che
 	ctx = withDeadline(ctx, time.Now().Add(s.cfg.timeout))
 	r.calls = r.calls[:0]
 	r.pipe = r.pipe[:0]
+	r.runs = r.runs[:0]
 	for i := range checks {
 		c := &checks[i]
 		if s.denied != nil && c.Op == algo.OpHit {
@@ -31,25 +33,32 @@ func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Che
 				continue
 			}
 		}
+		if s.batched && drains(c) {
+			r.calls = append(r.calls, s.planRun(r, now, s.key(c), c))
+			continue
+		}
+		s.endRun(ctx, r, now)
 		r.calls = append(r.calls, s.plan(ctx, now, s.key(c), c))
 		if cmd := r.calls[i].cmd; cmd != nil {
 			r.pipe = append(r.pipe, cmd)
 		}
 	}
+	s.endRun(ctx, r, now)
 	if err := s.exec(ctx, r, r.pipe); err != nil {
 		return err
 	}
 	if err := s.reload(ctx, r); err != nil {
 		return err
 	}
+	r.readRuns()
 	r.failed = r.failed[:0]
 	for i := range checks {
-		if cmd := r.calls[i].cmd; cmd != nil && cmd.Err() != nil {
+		if r.calls[i].failure(r) != nil {
 			r.failed = append(r.failed, i)
 			continue
 		}
 		cl := &r.calls[i]
-		out[i] = s.decision(&checks[i], cl, now)
+		out[i] = s.decision(r, &checks[i], cl, now)
 		if s.denied != nil && !cl.cached {
 			s.denied.remember(now, &checks[i], &out[i])
 		}
@@ -123,8 +132,8 @@ func isCheckError(err error) bool {
 	return true
 }
 
-// reload loads the scripts again and sends the commands that failed for
-// NOSCRIPT, in their order, in one pipeline.
+// reload loads again the scripts of the commands that failed for NOSCRIPT
+// and sends those commands again, in their order, in one pipeline.
 func (s *Store) reload(ctx context.Context, r *round) error {
 	var again []*redis.Cmd
 	for _, c := range r.pipe {
@@ -136,7 +145,10 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 		return nil
 	}
 	s.stats.reloads.Add(1)
-	for _, sc := range []*redis.Script{fixedLua, countLua, drainLua} {
+	for _, sc := range []*redis.Script{fixedLua, countLua, drainLua, drainBatchLua} {
+		if !slices.ContainsFunc(again, func(c *redis.Cmd) bool { return c.Args()[1] == sc.Hash() }) {
+			continue // not one of those Redis lacked
+		}
 		if err := s.bounded(ctx, r, func(ctx context.Context) error { return sc.Load(ctx, s.client).Err() }); err != nil {
 			return err
 		}
@@ -145,7 +157,10 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 	err := s.bounded(ctx, r, func(ctx context.Context) error {
 		p := s.client.Pipeline()
 		for _, c := range again {
-			fresh[c] = p.EvalSha(ctx, c.Args()[1].(string), []string{c.Args()[3].(string)}, c.Args()[4:]...)
+			f := redis.NewCmd(ctx, c.Args()...)
+			f.SetFirstKeyPos(3)
+			_ = p.Process(ctx, f)
+			fresh[c] = f
 		}
 		if _, err := p.Exec(ctx); err != nil && !failedAlone(p2cmds(fresh)) {
 			return err
@@ -158,6 +173,11 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 	for i := range r.calls {
 		if f, ok := fresh[r.calls[i].cmd]; ok {
 			r.calls[i].cmd = f
+		}
+	}
+	for i := range r.runs {
+		if f, ok := fresh[r.runs[i].cmd]; ok {
+			r.runs[i].cmd = f
 		}
 	}
 	return nil
@@ -214,7 +234,10 @@ func (s *Store) plan(ctx context.Context, now int64, k string, c *algo.Check) ca
 			return call{local: true, never: true}
 		}
 		args[1] = drainLua.Hash()
-		args, cl.never = drainArgs(c, n, args)
+		var da [6]any
+		da, cl.never = drainArgs(c, n, op)
+		args[4] = da[0]
+		args = append(args, da[1:]...)
 	default:
 		panic(unscreened(c.Algorithm))
 	}
@@ -223,26 +246,26 @@ func (s *Store) plan(ctx context.Context, now int64, k string, c *algo.Check) ca
 	return cl
 }
 
-// drainArgs appends the bucket script's arguments to args: N*T and
-// Capacity*T, worked out here exactly. Hits that ask for more than the
-// bucket holds go as op 2 (look, move a changed Limit's backlog, deny) and
-// never is true.
-func drainArgs(c *algo.Check, n int64, args []any) ([]any, bool) {
+// drainArgs returns the bucket script's arguments for c's op ("0" hit, "1"
+// peek): the op to send, then the Limit, N*T and Capacity*T, worked out
+// here exactly. Hits that ask for more than the bucket holds go as op 2
+// (look, move a changed Limit's backlog, deny) and never is true.
+func drainArgs(c *algo.Check, n int64, op string) (args [6]any, never bool) {
 	capc := capacity(c)
 	need, ok := times(n, int64(c.Period), c.Limit)
 	full, _ := times(capc, int64(c.Period), c.Limit)
-	never := !ok || n > capc
+	never = !ok || n > capc
 	if never {
 		need = span{}
-		if args[4] == "0" {
-			args[4] = "2"
+		if op == "0" {
+			op = "2"
 		}
 	}
-	return append(args, c.Limit, need.ns, need.frac, full.ns, full.frac), never
+	return [6]any{op, c.Limit, need.ns, need.frac, full.ns, full.frac}, never
 }
 
 // decision turns a script's reply into c's decision.
-func (s *Store) decision(c *algo.Check, cl *call, now int64) algo.Decision {
+func (s *Store) decision(rd *round, c *algo.Check, cl *call, now int64) algo.Decision {
 	if cl.cached {
 		return cl.dec
 	}
@@ -252,15 +275,25 @@ func (s *Store) decision(c *algo.Check, cl *call, now int64) algo.Decision {
 		}
 		return algo.Decision{}
 	}
-	v, _ := cl.cmd.Val().([]any)
-	r := reply(v)
+	var r reply
+	if cl.run == 0 {
+		v, _ := cl.cmd.Val().([]any)
+		r = reply(v)
+	}
 	switch c.Algorithm {
 	case algo.FixedWindow:
 		return fixedDecision(c, r)
 	case algo.SlidingWindow, algo.SlidingLog:
 		return countDecision(c, cl, r)
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
-		d := drainDecision(c, cl, r)
+		var dr drained
+		if cl.run > 0 {
+			dr = rd.runs[cl.run-1].drained(cl.pos)
+		} else {
+			dr = drained{now: r.now(), back: span{r.int(2), uint64(r.int(3))},
+				need: span{r.int(4), uint64(r.int(5))}, allowed: r.int(6) == 1}
+		}
+		d := drainDecision(c, cl, dr)
 		if c.Algorithm != algo.LeakyBucket {
 			d.Delay = 0
 		}
@@ -331,9 +364,17 @@ func countDecision(c *algo.Check, cl *call, r reply) algo.Decision {
 	return d
 }
 
-func drainDecision(c *algo.Check, cl *call, r reply) algo.Decision {
-	back := span{r.int(2), uint64(r.int(3))}
-	need := span{r.int(4), uint64(r.int(5))}
+// drained is what a bucket script said of one check: the time it decided
+// at (Unix ns), the backlog before the check, the backlog it would leave,
+// and whether it was allowed.
+type drained struct {
+	now        int64
+	back, need span
+	allowed    bool
+}
+
+func drainDecision(c *algo.Check, cl *call, r drained) algo.Decision {
+	back, need := r.back, r.need
 	period, capc := int64(c.Period), capacity(c)
 	d := algo.Decision{Count: hits(back, period, c.Limit), ResetAfter: back.ceil()}
 	d.Remaining = max(0, capc-d.Count)
@@ -341,7 +382,7 @@ func drainDecision(c *algo.Check, cl *call, r reply) algo.Decision {
 		d.RetryAfter = algo.Never
 		return d
 	}
-	if r.int(6) != 1 {
+	if !r.allowed {
 		full, _ := times(capc, period, c.Limit)
 		d.RetryAfter = sub(need, full, c.Limit).ceil()
 		return d

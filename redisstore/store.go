@@ -42,8 +42,9 @@ var (
 // key: app servers of two versions (a rolling deploy) then keep their
 // states under different keys and count apart until the old ones are gone,
 // instead of failing on each other's state. Keys without a version are the
-// layouts before v2; v2 kept the bucket state as text, v3 as four doubles.
-const keyVersion = "v3:"
+// layouts before v2; v2 kept the bucket state as text, v3 as four doubles,
+// v4 as five (the key's expiry added).
+const keyVersion = "v4:"
 
 // Store is an actor.Store that keeps every key's state in Redis, so that
 // the limiters of many app servers share one limit. It is safe for
@@ -51,10 +52,11 @@ const keyVersion = "v3:"
 // actorlimit.WithShards) may share one Store, each Decide in its own round
 // trips, so that several are in flight at once.
 type Store struct {
-	client redis.UniversalClient
-	cfg    config
-	honors bool // the client ends a round trip at its context's deadline
-	wall   func() int64
+	client  redis.UniversalClient
+	cfg     config
+	honors  bool // the client ends a round trip at its context's deadline
+	batched bool // runs of bucket checks go as one script call (drainBatchScript)
+	wall    func() int64
 
 	// mu guards the health of Redis as this store sees it, the fallback
 	// table and the check-error log's pace; it is never held across a
@@ -82,19 +84,23 @@ type Store struct {
 type round struct {
 	calls     []call
 	pipe      []redis.Cmder
+	runs      []run // the bucket checks sent together (see drainBatchScript)
 	failed    []int // the indexes of the checks Redis answered with an error
 	abandoned bool  // a round trip still running holds calls and pipe
 }
 
 var rounds = sync.Pool{New: func() any { return new(round) }}
 
-// call is one check's plan: a script to run, or a decision made here.
+// call is one check's plan: a script to run, a place in a run of bucket
+// checks sent as one script call, or a decision made here.
 type call struct {
 	local  bool
 	never  bool // the hits ask for more than the limit allows at once
 	cached bool // dec is the over-limit cache's answer
 	n      int64
-	cmd    *redis.Cmd
+	cmd    *redis.Cmd // its own script call, or its run's
+	run    int        // 1 + the index of its run in round.runs; 0: none
+	pos    int        // its place in the run
 	dec    algo.Decision
 }
 
@@ -113,6 +119,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	s := &Store{client: client, cfg: cfg, fallback: table.New(cfg.fallback), honors: honorsDeadline(client),
 		wall: func() int64 { return time.Now().UnixNano() }}
+	_, s.batched = client.(*redis.Client) // one server: any keys may go in one script call
 	if cfg.deniedFor > 0 {
 		s.denied = newDeniedCache(cfg.deniedFor, cfg.deniedSize)
 	}
@@ -235,7 +242,8 @@ func (s *Store) release(r *round) {
 	}
 	clear(r.calls)
 	clear(r.pipe)
-	r.calls, r.pipe, r.failed = r.calls[:0], r.pipe[:0], r.failed[:0]
+	clear(r.runs)
+	r.calls, r.pipe, r.runs, r.failed = r.calls[:0], r.pipe[:0], r.runs[:0], r.failed[:0]
 	rounds.Put(r)
 }
 
@@ -278,7 +286,7 @@ func (s *Store) checkErrors(r *round, failed *algo.CheckErrors, now int64, off i
 	}
 	s.stats.checkErrors.Add(uint64(len(r.failed)))
 	for j, i := range r.failed {
-		cause := r.calls[i].cmd.Err()
+		cause := r.calls[i].failure(r)
 		if j == 0 {
 			s.logCheckError(s.key(&checks[i]), cause)
 		}

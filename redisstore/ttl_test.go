@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +35,8 @@ func ttls(t *testing.T, client *redis.Client) map[string]time.Duration {
 // hit that is denied, a change of Limit and a peek, each key has a TTL of
 // more than its grace and at most its life (the longest ResetAfter its
 // checks were given, and up to two slots more for the sliding window) plus
-// the grace (1s with Redis's TIME, a minute with the caller's). A peek of a
+// the grace (1s with Redis's TIME, a minute with the caller's; twice that
+// for a bucket, see TestBucketTTLMovesOnlyWhenDue). A peek of a
 // new key writes none. TestDifferential checks every key it leaves too.
 func TestEveryKeyHasATTL(t *testing.T) {
 	srv := redistest.Start(t)
@@ -70,10 +72,59 @@ func TestEveryKeyHasATTL(t *testing.T) {
 			for k, d := range keys {
 				// -1 is no TTL, -2 no key. The scripts keep a key for its
 				// ResetAfter, rounded up to a millisecond (a sliding window up
-				// to two slots more), and the grace.
+				// to two slots more), and the grace; a bucket's for a grace
+				// more, so that it needs no new TTL at every hit.
+				grace := tc.grace
+				if strings.Contains(k, "Bucket:") || strings.Contains(k, "GCRA:") {
+					grace *= 2
+				}
 				assert.Greater(t, d, tc.grace-time.Second, "%s: PTTL %v", k, d)
-				assert.LessOrEqual(t, d, life[k]+period/30+2*time.Millisecond+tc.grace, "%s: PTTL %v", k, d)
+				assert.LessOrEqual(t, d, life[k]+period/30+2*time.Millisecond+grace, "%s: PTTL %v", k, d)
 			}
 		})
 	}
+}
+
+// TestBucketTTLMovesOnlyWhenDue proves that a bucket's key is given a new
+// TTL only when the one it has would end before the bucket is empty plus
+// the grace, and then a grace beyond that: a key hit often is not given a
+// TTL at every hit, and never one too short.
+func TestBucketTTLMovesOnlyWhenDue(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	ctx := context.Background()
+	s, err := redisstore.New(client, redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)
+	require.NoError(t, err)
+	now := time.Now().UnixNano()
+	// 1000 a second: each hit leaves a backlog of 1 ms; the grace is a
+	// minute (caller time).
+	c := hit(algo.GCRA, "ttl-moves", 1000, 1, time.Second)
+	key := redisstore.Key(s, &c)
+	pttl := func() time.Duration {
+		d, err := client.PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		return d
+	}
+	const slack = 2 * time.Second // Redis's clock runs while the test does
+	decide(t, s, now, c)
+	// The key's expiry E: 1 ms of backlog, 1 ms, and two graces.
+	assert.InDelta(t, float64(2*time.Minute+2*time.Millisecond), float64(pttl()), float64(slack))
+
+	// A second later E is still beyond the backlog and a grace: the hit
+	// keeps the TTL, here one set by the test to tell it apart.
+	require.NoError(t, client.PExpire(ctx, key, time.Hour).Err())
+	decide(t, s, now+int64(time.Second), c)
+	assert.InDelta(t, float64(time.Hour), float64(pttl()), float64(slack), "KEEPTTL")
+
+	// 70 s after the first hit E (at 120 s) comes before the backlog and a
+	// grace (at 130 s): the TTL moves, to two graces.
+	decide(t, s, now+int64(70*time.Second), c)
+	assert.InDelta(t, float64(2*time.Minute+2*time.Millisecond), float64(pttl()), float64(slack), "moved")
+
+	// A peek writes nothing.
+	require.NoError(t, client.PExpire(ctx, key, time.Hour).Err())
+	peek := c
+	peek.Op = algo.OpPeek
+	decide(t, s, now+int64(300*time.Second), peek)
+	assert.InDelta(t, float64(time.Hour), float64(pttl()), float64(slack), "peek")
 }

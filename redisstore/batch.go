@@ -1,0 +1,155 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/actorlimit/actorlimit/algo"
+)
+
+// run is a run of consecutive bucket checks of one batch, sent as one call
+// of drainBatchScript: keys and args are gathered as the checks are
+// planned, and cmd is made when the run ends.
+type run struct {
+	keys []any // the run's keys, in order
+	args []any // six values for each key (see drainBatchScript)
+	cmd  *redis.Cmd
+
+	// Read from the reply by readRuns.
+	now    int64   // the time the script decided at, Unix ns
+	states string  // five little-endian doubles per key
+	errs   []error // each key's error reply, nil where it had none
+	bad    error   // the reply could not be read: every key fails with it
+}
+
+// drains reports whether c is a bucket check that Redis decides: one that
+// may go in a run.
+func drains(c *algo.Check) bool {
+	switch c.Algorithm {
+	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
+		return c.Op != algo.OpReset && c.Limit > 0 && capacity(c) > 0
+	}
+	return false
+}
+
+// planRun adds c, a check for which drains is true, to the round's open
+// run (starting one if none is open) and returns its call.
+func (s *Store) planRun(r *round, now int64, k string, c *algo.Check) call {
+	if len(r.runs) == 0 || r.runs[len(r.runs)-1].cmd != nil {
+		r.runs = append(r.runs, run{})
+	}
+	rn := &r.runs[len(r.runs)-1]
+	op := "0"
+	n := c.N
+	if c.Op == algo.OpPeek {
+		op, n = "1", 1
+	}
+	da, never := drainArgs(c, n, op)
+	rn.args = append(rn.args, da[:]...)
+	rn.keys = append(rn.keys, k)
+	return call{n: n, never: never, run: len(r.runs), pos: len(rn.keys) - 1}
+}
+
+// endRun ends the round's open run, if any: its script call is made and
+// goes next in the pipeline, so that the checks keep their order.
+func (s *Store) endRun(ctx context.Context, r *round, now int64) {
+	if len(r.runs) == 0 || r.runs[len(r.runs)-1].cmd != nil {
+		return
+	}
+	rn := &r.runs[len(r.runs)-1]
+	args := make([]any, 0, 6+len(rn.keys)+len(rn.args))
+	args = append(args, "evalsha", drainBatchLua.Hash(), len(rn.keys))
+	args = append(args, rn.keys...)
+	args = append(args, "1", 0, 0)
+	if s.cfg.callerTime {
+		m := floorDiv(now, ms)
+		args[len(args)-3], args[len(args)-2], args[len(args)-1] = "0", m, now-m*ms
+	}
+	args = append(args, rn.args...)
+	rn.cmd = redis.NewCmd(ctx, args...)
+	rn.cmd.SetFirstKeyPos(3)
+	r.pipe = append(r.pipe, rn.cmd)
+}
+
+// readRuns reads each run's reply.
+func (r *round) readRuns() {
+	for i := range r.runs {
+		r.runs[i].read()
+	}
+}
+
+func (rn *run) read() {
+	rn.bad = rn.cmd.Err()
+	if rn.bad != nil {
+		return
+	}
+	v, _ := rn.cmd.Val().([]any)
+	var states string
+	if len(v) >= 3 && len(v)%2 == 1 {
+		states, _ = v[2].(string)
+	}
+	if len(states) != 40*len(rn.keys) {
+		rn.bad = fmt.Errorf("redisstore: the bucket script's reply has %d values and %d bytes of states for %d keys", len(v), len(states), len(rn.keys))
+		return
+	}
+	rn.now, rn.states = reply(v).now(), states
+	errs := v[3:]
+	for j := 0; j+1 < len(errs); j += 2 {
+		pos, ok := errs[j].(int64)
+		msg, _ := errs[j+1].(string)
+		if !ok || pos < 1 || pos > int64(len(rn.keys)) {
+			continue
+		}
+		if rn.errs == nil {
+			rn.errs = make([]error, len(rn.keys))
+		}
+		rn.errs[pos-1] = replyError(msg)
+	}
+}
+
+// drained returns what the script said of the run's check at pos.
+func (rn *run) drained(pos int) drained {
+	f := func(i int) int64 {
+		b := rn.states[pos*40+i*8 : pos*40+i*8+8]
+		var u uint64
+		for j := 7; j >= 0; j-- {
+			u = u<<8 | uint64(b[j])
+		}
+		return int64(math.Float64frombits(u))
+	}
+	return drained{now: rn.now, back: span{f(0), uint64(f(1))}, need: span{f(2), uint64(f(3))}, allowed: f(4) == 1}
+}
+
+// failure returns the error of the call's check: its script call's, or,
+// in a run, the run's or the check's own; nil if it was decided.
+func (cl *call) failure(r *round) error {
+	if cl.run > 0 {
+		rn := &r.runs[cl.run-1]
+		if rn.bad != nil {
+			return rn.bad
+		}
+		if rn.errs != nil && rn.errs[cl.pos] != nil {
+			return rn.errs[cl.pos]
+		}
+		return nil
+	}
+	if cl.cmd != nil {
+		return cl.cmd.Err()
+	}
+	return nil
+}
+
+// replyError is the error reply Redis gave for one key of a run, which the
+// script caught: it is a redis.Error, as the reply of a script call of the
+// key's own would be.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// RedisError marks e as an error reply of Redis's (redis.Error).
+func (replyError) RedisError() {}
+
+var _ redis.Error = replyError("")

@@ -189,6 +189,13 @@ const MaxBatchLimit = 1 << 16
 // starts, or, with [WithPersistence], the one stored in its directory, so
 // that a restarted limiter finds each id on the shard that holds its state;
 // Stats sums the shards' statistics.
+//
+// WithShards(runtime.GOMAXPROCS(0)) is what a process with many callers
+// should use (docs/performance.md has the figures); it is not the default
+// because a persisted directory keeps its shard count and refuses another
+// (a default that followed the processors would lock a directory to one
+// machine's size), and [Limiter.PID] reaches the first shard only (an actor
+// messaging it would count an id apart from [Limiter.Hit]).
 func WithShards(n int) Option {
 	return func(cfg *settings) error {
 		if n <= 0 || n > MaxShards {

@@ -6,7 +6,8 @@
 //
 // New returns (*Store, error): it fails only for a nil client or a bad
 // option. It talks to Redis through redis.UniversalClient, so a single
-// server, Sentinel or Redis Cluster all work. The limiter actor calls
+// server, Sentinel or Redis Cluster all work; it needs Redis 6.0 or later
+// (SET KEEPTTL). The limiter actor calls
 // Decide once per mailbox batch. Checks that callers send at once are
 // gathered by the limiter into one Decide (actorlimit.WithMaxBatch, default
 // 256): N concurrent checks, one round trip. A Store is safe for concurrent

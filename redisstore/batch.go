@@ -11,11 +11,11 @@ import (
 )
 
 // run is a run of consecutive bucket checks of one batch, sent as one call
-// of drainBatchScript: keys and args are gathered as the checks are
+// of drainScript: keys and args are gathered as the checks are
 // planned, and cmd is made when the run ends.
 type run struct {
 	keys []any // the run's keys, in order
-	args []any // six values for each key (see drainBatchScript)
+	args []any // six values for each key (see drainScript)
 	cmd  *redis.Cmd
 
 	// Read from the reply by readRuns.
@@ -61,7 +61,7 @@ func (s *Store) endRun(ctx context.Context, r *round, now int64) {
 	}
 	rn := &r.runs[len(r.runs)-1]
 	args := make([]any, 0, 6+len(rn.keys)+len(rn.args))
-	args = append(args, "evalsha", drainBatchLua.Hash(), len(rn.keys))
+	args = append(args, "evalsha", drainLua.Hash(), len(rn.keys))
 	args = append(args, rn.keys...)
 	args = append(args, "1", 0, 0)
 	if s.cfg.callerTime {

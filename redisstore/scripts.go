@@ -117,120 +117,23 @@ ttl((at - cur + W + 2) * slotms)
 return {M, r, fmt(alive), at, -1, 1, fmt(alive + n)}
 `
 
-// drainScript is GCRA, token bucket and leaky bucket, one key a call (the
-// path for Redis Cluster and Ring clients; drainBatchScript is the one for
-// a single server). The state is one string of five doubles (struct.pack
-// 'ddddd', 40 bytes): the time F the bucket is empty (f Unix ms, fr ns
-// within, q fraction of 1/l ns), the Limit l it drains at and the key's
-// expiry E (Unix ms), read with one GET and written with one SET: KEEPTTL
-// while E is at least the bucket's empty time plus the grace, else PX to a
-// new E a grace beyond that (a SET PX costs Redis about 0.7 µs more than a
-// SET KEEPTTL). Every one is an integer below 2^53, so a double holds it
-// exactly.
-// ARGV[5] = Limit, ARGV[6], ARGV[7] = N*T as ns and fraction of 1/Limit,
-// ARGV[8], ARGV[9] = Capacity*T likewise. Returns M, r, backlog ns,
-// backlog fraction, need ns, need fraction, allowed.
+// drainScript is GCRA, token bucket and leaky bucket: one script call
+// decides a run of bucket checks in order, so that Redis parses one
+// command, sets up one script call and reads the time once for the run,
+// and the client reads one reply. On one server a run is every consecutive
+// bucket check of a batch; with Redis Cluster or a Ring, whose keys of one
+// call must share a slot, it is one check. A later check of the run on the
+// same key as an earlier one sees its change.
 //
-// It is written for Redis's Lua, where every builtin call and every string
-// made costs: no prelude, the state packed and unpacked by one struct call
-// each (no text to match, no tonumber, no string per field: 8.9 µs of
-// Redis time a call against 10.8 µs for the text layout it replaced,
-// medians of 7 alternating redis-benchmark rounds on a shared 2-vCPU
-// machine), numbers given to redis.call as numbers (Redis writes them with
-// %.17g, exact below 2^53), and MaxSpan (2^52 ns) written in.
-const drainScript = `
-local M, r, grace
-if ARGV[2] == '1' then
-  local t = redis.call('TIME')
-  local us = tonumber(t[2])
-  M, r, grace = tonumber(t[1]) * 1000 + math.floor(us / 1000), (us % 1000) * 1000, 1000
-else
-  M, r, grace = tonumber(ARGV[3]), tonumber(ARGV[4]), 60000
-end
-local l = tonumber(ARGV[5])
-local cap = 4503599627370496
-local fns, fq = tonumber(ARGV[8]), tonumber(ARGV[9])
-local v = redis.call('GET', KEYS[1])
-local bns, bq, changed, E = 0, 0, false, nil
-if v then
-  if #v ~= 40 then return redis.error_reply('ERR the key holds no bucket state of this layout') end
-  local fm, fr, fq, d, e = struct.unpack('ddddd', v)
-  changed, E = d ~= l, e
-  if fm > M or (fm == M and (fr > r or (fr == r and fq > 0))) then
-    if fm - M > cap / 1000000 + 1 then
-      bns, bq = cap, 0
-    else
-      bns, bq = (fm - M) * 1000000 + fr - r, fq
-    end
-    if changed then
-      -- floor((bns*l0 + bq)/l) and the remainder, for bns below 2^53 and
-      -- l0, bq, l below 2^52, bit by bit, or cap when it is more.
-      local D, l0 = 16777216, d
-      local a0, a1, a2 = bns % D, math.floor(bns / D) % D, math.floor(bns / D / D)
-      local b0, b1, b2 = l0 % D, math.floor(l0 / D) % D, math.floor(l0 / D / D)
-      local p = {a0 * b0 + bq, a0 * b1 + a1 * b0, a0 * b2 + a1 * b1 + a2 * b0, a1 * b2 + a2 * b1, a2 * b2, 0}
-      for i = 1, 5 do
-        local carry = math.floor(p[i] / D)
-        p[i] = p[i] - carry * D
-        p[i + 1] = p[i + 1] + carry
-      end
-      local q, rem = 0, 0
-      for i = 6, 1, -1 do
-        local digit = p[i]
-        for bit = 23, 0, -1 do
-          rem = rem * 2 + math.floor(digit / 2 ^ bit) % 2
-          q = q * 2
-          if rem >= l then rem = rem - l; q = q + 1 end
-          if q > cap then break end
-        end
-        if q > cap then break end
-      end
-      if q > cap then bns, bq = cap, 0 else bns, bq = q, rem end
-    end
-  end
-end
--- store keeps the expiry as drainBatchScript's does.
-local function store(ns, q)
-  local t = r + ns
-  local ms = math.floor(t / 1000000)
-  local need = M + math.max(1, math.ceil(ns / 1000000 + 1)) + grace
-  if E and E >= need then
-    redis.call('SET', KEYS[1], struct.pack('ddddd', M + ms, t - ms * 1000000, q, l, E), 'KEEPTTL')
-    return
-  end
-  E = need + grace
-  redis.call('SET', KEYS[1], struct.pack('ddddd', M + ms, t - ms * 1000000, q, l, E), 'PX', E - M)
-end
--- A bucket holds at most its capacity under a changed Limit, else at most
--- twice its capacity (full, plus at most one capacity of debt).
-local mns, mq = fns, fq
-if not changed then
-  mns, mq = fns * 2, fq * 2
-  if mq >= l then mns, mq = mns + 1, mq - l end
-  if mns > cap then mns, mq = cap, 0 end
-end
-local clamped = bns > mns or (bns == mns and bq > mq)
-if clamped then bns, bq = mns, mq end
-if ARGV[1] ~= '1' and (clamped or changed and (bns > 0 or bq > 0)) then store(bns, bq) end
-local nns, nq = bns + tonumber(ARGV[6]), bq + tonumber(ARGV[7])
-if nq >= l then nns, nq = nns + 1, nq - l end
-local ok = nns < fns or (nns == fns and nq <= fq)
-if ARGV[1] == '2' or not ok then return {M, r, bns, bq, nns, nq, 0} end
-if ARGV[1] == '0' then store(nns, nq) end
-return {M, r, bns, bq, nns, nq, 1}
-`
-
-// drainBatchScript is drainScript for many keys at once: one script call
-// decides a run of consecutive bucket checks (GCRA, token bucket, leaky
-// bucket) of one batch, in order, so that Redis parses one command, sets up
-// one script call and reads the time once for the run, and the client
-// reads one reply; the states are read with one MGET (per 1000 keys). Each
-// key is decided exactly as drainScript decides it, on the same state (a
-// later key of the run that is the same as an earlier one sees its
-// change). It is used where all the keys live on one server (not with
-// Redis Cluster, whose keys of one call must share a slot). In a run of 16
-// keys it costs Redis about 3.8 µs a key, against 7.5 µs a call of
-// drainScript (redis-benchmark, pipelined, on a quiet 2-vCPU machine).
+// The state of a key is one string of five doubles (struct.pack 'ddddd',
+// 40 bytes): the time F the bucket is empty (f Unix ms, fr ns within, q
+// fraction of 1/l ns), the Limit l it drains at and the key's expiry E
+// (Unix ms). Every one is an integer below 2^53, so a double holds it
+// exactly. The states are read with one MGET (per 1000 keys; a key MGET
+// finds no string under is read alone with GET, so that one of another
+// type fails) and written with SET: KEEPTTL while E is at least the
+// bucket's empty time plus the grace, else PX to a new E a grace beyond
+// that (a SET PX costs Redis about 0.7 µs more than a SET KEEPTTL).
 //
 // KEYS are the run's keys. ARGV[1] = "1" to read the time from Redis TIME,
 // else ARGV[2] (Unix ms) and ARGV[3] (ns within that ms) are the caller's;
@@ -241,9 +144,17 @@ return {M, r, bns, bq, nns, nq, 1}
 // no, -1 failed), then a key's position and its error reply for each key
 // that failed alone: one holding another type, or a state that is not a
 // bucket's, or a write that Redis refused (OOM). A failed key's state is
-// left as it was, or moved to a changed Limit's or clamped as
-// drainScript's first write does, which changes no decision.
-const drainBatchScript = `local M, r, grace
+// left as it was, or moved to a changed Limit's or clamped by a first
+// write, which changes no decision.
+//
+// It is written for Redis's Lua, where every builtin call and every string
+// made costs: the state packed and unpacked by one struct call each,
+// numbers given to redis.call as numbers (Redis writes them with %.17g,
+// exact below 2^53), MaxSpan (2^52 ns) written in, no closure made per
+// key. In runs of 16 keys it costs Redis about 3.8 µs a key; a call of one
+// key about 10.6 µs (BenchmarkRedisScript, BenchmarkRedis at one caller,
+// quiet 2-vCPU machine).
+const drainScript = `local M, r, grace
 if ARGV[1] == '1' then
   local t = redis.call('TIME')
   local us = tonumber(t[2])
@@ -377,6 +288,4 @@ var (
 	fixedLua = redis.NewScript(fixedScript)
 	countLua = redis.NewScript(countScript)
 	drainLua = redis.NewScript(drainScript)
-
-	drainBatchLua = redis.NewScript(drainBatchScript)
 )

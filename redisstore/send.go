@@ -33,8 +33,11 @@ func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Che
 				continue
 			}
 		}
-		if s.batched && drains(c) {
+		if drains(c) {
 			r.calls = append(r.calls, s.planRun(r, now, s.key(c), c))
+			if !s.batched {
+				s.endRun(ctx, r, now) // a run of one: its key's slot alone
+			}
 			continue
 		}
 		s.endRun(ctx, r, now)
@@ -145,7 +148,7 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 		return nil
 	}
 	s.stats.reloads.Add(1)
-	for _, sc := range []*redis.Script{fixedLua, countLua, drainLua, drainBatchLua} {
+	for _, sc := range []*redis.Script{fixedLua, countLua, drainLua} {
 		if !slices.ContainsFunc(again, func(c *redis.Cmd) bool { return c.Args()[1] == sc.Hash() }) {
 			continue // not one of those Redis lacked
 		}
@@ -230,20 +233,20 @@ func (s *Store) plan(ctx context.Context, now int64, k string, c *algo.Check) ca
 		}
 		args = append(args, kind, pms, c.Limit, min(n, c.Limit+1))
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
-		if c.Limit <= 0 || capacity(c) <= 0 {
-			return call{local: true, never: true}
-		}
-		args[1] = drainLua.Hash()
-		var da [6]any
-		da, cl.never = drainArgs(c, n, op)
-		args[4] = da[0]
-		args = append(args, da[1:]...)
+		// A bucket of limit 0 allows nothing (the others go in runs).
+		return call{local: true, never: true}
 	default:
 		panic(unscreened(c.Algorithm))
 	}
 	cl.cmd = redis.NewCmd(ctx, args...)
 	cl.cmd.SetFirstKeyPos(3)
 	return cl
+}
+
+// reply returns the reply of the call's own script call.
+func (cl *call) reply() reply {
+	v, _ := cl.cmd.Val().([]any)
+	return reply(v)
 }
 
 // drainArgs returns the bucket script's arguments for c's op ("0" hit, "1"
@@ -275,25 +278,13 @@ func (s *Store) decision(rd *round, c *algo.Check, cl *call, now int64) algo.Dec
 		}
 		return algo.Decision{}
 	}
-	var r reply
-	if cl.run == 0 {
-		v, _ := cl.cmd.Val().([]any)
-		r = reply(v)
-	}
 	switch c.Algorithm {
 	case algo.FixedWindow:
-		return fixedDecision(c, r)
+		return fixedDecision(c, cl.reply())
 	case algo.SlidingWindow, algo.SlidingLog:
-		return countDecision(c, cl, r)
+		return countDecision(c, cl, cl.reply())
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
-		var dr drained
-		if cl.run > 0 {
-			dr = rd.runs[cl.run-1].drained(cl.pos)
-		} else {
-			dr = drained{now: r.now(), back: span{r.int(2), uint64(r.int(3))},
-				need: span{r.int(4), uint64(r.int(5))}, allowed: r.int(6) == 1}
-		}
-		d := drainDecision(c, cl, dr)
+		d := drainDecision(c, cl, rd.runs[cl.run-1].drained(cl.pos))
 		if c.Algorithm != algo.LeakyBucket {
 			d.Delay = 0
 		}

@@ -55,7 +55,7 @@ type Store struct {
 	client  redis.UniversalClient
 	cfg     config
 	honors  bool // the client ends a round trip at its context's deadline
-	batched bool // runs of bucket checks go as one script call (drainBatchScript)
+	batched bool // a run of bucket checks may hold many keys (see drainScript)
 	wall    func() int64
 
 	// mu guards the health of Redis as this store sees it, the fallback
@@ -84,7 +84,7 @@ type Store struct {
 type round struct {
 	calls     []call
 	pipe      []redis.Cmder
-	runs      []run // the bucket checks sent together (see drainBatchScript)
+	runs      []run // the bucket checks sent together (see drainScript)
 	failed    []int // the indexes of the checks Redis answered with an error
 	abandoned bool  // a round trip still running holds calls and pipe
 }

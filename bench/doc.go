@@ -116,11 +116,14 @@
 //     so one run alternates the implementations at each caller count. It
 //     reports hits/s, p50-µs and p99-µs, and, from INFO commandstats, the
 //     client commands and the µs of Redis time per hit.
-//   - BenchmarkRedisScript/impl=<name>: the µs of Redis time per call of
-//     each algorithm's script, and of redis_rate's (INFO commandstats).
+//   - BenchmarkRedisScript/impl=<name>: the µs of Redis time per check of
+//     each algorithm's script, and of redis_rate's (INFO commandstats), and
+//     how many checks one script call decided (a run of bucket checks is
+//     one call).
 //   - BenchmarkRedisFlood/impl=<name>: 64 callers, 90% of the hits on 100
 //     ids far over their limit, 10% on 10 000 ids under it; hits/s, Redis
-//     commands per hit and per denied hit, with and without the over-limit
+//     commands and µs per hit, and the share of denied hits sent to Redis
+//     (those the over-limit cache did not answer), with and without the
 //     cache (impl=actorlimit-cache) and for redis_rate.
 //
 // results/redis.md holds a run and the command that made it.

@@ -10,36 +10,52 @@ import (
 	"github.com/actorlimit/actorlimit/algo"
 )
 
-// run is a run of consecutive bucket checks of one batch, sent as one call
-// of drainScript: keys and args are gathered as the checks are
-// planned, and cmd is made when the run ends.
+// run is a run of consecutive checks of one batch that one script decides
+// (buckets: drainScript; fixed windows: fixedScript), sent as one call of
+// it: keys and args are gathered as the checks are planned, and cmd is
+// made when the run ends.
 type run struct {
-	keys []any // the run's keys, in order
-	args []any // six values for each key (see drainScript)
-	cmd  *redis.Cmd
+	script *redis.Script
+	keys   []any // the run's keys, in order
+	args   []any // the script's values for each key
+	cmd    *redis.Cmd
 
 	// Read from the reply by readRuns.
 	now    int64   // the time the script decided at, Unix ns
-	states string  // five little-endian doubles per key
+	states string  // drainScript: five little-endian doubles per key
+	vals   []any   // fixedScript: three values per key
 	errs   []error // each key's error reply, nil where it had none
 	bad    error   // the reply could not be read: every key fails with it
 }
 
-// drains reports whether c is a bucket check that Redis decides: one that
-// may go in a run.
-func drains(c *algo.Check) bool {
+// runScript returns the script that decides c in a run: drainScript for a
+// bucket check and fixedScript for a fixed window's, which Redis decides;
+// nil for any other check (another algorithm, a Reset, a bucket of limit
+// 0, which is decided here).
+func runScript(c *algo.Check) *redis.Script {
+	if c.Op == algo.OpReset {
+		return nil
+	}
 	switch c.Algorithm {
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
-		return c.Op != algo.OpReset && c.Limit > 0 && capacity(c) > 0
+		if c.Limit > 0 && capacity(c) > 0 {
+			return drainLua
+		}
+	case algo.FixedWindow:
+		return fixedLua
 	}
-	return false
+	return nil
 }
 
-// planRun adds c, a check for which drains is true, to the round's open
-// run (starting one if none is open) and returns its call.
-func (s *Store) planRun(r *round, now int64, k string, c *algo.Check) call {
+// planRun adds c, a check that sc decides, to the round's open run,
+// ending it first if it is another script's (or starting one if none is
+// open), and returns its call.
+func (s *Store) planRun(ctx context.Context, r *round, now int64, k string, c *algo.Check, sc *redis.Script) call {
+	if len(r.runs) > 0 && r.runs[len(r.runs)-1].cmd == nil && r.runs[len(r.runs)-1].script != sc {
+		s.endRun(ctx, r, now)
+	}
 	if len(r.runs) == 0 || r.runs[len(r.runs)-1].cmd != nil {
-		r.runs = append(r.runs, run{})
+		r.runs = append(r.runs, run{script: sc})
 	}
 	rn := &r.runs[len(r.runs)-1]
 	op := "0"
@@ -47,8 +63,14 @@ func (s *Store) planRun(r *round, now int64, k string, c *algo.Check) call {
 	if c.Op == algo.OpPeek {
 		op, n = "1", 1
 	}
-	da, never := drainArgs(c, n, op)
-	rn.args = append(rn.args, da[:]...)
+	never := false
+	if sc == fixedLua {
+		rn.args = append(rn.args, op, int64(c.Period)/ms, n)
+	} else {
+		var da [6]any
+		da, never = drainArgs(c, n, op)
+		rn.args = append(rn.args, da[:]...)
+	}
 	rn.keys = append(rn.keys, k)
 	return call{n: n, never: never, run: len(r.runs), pos: len(rn.keys) - 1}
 }
@@ -61,7 +83,7 @@ func (s *Store) endRun(ctx context.Context, r *round, now int64) {
 	}
 	rn := &r.runs[len(r.runs)-1]
 	args := make([]any, 0, 6+len(rn.keys)+len(rn.args))
-	args = append(args, "evalsha", drainLua.Hash(), len(rn.keys))
+	args = append(args, "evalsha", rn.script.Hash(), len(rn.keys))
 	args = append(args, rn.keys...)
 	args = append(args, "1", 0, 0)
 	if s.cfg.callerTime {
@@ -87,16 +109,25 @@ func (rn *run) read() {
 		return
 	}
 	v, _ := rn.cmd.Val().([]any)
-	var states string
-	if len(v) >= 3 && len(v)%2 == 1 {
-		states, _ = v[2].(string)
+	var errs []any
+	if rn.script == fixedLua {
+		if len(v) < 2+3*len(rn.keys) || (len(v)-2-3*len(rn.keys))%2 != 0 {
+			rn.bad = fmt.Errorf("redisstore: the fixed window script's reply has %d values for %d keys", len(v), len(rn.keys))
+			return
+		}
+		rn.vals, errs = v[2:2+3*len(rn.keys)], v[2+3*len(rn.keys):]
+	} else {
+		var states string
+		if len(v) >= 3 && len(v)%2 == 1 {
+			states, _ = v[2].(string)
+		}
+		if len(states) != 40*len(rn.keys) {
+			rn.bad = fmt.Errorf("redisstore: the bucket script's reply has %d values and %d bytes of states for %d keys", len(v), len(states), len(rn.keys))
+			return
+		}
+		rn.states, errs = states, v[3:]
 	}
-	if len(states) != 40*len(rn.keys) {
-		rn.bad = fmt.Errorf("redisstore: the bucket script's reply has %d values and %d bytes of states for %d keys", len(v), len(states), len(rn.keys))
-		return
-	}
-	rn.now, rn.states = reply(v).now(), states
-	errs := v[3:]
+	rn.now = reply(v).now()
 	for j := 0; j+1 < len(errs); j += 2 {
 		pos, ok := errs[j].(int64)
 		msg, _ := errs[j+1].(string)
@@ -108,6 +139,20 @@ func (rn *run) read() {
 		}
 		rn.errs[pos-1] = replyError(msg)
 	}
+}
+
+// counted is what fixedScript said of one check: the time it decided at
+// (Unix ns), the window, its count, and whether it is the current window
+// or a later one.
+type counted struct {
+	now, window, count int64
+	current            bool
+}
+
+// fixed returns what fixedScript said of the run's check at pos.
+func (rn *run) fixed(pos int) counted {
+	r := reply(rn.vals[3*pos : 3*pos+3])
+	return counted{now: rn.now, window: r.int(0), count: r.int(1), current: r.int(2) == 1}
 }
 
 // drained returns what the script said of the run's check at pos.

@@ -117,10 +117,11 @@ func TestDifferential(t *testing.T) {
 }
 
 // TestDifferentialRuns is TestDifferential for long runs of bucket checks
-// (GCRA, token bucket, leaky bucket), which a store on one server sends as
-// one script call a run: batches of up to 200 checks on a few keys, so
-// that a run holds a key many times, with peeks and resets (which end a
-// run) among them. It also proves that a run is one script call.
+// (GCRA, token bucket, leaky bucket) and fixed windows, which a store on
+// one server sends as one script call a run: batches of up to 200 checks
+// on a few keys, so that a run holds a key many times, with peeks, resets
+// and changes of algorithm (which end a run) among them. It also proves
+// that a run is one script call.
 func TestDifferentialRuns(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
@@ -135,7 +136,7 @@ func TestDifferentialRuns(t *testing.T) {
 		for i := range checks {
 			for {
 				checks[i] = randomCheck(rng)
-				if a := checks[i].Algorithm; a == algo.GCRA || a == algo.TokenBucket || a == algo.LeakyBucket {
+				if a := checks[i].Algorithm; a == algo.GCRA || a == algo.TokenBucket || a == algo.LeakyBucket || a == algo.FixedWindow {
 					break
 				}
 			}
@@ -149,16 +150,19 @@ func TestDifferentialRuns(t *testing.T) {
 		}
 	}
 
-	// One run of 100 hits on 10 keys is one EVALSHA.
-	require.NoError(t, client.ConfigResetStat(context.Background()).Err())
-	checks := make([]algo.Check, 100)
-	for i := range checks {
-		checks[i] = hit(algo.GCRA, fmt.Sprintf("run%d", i%10), 1000, 1, time.Second)
+	// One run of 100 hits on 10 keys is one EVALSHA, for buckets and for
+	// fixed windows.
+	for _, a := range []algo.Algorithm{algo.GCRA, algo.FixedWindow} {
+		require.NoError(t, client.ConfigResetStat(context.Background()).Err())
+		checks := make([]algo.Check, 100)
+		for i := range checks {
+			checks[i] = hit(a, fmt.Sprintf("run%d", i%10), 1000, 1, time.Second)
+		}
+		require.NoError(t, st.Decide(context.Background(), now, checks, make([]algo.Decision, len(checks))))
+		info, err := client.Info(context.Background(), "commandstats").Result()
+		require.NoError(t, err)
+		assert.Contains(t, info, "cmdstat_evalsha:calls=1,", "%v", a)
 	}
-	require.NoError(t, st.Decide(context.Background(), now, checks, make([]algo.Decision, len(checks))))
-	info, err := client.Info(context.Background(), "commandstats").Result()
-	require.NoError(t, err)
-	assert.Contains(t, info, "cmdstat_evalsha:calls=1,")
 }
 
 // TestDifferentialHugeLimits runs the buckets at Limits above 10^14, whose

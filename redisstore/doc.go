@@ -44,13 +44,13 @@
 //
 // Each check is one EVALSHA of an atomic Lua script, loaded again on
 // NOSCRIPT, except that on one server (a redis.Client, not a Cluster or a
-// Ring) a run of consecutive bucket checks of a batch goes as one EVALSHA
-// of a script that decides them all in order, with one MGET for their
-// states:
+// Ring) a run of consecutive fixed-window checks, or of bucket checks, of
+// a batch goes as one EVALSHA of a script that decides them all in order:
 //
-//   - fixed window: a hash {b: window number, c: count}; HINCRBY counts every
-//     hit, denied ones too, as the original does, saturating at MaxInt64.
-//     Two fields, one key; 1 script call.
+//   - fixed window: a hash {b: window number, c: count} read with HMGET;
+//     HINCRBY counts every hit, denied ones too, as the original does,
+//     saturating at MaxInt64. The key's TTL is set when its window starts,
+//     so a hit in a started window is one HINCRBY.
 //   - sliding window (Figma's strict sub-window counters): a hash of at most
 //     61 sub-window -> count fields, read whole (HGETALL) each call.
 //   - sliding log: the same script with millisecond slots: up to Limit

@@ -71,3 +71,34 @@ func TestOneRoundTripPerBatch(t *testing.T) {
 	assert.Equal(t, uint64(2), s.Stats().Reloads)
 	assert.Equal(t, int64(1), trips(mixed(6)), "the scripts are back")
 }
+
+// TestReloadKeepsResetsInOrder proves that a batch whose scripts Redis
+// lacks (a restart, SCRIPT FLUSH) is decided in its order although the
+// commands that got NOSCRIPT are sent again after the others ran: a Reset
+// behind a hit on its key still comes after the hit (the hit is not left
+// counted), and a Reset of a key whose script Redis had is not run again
+// after the hits behind it (they are not lost).
+func TestReloadKeepsResetsInOrder(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	ctx := context.Background()
+	s, err := redisstore.New(client, redisstore.WithOutage(redisstore.FailError), patient)
+	require.NoError(t, err)
+	fixed := hit(algo.FixedWindow, "reload-a", 10, 1, time.Hour)
+	bucket := hit(algo.GCRA, "reload-b", 10, 1, time.Hour)
+	decide(t, s, t0, bucket) // the bucket script is loaded; the fixed window's is not
+	require.NoError(t, client.ScriptFlush(ctx).Err())
+	decide(t, s, t0, bucket) // loaded again: only the fixed window's is missing now
+	reset := func(c algo.Check) algo.Check { c.Op = algo.OpReset; return c }
+	peek := func(c algo.Check) algo.Check { c.Op = algo.OpPeek; return c }
+	out := decide(t, s, t0, fixed, fixed, reset(fixed), fixed, peek(fixed),
+		reset(bucket), bucket, peek(bucket))
+	assert.Equal(t, int64(1), out[3].Count, "the fixed window counts from its Reset")
+	assert.Equal(t, int64(1), out[4].Count, "and its peek sees that")
+	assert.Equal(t, int64(1), out[6].Count, "the bucket counts from its Reset")
+	assert.Equal(t, int64(1), out[7].Count, "and its hit is kept")
+	assert.Equal(t, uint64(3), s.Stats().Reloads, "a new Redis, the flush, and the batch")
+	after := decide(t, s, t0, peek(fixed), peek(bucket))
+	assert.Equal(t, int64(1), after[0].Count, "what Redis holds after the batch: the fixed window")
+	assert.Equal(t, int64(1), after[1].Count, "what Redis holds after the batch: the bucket")
+}

@@ -40,28 +40,81 @@ local function ttl(ms)
 end
 `
 
-// fixedScript: ARGV[5] = Period in ms, ARGV[6] = N. The state is a hash of
-// the window's number b and its count c. Returns M, r, b, c (string), and
-// whether b is the current window or a later one.
-const fixedScript = prelude + `
-local M, r = now()
-local P = tonumber(ARGV[5])
-local cur = fdiv(M, P)
-local b = tonumber(redis.call('HGET', KEYS[1], 'b') or '')
-local c = '0'
-if b and b >= cur then c = redis.call('HGET', KEYS[1], 'c') or '0' else b = nil end
-if ARGV[1] == '1' then return {M, r, b or cur, c, b and 1 or 0} end
-if not b then
-  b = cur
-  redis.call('HSET', KEYS[1], 'b', fmt(b), 'c', '0')
+// fixedScript is the fixed window, for a run of checks as drainScript is
+// for buckets: one call decides the run in order (with Redis Cluster or a
+// Ring a run is one check). The state of a key is a hash of the window's
+// number b and its count c. A hit counts with HINCRBY, denied ones too as
+// the original does, saturating at MaxInt64; the key's TTL is set when a
+// window starts (its end and the grace) and HINCRBY keeps it, so a hit in
+// a window already started writes nothing else.
+//
+// KEYS are the run's keys. ARGV[1] to ARGV[3] are the time as for
+// drainScript; then three values for each key: the op ("0" hit, "1"
+// peek), the Period in ms, N. Returns M, r, then for each key b, c (an
+// integer, or a string when it is 2^53 or more, which a Lua number cannot
+// hold), and 1 if b is the current window or a later one (0 for a peek of
+// none yet, -1 for a key that failed); then a key's position and its error
+// reply for each key that failed alone (one holding another type, a write
+// that Redis refused).
+const fixedScript = `
+local M, r, grace
+if ARGV[1] == '1' then
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  M, r, grace = tonumber(t[1]) * 1000 + math.floor(us / 1000), (us % 1000) * 1000, 1000
+else
+  M, r, grace = tonumber(ARGV[2]), tonumber(ARGV[3]), 60000
 end
-local res = redis.pcall('HINCRBY', KEYS[1], 'c', ARGV[6])
-if type(res) == 'table' and res.err then
-  redis.call('HSET', KEYS[1], 'c', '9223372036854775807')
+local floor, ceil, max = math.floor, math.ceil, math.max
+-- failed returns the error of a redis.pcall's reply, or nil.
+local function failed(w)
+  if type(w) == 'table' then return w.err end
 end
-c = redis.call('HGET', KEYS[1], 'c')
-ttl((b + 1) * P - M)
-return {M, r, b, c, 1}
+local n = #KEYS
+local res, errs = {M, r}, {}
+for i = 1, n do
+  local key = KEYS[i]
+  local a = 3 + (i - 1) * 3
+  local op, P, N = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3]
+  -- floor(M/P), exactly: M and P are integers below 2^53.
+  local cur = floor(M / P)
+  if cur * P > M then cur = cur - 1 elseif (cur + 1) * P <= M then cur = cur + 1 end
+  local b, c, on, err = nil, '0', 0, nil
+  local v = redis.pcall('HMGET', key, 'b', 'c')
+  err = v.err
+  if not err then
+    b = tonumber(v[1] or '')
+    if b and b >= cur then c, on = v[2] or '0', 1 else b = nil end
+  end
+  if not err and op ~= '1' then
+    if not b then
+      b = cur
+      err = failed(redis.pcall('HSET', key, 'b', string.format('%.0f', b), 'c', '0'))
+      if not err then err = failed(redis.pcall('PEXPIRE', key, max(1, ceil((b + 1) * P - M)) + grace)) end
+    end
+    if not err then
+      c = redis.pcall('HINCRBY', key, 'c', N)
+      if failed(c) then
+        -- The count would pass MaxInt64: it stays there.
+        c = '9223372036854775807'
+        err = failed(redis.pcall('HSET', key, 'c', c))
+      elseif c >= 9007199254740992 then
+        c = redis.call('HGET', key, 'c')
+      end
+      on = 1
+    end
+  end
+  if err then
+    b, c, on = 0, 0, -1
+    errs[#errs + 1] = i
+    errs[#errs + 1] = err
+  end
+  res[#res + 1] = b or cur
+  res[#res + 1] = c
+  res[#res + 1] = on
+end
+for _, e in ipairs(errs) do res[#res + 1] = e end
+return res
 `
 
 // countScript is shared by the sliding window and the sliding log: a hash of

@@ -33,8 +33,8 @@ func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Che
 				continue
 			}
 		}
-		if drains(c) {
-			r.calls = append(r.calls, s.planRun(r, now, s.key(c), c))
+		if sc := runScript(c); sc != nil {
+			r.calls = append(r.calls, s.planRun(ctx, r, now, s.key(c), c, sc))
 			if !s.batched {
 				s.endRun(ctx, r, now) // a run of one: its key's slot alone
 			}
@@ -136,12 +136,31 @@ func isCheckError(err error) bool {
 }
 
 // reload loads again the scripts of the commands that failed for NOSCRIPT
-// and sends those commands again, in their order, in one pipeline.
+// and sends those commands again, in their order, in one pipeline, with
+// each DEL (a Reset) of a key that one of them, ahead of it, touches: a
+// Reset that ran before the hits ahead of it were sent again would
+// otherwise leave them counted. Running such a DEL again is what it meant:
+// the key's state is gone at that point of the order, and no command on
+// the key ran after it (a key's commands all use one script, which Redis
+// either had or lacked), so nothing else is undone.
 func (s *Store) reload(ctx context.Context, r *round) error {
 	var again []*redis.Cmd
+	var failed map[string]bool // the keys of the commands that got NOSCRIPT so far
 	for _, c := range r.pipe {
+		cmd := c.(*redis.Cmd)
 		if isNoScript(c.Err()) {
-			again = append(again, c.(*redis.Cmd))
+			if failed == nil {
+				failed = map[string]bool{}
+			}
+			args := cmd.Args()
+			if n, ok := args[2].(int); ok {
+				for _, k := range args[3 : 3+n] {
+					failed[k.(string)] = true
+				}
+			}
+			again = append(again, cmd)
+		} else if c.Name() == "del" && failed[cmd.Args()[1].(string)] {
+			again = append(again, cmd)
 		}
 	}
 	if len(again) == 0 {
@@ -161,7 +180,9 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 		p := s.client.Pipeline()
 		for _, c := range again {
 			f := redis.NewCmd(ctx, c.Args()...)
-			f.SetFirstKeyPos(3)
+			if c.Name() != "del" {
+				f.SetFirstKeyPos(3)
+			}
 			_ = p.Process(ctx, f)
 			fresh[c] = f
 		}
@@ -219,9 +240,6 @@ func (s *Store) plan(ctx context.Context, now int64, k string, c *algo.Check) ca
 	pms := int64(c.Period) / ms
 	cl := call{n: n}
 	switch c.Algorithm {
-	case algo.FixedWindow:
-		args[1] = fixedLua.Hash()
-		args = append(args, pms, n)
 	case algo.SlidingWindow, algo.SlidingLog:
 		args[1] = countLua.Hash()
 		kind := "w"
@@ -235,7 +253,7 @@ func (s *Store) plan(ctx context.Context, now int64, k string, c *algo.Check) ca
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
 		// A bucket of limit 0 allows nothing (the others go in runs).
 		return call{local: true, never: true}
-	default:
+	default: // a fixed window's check goes in a run (runScript)
 		panic(unscreened(c.Algorithm))
 	}
 	cl.cmd = redis.NewCmd(ctx, args...)
@@ -280,7 +298,7 @@ func (s *Store) decision(rd *round, c *algo.Check, cl *call, now int64) algo.Dec
 	}
 	switch c.Algorithm {
 	case algo.FixedWindow:
-		return fixedDecision(c, cl.reply())
+		return fixedDecision(c, rd.runs[cl.run-1].fixed(cl.pos))
 	case algo.SlidingWindow, algo.SlidingLog:
 		return countDecision(c, cl, cl.reply())
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
@@ -299,12 +317,12 @@ func unscreened(a algo.Algorithm) string {
 	return fmt.Sprintf("redisstore: algorithm %v got past supported", a)
 }
 
-func fixedDecision(c *algo.Check, r reply) algo.Decision {
-	now, b, count := r.now(), r.int(2), r.int(3)
+func fixedDecision(c *algo.Check, w counted) algo.Decision {
+	now, b, count := w.now, w.window, w.count
 	var d algo.Decision
 	end := (b + 1) * int64(c.Period)
 	if c.Op == algo.OpPeek {
-		if r.int(4) == 1 {
+		if w.current {
 			d.Count, d.ResetAfter = count, time.Duration(end-now)
 		}
 		d.Allowed = d.Count < c.Limit

@@ -2,19 +2,21 @@ package redisstore
 
 import "github.com/redis/go-redis/v9"
 
-// The scripts share one prelude. Every script takes one key (KEYS[1]) and
-// ARGV[1] = "0" hit, "1" peek, "2" hit that must be denied; ARGV[2] = "1"
-// to read the time from Redis TIME, else ARGV[3] (Unix ms) and ARGV[4] (ns
-// within that ms) are the caller's. Every script returns the time it decided
-// at as its first two values, so that Go turns the script's whole
-// milliseconds, slots and (ns, fraction) pairs into exact durations.
+// prelude is countScript's, which takes one key (KEYS[1]) and ARGV[1] =
+// "0" hit, "1" peek, "2" hit that must be denied; ARGV[2] = "1" to read the
+// time from Redis TIME, else ARGV[3] (Unix ms) and ARGV[4] (ns within that
+// ms) are the caller's. fixedScript and drainScript, which take a run of
+// keys, read the time the same way from ARGV[1] to ARGV[3]. Every script
+// returns the time it decided at as its first two values, so that Go turns
+// the script's whole milliseconds, slots and (ns, fraction) pairs into
+// exact durations.
 //
 // Lua numbers are doubles, exact for integers below 2^53. The scripts only
 // ever hold integers below that: Unix milliseconds (about 2^41), slot
 // numbers, counts of at most a validated Limit (below 2^53), nanosecond
 // spans below [MaxSpan] (2^52 ns) and fractions below a Limit (below 2^52).
 // A fixed window's count is Redis's own 64-bit HINCRBY, saturated at
-// MaxInt64, and reaches Go as a string.
+// MaxInt64, and reaches Go as a string from 2^53 on.
 const prelude = `
 local function fmt(x) return string.format('%.0f', x) end
 local function now()

@@ -55,7 +55,7 @@ type Store struct {
 	client  redis.UniversalClient
 	cfg     config
 	honors  bool // the client ends a round trip at its context's deadline
-	batched bool // a run of bucket checks may hold many keys (see drainScript)
+	batched bool // a run may hold many keys (one server; see planRun)
 	wall    func() int64
 
 	// mu guards the health of Redis as this store sees it, the fallback
@@ -84,21 +84,21 @@ type Store struct {
 type round struct {
 	calls     []call
 	pipe      []redis.Cmder
-	runs      []run // the bucket checks sent together (see drainScript)
+	runs      []run // the runs of checks, one script call each
 	failed    []int // the indexes of the checks Redis answered with an error
 	abandoned bool  // a round trip still running holds calls and pipe
 }
 
 var rounds = sync.Pool{New: func() any { return new(round) }}
 
-// call is one check's plan: a script to run, a place in a run of bucket
+// call is one check's plan: a command of its own, a place in a run of
 // checks sent as one script call, or a decision made here.
 type call struct {
 	local  bool
 	never  bool // the hits ask for more than the limit allows at once
 	cached bool // dec is the over-limit cache's answer
 	n      int64
-	cmd    *redis.Cmd // its own script call, or its run's
+	cmd    *redis.Cmd // its own command (nil in a run: see run.cmd)
 	run    int        // 1 + the index of its run in round.runs; 0: none
 	pos    int        // its place in the run
 	dec    algo.Decision

@@ -31,8 +31,8 @@ import (
 //     the embedded table loads them), and times no later than the end of
 //     that window; deaths and the end of reset marks no later than
 //     2 × algo.MaxSpan from now;
-//   - states that decode and pass algo's checks, as the table loads them,
-//     and fixed-window states with a count that is not negative;
+//   - states that decode and pass algo's checks, as the table loads them
+//     (a fixed window's count is not negative, among others);
 //   - resets that are resets.
 //
 // Which member may send what is checked against the receiver's view (see
@@ -175,20 +175,11 @@ func (pc peerCheck) check(w *clusterpb.Check, p uint32, reset bool) (algo.Check,
 }
 
 // state checks a key's state in the table's encoding as the table loads it
-// (scratch, a table of no bound, is left empty), and a fixed window's
-// count.
+// (algo's checks: among them, a fixed window's count is not negative);
+// scratch, a table of no bound, is left empty.
 func (pc peerCheck) state(scratch *table.Table, a algo.Algorithm, period int64, id string, state []byte) error {
 	if len(state) == 0 {
 		return nil
-	}
-	if a == algo.FixedWindow {
-		var s algo.FixedState
-		if err := s.UnmarshalBinary(state); err != nil {
-			return fmt.Errorf("%w: %w", errPeer, err)
-		}
-		if s.Count < 0 {
-			return fmt.Errorf("%w: a fixed window's count %d is negative", errPeer, s.Count)
-		}
 	}
 	r := algo.Record{Algorithm: a, Period: time.Duration(period), ID: id, Death: math.MaxInt64, State: state}
 	if err := scratch.Load(pc.now, r); err != nil {

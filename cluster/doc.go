@@ -129,4 +129,13 @@
 // Each member's sync deletes, every Config.SweepEvery, the state of ended
 // windows: its copies, and the owner's state of the partitions it owns. Config.MaxCopies bounds a member's copies and
 // Config.MaxEntries each partition's owner state.
+//
+// # The network
+//
+// A member takes the other members' messages on Config.Host:Port. Without
+// Config.TLS anyone who reaches that port is taken for a member; with it,
+// the members authenticate each other with mutual TLS against one CA (see
+// [TLS]). Either way every message from another member is checked whole
+// before it changes anything, and one that fails is rejected, changing
+// nothing, and counted in SyncStats.Rejected.
 package cluster

@@ -43,8 +43,9 @@ const (
 
 // characteristic is one part of a grouping key.
 type characteristic struct {
-	kind charKind
-	name string // canonical header name, query or cookie name
+	kind   charKind
+	name   string // canonical header name, query or cookie name
+	secret bool   // its values are hashed (see secret.go)
 }
 
 // parseCharacteristic parses "ip", "host", "method", "path", "header:NAME",
@@ -123,6 +124,9 @@ func keyPrefix(name string, p actorlimit.Policy, chars []characteristic) string 
 	spec := make([]string, len(chars))
 	for i, c := range chars {
 		spec[i] = c.String()
+		if c.secret {
+			spec[i] += "(hmac)"
+		}
 	}
 	b = appendField(b, strings.Join(spec, ","))
 	return string(b)
@@ -179,6 +183,9 @@ func (q *request) appendValue(b []byte, c *characteristic) []byte {
 		if len(vs) == 0 {
 			return append(b, '-')
 		}
+		if c.secret {
+			return q.m.hashTail(append(b, vs[0]...), len(b))
+		}
 		return appendField(b, vs[0])
 	case charQuery:
 		if q.r.URL == nil {
@@ -186,8 +193,11 @@ func (q *request) appendValue(b []byte, c *characteristic) []byte {
 		}
 		pos := len(b)
 		b, ok := appendQueryValue(b, q.r.URL.RawQuery, c.name)
-		if !ok {
+		switch {
+		case !ok:
 			return append(b, '-')
+		case c.secret:
+			return q.m.hashTail(b, pos)
 		}
 		return insertLen(b, pos)
 	case charCookie:
@@ -195,7 +205,7 @@ func (q *request) appendValue(b []byte, c *characteristic) []byte {
 		if !ok {
 			return append(b, '-')
 		}
-		return appendField(b, v)
+		return q.m.hashTail(append(b, v...), len(b)) // every cookie is secret
 	}
 	return append(b, '-')
 }

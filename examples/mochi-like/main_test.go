@@ -307,6 +307,8 @@ func TestRunBadFlags(t *testing.T) {
 	require.NoError(t, os.WriteFile(emptyRules, nil, 0o644))
 	noRules := filepath.Join(t.TempDir(), "none.yaml")
 	require.NoError(t, os.WriteFile(noRules, []byte("rules: []\n"), 0o644))
+	shortKey := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(shortKey, []byte("short\n\n"), 0o600))
 	tests := []struct {
 		args []string
 		want string // a part of the error
@@ -332,6 +334,8 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"-rules", geoRules}, `-rules: httpadapter: invalid configuration: ` + geoRules + ` line 2: rule "geo" uses a country condition (when[0]) but this server has no country lookup`},
 		{[]string{"-rules", emptyRules}, `-rules: httpadapter: invalid configuration: ` + emptyRules + `: no "rules" key`},
 		{[]string{"-rules", noRules}, `-rules: httpadapter: invalid configuration: no rules`},
+		{[]string{"-secret-key-file", filepath.Join(t.TempDir(), "missing")}, "-secret-key-file: open"},
+		{[]string{"-secret-key-file", shortKey}, "-secret-key-file " + shortKey + ": the key is 5 bytes, fewer than the 16 wanted"},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
@@ -346,13 +350,18 @@ func TestRunBadFlags(t *testing.T) {
 	}
 }
 
+// TestRunHelp: -h lists the flags, and never prints the admin token that
+// the environment gives.
 func TestRunHelp(t *testing.T) {
+	const token = "tok-3f9a2c-never-printed"
+	t.Setenv(adminTokenEnv, token)
 	var out bytes.Buffer
 	err := run(t.Context(), []string{"-h"}, &out, io.Discard)
 	assert.True(t, errors.Is(err, flag.ErrHelp), "err = %v", err)
-	for _, name := range []string{"-addr", "-dir", "-scale", "-limit", "-demo", "-rules"} {
+	for _, name := range []string{"-addr", "-dir", "-scale", "-limit", "-demo", "-rules", "-admin-token"} {
 		assert.Contains(t, out.String(), name)
 	}
+	assert.NotContains(t, out.String(), token)
 }
 
 // TestRunDemoWithRules runs the demo with the example's rules file: its
@@ -405,4 +414,15 @@ func TestDescribeRule(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, describeRule(tt.rule))
 	}
+}
+
+// TestReadSecretKey: the key of -secret-key-file is the file without its
+// trailing newlines, the bytes "$(cat FILE)" gives the documented openssl
+// command.
+func TestReadSecretKey(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(p, []byte("0123456789abcdef-key\n\n"), 0o600))
+	key, err := readSecretKey(p)
+	require.NoError(t, err)
+	assert.Equal(t, "0123456789abcdef-key", string(key))
 }

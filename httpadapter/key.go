@@ -70,6 +70,9 @@ func parseCharacteristic(s string) (characteristic, error) {
 		if !validToken(name) {
 			return characteristic{}, fmt.Errorf("%q: %q is not a header name", s, name)
 		}
+		if http.CanonicalHeaderKey(name) == "Host" {
+			return characteristic{}, fmt.Errorf("%q: Go moves the Host header to Request.Host, so it would always be empty (one counter for every client): group by \"host\" instead", s)
+		}
 		return characteristic{kind: charHeader, name: http.CanonicalHeaderKey(name)}, nil
 	case "query":
 		return characteristic{kind: charQuery, name: name}, nil
@@ -166,8 +169,9 @@ func (q *request) appendValue(b []byte, c *characteristic) []byte {
 		return insertLen(ip.AppendTo(b), pos)
 	case charHost:
 		pos := len(b)
-		for i := 0; i < len(q.r.Host); i++ {
-			ch := q.r.Host[i]
+		h := hostName(q.r.Host)
+		for i := 0; i < len(h); i++ {
+			ch := h[i]
 			if 'A' <= ch && ch <= 'Z' {
 				ch += 'a' - 'A'
 			}
@@ -208,6 +212,23 @@ func (q *request) appendValue(b []byte, c *characteristic) []byte {
 		return q.m.hashTail(append(b, v...), len(b)) // every cookie is secret
 	}
 	return append(b, '-')
+}
+
+// hostName returns the name of a Host value, so that the spellings of one
+// host make one group: without the port ("a:80" is "a", "[::1]:80" is
+// "::1") and without trailing dots ("a." is "a"); the caller lowers its
+// case.
+func hostName(h string) string {
+	if strings.HasPrefix(h, "[") {
+		if end := strings.IndexByte(h, ']'); end > 0 {
+			return h[1:end]
+		}
+		return h
+	}
+	if i := strings.IndexByte(h, ':'); i >= 0 && strings.IndexByte(h[i+1:], ':') < 0 {
+		h = h[:i] // one colon: a port; more: a bare IPv6 address
+	}
+	return strings.TrimRight(h, ".")
 }
 
 // insertLen turns the bytes of b after pos into a field: it inserts their

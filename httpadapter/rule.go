@@ -129,7 +129,9 @@ type Condition struct {
 }
 
 // Method holds when the request's method is one of methods (case-sensitive,
-// as HTTP methods are).
+// as HTTP methods are). GET covers HEAD too, since net/http answers a HEAD
+// request with the GET handler: a limit on GET cannot be escaped with
+// HEAD.
 func Method(methods ...string) Condition {
 	return Condition{kind: condMethod, set: methods}
 }
@@ -272,7 +274,7 @@ func (c *Condition) matchPlain(q *request) bool {
 	switch c.kind {
 	case condMethod:
 		for _, m := range c.set {
-			if q.r.Method == m {
+			if q.r.Method == m || m == http.MethodGet && q.r.Method == http.MethodHead {
 				return true
 			}
 		}

@@ -53,7 +53,8 @@
 //	-dir    folder to serve, without its dotfiles (default
 //	        examples/mochi-like/public); symbolic links may not leave it
 //	-scale  window length in milliseconds (default 30000)
-//	-limit  requests allowed per peer IP per window (default 500, 5 with -demo)
+//	-limit  requests allowed per peer IP (an IPv6 peer: per /64, as the
+//	        rules group it) per window (default 500, 5 with -demo)
 //	-demo   run the demo instead of serving
 //	-rules  rules file to apply in front of the per-peer limit (default none)
 //	-redis  address (host:port) of a Redis to keep the counts in (default none)
@@ -317,7 +318,7 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	flags.StringVar(&cfg.addr, "addr", defaultAddr, "`address` to listen on (ignored with -demo)")
 	flags.StringVar(&cfg.dir, "dir", defaultDir, "`folder` to serve, without its dotfiles")
 	flags.Int64Var(&cfg.scaleMs, "scale", defaultScaleMs, "window length in `milliseconds`")
-	flags.Int64Var(&cfg.limit, "limit", defaultLimit, "`requests` allowed per peer IP per window (5 with -demo)")
+	flags.Int64Var(&cfg.limit, "limit", defaultLimit, "`requests` allowed per peer IP (IPv6: per /64) per window (5 with -demo)")
 	flags.BoolVar(&cfg.demo, "demo", false, "send limit+3 requests to a server of its own, print the answers and exit")
 	flags.StringVar(&cfg.admin, "admin", "", "`address` to serve the admin pages on (/, /metrics, /limits, /healthz, /readyz); a port alone (:9090) is on 127.0.0.1 (default: none)")
 	// The token's default is read after parsing, never given to the flag:

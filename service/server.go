@@ -405,7 +405,9 @@ func (s *Server) respond(req *rlsv3.RateLimitRequest, items []item) *rlsv3.RateL
 			continue
 		}
 		overall = rlsv3.RateLimitResponse_OVER_LIMIT
-		minStatus, minRemaining, minReset = st, 0, reset
+		if s.o.ResponseHeaders {
+			minStatus, minRemaining, minReset = st, 0, reset
+		}
 	}
 	if minStatus != nil {
 		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{

@@ -22,6 +22,7 @@ import (
 type backend struct {
 	name    string
 	limiter *actorlimit.Limiter
+	member  *cluster.Member // nil unless a cluster member
 	closers []func() error
 }
 
@@ -40,7 +41,18 @@ func (b *backend) close() error {
 func openBackend(f flags, col *metrics.Collector, log *slog.Logger) (*backend, error) {
 	switch {
 	case f.cluster.on():
-		return openCluster(f.cluster, log)
+		b, err := openCluster(f.cluster, log)
+		if err != nil {
+			return nil, err
+		}
+		m := b.member
+		col.SetCluster(metrics.ClusterStatsFunc(func() metrics.ClusterStats {
+			s := m.SyncStats()
+			return metrics.ClusterStats{Fallbacks: s.Fallbacks, Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
+				Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds, QueuedResets: s.QueuedResets,
+				HandOffs: s.HandOffs, Refusals: s.Refusals, TakeOvers: s.TakeOvers, Backups: s.Backups}
+		}))
+		return b, nil
 	case f.redis != "":
 		return openRedis(f, col, log)
 	}
@@ -100,7 +112,7 @@ func openRedis(f flags, col *metrics.Collector, log *slog.Logger) (*backend, err
 
 // openCluster starts this process as a member of an actorlimit cluster.
 func openCluster(c clusterFlags, log *slog.Logger) (*backend, error) {
-	cfg := cluster.Config{Name: c.name, Host: c.host, Port: c.port, Logger: log}
+	cfg := cluster.Config{Name: c.name, Host: c.host, Port: c.port, Logger: log, DeadAfter: c.deadAfter}
 	if c.mode == "owner" {
 		cfg.Mode = cluster.Owner
 	}
@@ -124,5 +136,5 @@ func openCluster(c clusterFlags, log *slog.Logger) (*backend, error) {
 		return nil, fmt.Errorf("joining the cluster: %w", err)
 	}
 	return &backend{name: fmt.Sprintf("cluster %s (%s, %s) as %s", c.name, c.mode, what, m.Address()), limiter: m.Limiter,
-		closers: []func() error{m.Limiter.Close}}, nil
+		member: m, closers: []func() error{m.Limiter.Close}}, nil
 }

@@ -38,6 +38,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/actorlimit/actorlimit/cluster"
 	"github.com/actorlimit/actorlimit/metrics"
 	"github.com/actorlimit/actorlimit/service"
 )
@@ -69,6 +70,7 @@ type flags struct {
 type clusterFlags struct {
 	name, mode, host string
 	port, peerPort   int
+	deadAfter        time.Duration
 	etcd, peers      string
 	tlsCert, tlsKey  string
 	tlsCA            string
@@ -98,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.cluster.etcd, "cluster-etcd", "", "etcd endpoints (comma separated) through which the members find each other")
 	fs.StringVar(&f.cluster.peers, "cluster-peers", "", "every member's automanaged health endpoint host:port (comma separated, this one's among them), instead of etcd")
 	fs.IntVar(&f.cluster.peerPort, "cluster-peer-port", 0, "with -cluster-peers: this member's automanaged health endpoint port, on -cluster-host")
+	fs.DurationVar(&f.cluster.deadAfter, "cluster-dead-after", cluster.DefaultDeadAfter, "how long a member may go unheard before the others drop it and take its partitions")
 	fs.StringVar(&f.cluster.tlsCert, "cluster-tls-cert", "", "members' mutual TLS: this member's certificate (PEM)")
 	fs.StringVar(&f.cluster.tlsKey, "cluster-tls-key", "", "members' mutual TLS: this member's key (PEM)")
 	fs.StringVar(&f.cluster.tlsCA, "cluster-tls-ca", "", "members' mutual TLS: the CA that signs every member's certificate (PEM)")
@@ -197,6 +200,10 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 		}
 	}()
 	col.SetLimiter(b.limiter)
+	if m := b.member; m != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "actorlimitd", Name: "cluster_members",
+			Help: "Members of the cluster this member takes for live, itself among them."}, func() float64 { return float64(len(m.Members())) }))
+	}
 
 	srv, err := service.New(nil, service.Options{
 		Limiter: b.limiter, Metrics: svcMetrics, Logger: log, Bounds: f.bounds,

@@ -16,7 +16,8 @@ import (
 )
 
 // TestClusterProcesses: three actorlimitd processes, members of one
-// cluster found through the automanaged provider (-cluster-peers), share
+// cluster found through the automanaged provider (-cluster-peers) and
+// authenticated to each other with mutual TLS (-cluster-tls-*), share
 // one limit: in owner mode exactly 30 of 45 hits spread over the three are
 // allowed. One member is then SIGKILLed: the two others keep answering
 // every request, drop it from their members, and go on limiting.
@@ -34,11 +35,14 @@ func TestClusterProcesses(t *testing.T) {
 	for _, p := range ports[3:] {
 		peers = append(peers, "127.0.0.1:"+strconv.Itoa(p))
 	}
+	c := newCerts(t)
 	var ds []*daemon
 	for i := range 3 {
+		cert, key := c.issue(t, fmt.Sprintf("member%d", i), int64(10+i))
 		ds = append(ds, startDaemon(t, "-config", config, "-cluster-mode", "owner", "-cluster-name", "test",
 			"-cluster-port", strconv.Itoa(ports[i]), "-cluster-peers", strings.Join(peers, ","),
-			"-cluster-peer-port", strconv.Itoa(ports[3+i]), "-cluster-dead-after", "2s"))
+			"-cluster-peer-port", strconv.Itoa(ports[3+i]), "-cluster-dead-after", "2s",
+			"-cluster-tls-cert", cert, "-cluster-tls-key", key, "-cluster-tls-ca", c.caFile))
 	}
 	members := func(d *daemon) int {
 		_, body := d.get("/metrics")

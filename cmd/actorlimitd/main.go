@@ -248,7 +248,8 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 		}
 		_, _ = io.WriteString(w, "OK\n")
 	})
-	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf}
+	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 
 	gl, err := listen("gRPC", f.grpcAddr, log)
 	if err != nil {

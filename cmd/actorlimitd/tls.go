@@ -6,10 +6,15 @@ import (
 	"github.com/actorlimit/actorlimit/cluster"
 )
 
-// clusterTLS sets the members' mutual TLS from the -cluster-tls-* flags.
+// clusterTLS sets the members' mutual TLS from the -cluster-tls-* flags:
+// all three, or none.
 func clusterTLS(cfg *cluster.Config, c clusterFlags) error {
 	if c.tlsCert == "" && c.tlsKey == "" && c.tlsCA == "" {
 		return nil
 	}
-	return errors.New("-cluster-tls-cert, -cluster-tls-key and -cluster-tls-ca need cluster.Config.TLS, which this build lacks")
+	if c.tlsCert == "" || c.tlsKey == "" || c.tlsCA == "" {
+		return errors.New("the members' mutual TLS needs all of -cluster-tls-cert, -cluster-tls-key and -cluster-tls-ca")
+	}
+	cfg.TLS = &cluster.TLS{CertFile: c.tlsCert, KeyFile: c.tlsKey, CAFile: c.tlsCA}
+	return nil
 }

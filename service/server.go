@@ -100,6 +100,10 @@ type Options struct {
 	// default: envoy ratelimit counts them. Decided as AllOrNothing is, by
 	// a peek first.
 	DeniedNotCounted bool
+	// ShadowMode answers every request OK, whatever its descriptors'
+	// statuses say (envoy ratelimit's SHADOW_MODE): a way to watch what a
+	// configuration would do.
+	ShadowMode bool
 	// NearLimitRatio is the share of the limit past which hits count as near
 	// it in metrics; default DefaultNearLimitRatio.
 	NearLimitRatio float64
@@ -223,9 +227,6 @@ func (s *Server) validate(req *rlsv3.RateLimitRequest) error {
 				return invalid("descriptor %d, entry %d: value is %d bytes, over the bound of %d bytes", i, j, n, b.ValueLength)
 			}
 		}
-		if l := d.GetLimit(); l != nil && unitSeconds(Unit(l.GetUnit())) == 0 {
-			return invalid("descriptor %d: the limit override's unit %v is not a known unit", i, l.GetUnit())
-		}
 	}
 	return nil
 }
@@ -243,6 +244,9 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 		if l := d.GetLimit(); l != nil && cfg.domains[req.GetDomain()] != nil {
 			// envoy ratelimit's override: the request's limit, no name, no shadow mode.
 			unit := Unit(l.GetUnit())
+			if unitSeconds(unit) == 0 {
+				return nil, invalid("descriptor %d: the limit override's unit %v is not a known unit", i, l.GetUnit())
+			}
 			it.rule = &Rule{Domain: req.GetDomain(), Path: "limit_override", Unit: unit, RequestsPerUnit: l.GetRequestsPerUnit(),
 				Policy: actorlimit.Policy{Limit: int64(l.GetRequestsPerUnit()), Period: time.Duration(unitSeconds(unit)) * time.Second}}
 			it.match = Match{Rule: it.rule, Known: true, label: overrideLabel(d)}
@@ -415,6 +419,9 @@ func (s *Server) respond(req *rlsv3.RateLimitRequest, items []item) *rlsv3.RateL
 			{Key: HeaderRemaining, Value: strconv.FormatUint(uint64(minStatus.LimitRemaining), 10)},
 			{Key: HeaderReset, Value: strconv.FormatInt(minReset, 10)},
 		}
+	}
+	if s.o.ShadowMode {
+		overall = rlsv3.RateLimitResponse_OK
 	}
 	resp.OverallCode = overall
 	return resp

@@ -234,6 +234,12 @@ func TestDecisionOptions(t *testing.T) {
 			{req: request("web", desc("user", "a")), want: []st{{false, 3, 0, 50}}},
 		})
 	})
+	t.Run("global shadow mode", func(t *testing.T) {
+		f := newFixture(t, decisions, service.Options{ShadowMode: true})
+		run(t, f, []step{
+			{req: request("web", withHits(desc("user", "a"), 4)), want: []st{{true, 3, 0, 50}}},
+		})
+	})
 	t.Run("denied hits not counted", func(t *testing.T) {
 		f := newFixture(t, decisions, service.Options{DeniedNotCounted: true})
 		run(t, f, []step{

@@ -60,6 +60,7 @@ type flags struct {
 	responseHeaders            bool
 	allOrNothing               bool
 	deniedNotCounted           bool
+	shadowMode                 bool
 	watchEvery, shutdownGrace  time.Duration
 	drainDelay                 time.Duration
 	maxDetailed                int
@@ -107,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.BoolVar(&f.responseHeaders, "response-headers", false, "add RateLimit-Limit, -Remaining and -Reset to responses (envoy ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED)")
 	fs.BoolVar(&f.allOrNothing, "all-or-nothing", false, "a request that any descriptor denies charges none (changes envoy ratelimit's decisions)")
 	fs.BoolVar(&f.deniedNotCounted, "denied-not-counted", false, "a fixed window does not count the hits it denies (changes envoy ratelimit's decisions)")
+	fs.BoolVar(&f.shadowMode, "shadow-mode", false, "answer every request OK, whatever the limits say (envoy ratelimit's SHADOW_MODE); metrics still count")
 	fs.DurationVar(&f.watchEvery, "watch-every", service.DefaultWatchEvery, "how often the configuration path is looked at for changes (0: never; SIGHUP still reloads)")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long requests in flight may take before the process exits")
 	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving with /healthcheck at 503 before stopping (time for a load balancer to look elsewhere)")
@@ -208,6 +210,7 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 	srv, err := service.New(nil, service.Options{
 		Limiter: b.limiter, Metrics: svcMetrics, Logger: log, Bounds: f.bounds,
 		ResponseHeaders: f.responseHeaders, AllOrNothing: f.allOrNothing, DeniedNotCounted: f.deniedNotCounted,
+		ShadowMode: f.shadowMode,
 	})
 	if err != nil {
 		return err

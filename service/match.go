@@ -33,18 +33,22 @@ func (c *Config) Match(domain string, d *ratelimitv3.RateLimitDescriptor) Match 
 		return Match{}
 	}
 	m := Match{Known: true}
-	level := top
 	entries := d.GetEntries()
-	var detailed, toMetric strings.Builder
+	// metricValue[i] is what envoy ratelimit writes after entry i's key in
+	// a value_to_metric label; kept only when a level asks for it.
+	var small [8]string
+	metricValue := small[:0]
+	toMetric := false
+	level := top
+	var buf [128]byte
 	for i, e := range entries {
-		final := e.GetKey() + "_" + e.GetValue()
-		detailed.WriteByte('.')
-		detailed.WriteString(final)
-		next := level.children[final]
+		// "key_value", on the stack when it fits: the lookups allocate nothing.
+		final := append(append(append(buf[:0], e.GetKey()...), '_'), e.GetValue()...)
+		next := level.children[string(final)]
 		wildcard := ""
 		if next == nil {
 			for _, w := range level.wildcards {
-				if strings.HasPrefix(final, strings.TrimSuffix(w, "*")) {
+				if p := w[:len(w)-1]; len(final) >= len(p) && string(final[:len(p)]) == p {
 					next, wildcard = level.children[w], w
 					break
 				}
@@ -54,10 +58,9 @@ func (c *Config) Match(domain string, d *ratelimitv3.RateLimitDescriptor) Match 
 		if next == nil {
 			next = level.children[e.GetKey()]
 		}
-		toMetric.WriteByte('.')
-		toMetric.WriteString(e.GetKey())
+		v := ""
 		if next != nil {
-			v := ""
+			toMetric = toMetric || next.valueToMetric
 			switch {
 			case wildcard != "" && next.shareThreshold:
 				if m.shared == nil {
@@ -69,16 +72,11 @@ func (c *Config) Match(domain string, d *ratelimitv3.RateLimitDescriptor) Match 
 				v = e.GetValue()
 			case wildcard != "":
 				v = strings.TrimPrefix(wildcard, e.GetKey()+"_")
-			case byValue:
+			case byValue || next.valueToMetric:
 				v = e.GetValue()
-			case next.valueToMetric:
-				v = e.GetValue()
-			}
-			if v != "" {
-				toMetric.WriteByte('_')
-				toMetric.WriteString(v)
 			}
 		}
+		metricValue = append(metricValue, v)
 		if next != nil && next.rule != nil && i == len(entries)-1 {
 			m.Rule = next.rule
 		}
@@ -87,30 +85,29 @@ func (c *Config) Match(domain string, d *ratelimitv3.RateLimitDescriptor) Match 
 		}
 		level = next
 	}
-	if m.Rule != nil {
-		switch {
-		case m.Rule.DetailedMetric && m.shared != nil:
-			var b strings.Builder
-			for i, e := range entries {
-				if i > 0 {
-					b.WriteByte('.')
-				}
-				b.WriteString(e.GetKey())
-				switch {
-				case m.shared[i] != "":
-					b.WriteString("_" + m.shared[i])
-				case e.GetValue() != "":
-					b.WriteString("_" + e.GetValue())
-				}
-			}
-			m.label = b.String()
-		case m.Rule.DetailedMetric:
-			m.label = strings.TrimPrefix(detailed.String(), ".")
-		default:
-			if l := strings.TrimPrefix(toMetric.String(), "."); l != m.Rule.Path {
-				m.label = l
-			}
+	if m.Rule == nil || !(m.Rule.DetailedMetric || toMetric) {
+		return m
+	}
+	var b strings.Builder
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte('.')
 		}
+		b.WriteString(e.GetKey())
+		v := e.GetValue()
+		switch {
+		case m.Rule.DetailedMetric && i < len(m.shared) && m.shared[i] != "":
+			v = m.shared[i]
+		case !m.Rule.DetailedMetric:
+			v = metricValue[i]
+		}
+		if v != "" {
+			b.WriteByte('_')
+			b.WriteString(v)
+		}
+	}
+	if l := b.String(); l != m.Rule.Path || m.Rule.DetailedMetric {
+		m.label = l
 	}
 	return m
 }

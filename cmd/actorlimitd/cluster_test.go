@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,16 +46,7 @@ func TestClusterProcesses(t *testing.T) {
 			"-cluster-peer-port", strconv.Itoa(ports[3+i]), "-cluster-dead-after", "2s",
 			"-cluster-tls-cert", cert, "-cluster-tls-key", key, "-cluster-tls-ca", c.caFile))
 	}
-	members := func(d *daemon) int {
-		_, body := d.get("/metrics")
-		for _, l := range strings.Split(body, "\n") {
-			if v, ok := strings.CutPrefix(l, "actorlimitd_cluster_members "); ok {
-				n, _ := strconv.Atoi(v)
-				return n
-			}
-		}
-		return 0
-	}
+	members := clusterMembers
 	for i, d := range ds {
 		eventually(t, 30*time.Second, fmt.Sprintf("member %d sees 3", i), func() bool { return members(d) == 3 })
 	}
@@ -109,4 +102,74 @@ func freePorts(t *testing.T, n int) []int {
 		_ = l.Close()
 	}
 	return ports
+}
+
+// TestClusterEtcd: two actorlimitd processes that find each other through
+// a real etcd server (-cluster-etcd) share one limit.
+func TestClusterEtcd(t *testing.T) {
+	if raceOn {
+		t.Skip("cluster members run without -race (the engine's grpc logger race); CI runs this test without it")
+	}
+	endpoint := startEtcd(t)
+	config := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, config, "domain: c\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 10}\n")
+	var ds []*daemon
+	for range 2 {
+		ds = append(ds, startDaemon(t, "-config", config, "-cluster-mode", "owner", "-cluster-name", "etcdtest", "-cluster-etcd", endpoint))
+	}
+	for i, d := range ds {
+		eventually(t, 30*time.Second, fmt.Sprintf("member %d sees 2", i), func() bool { return clusterMembers(d) == 2 })
+	}
+	allowed := 0
+	for i := range 16 {
+		resp, err := ds[i%2].ask(request("c", desc("k", "shared")))
+		require.NoError(t, err)
+		if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+			allowed++
+		}
+	}
+	assert.Equal(t, 10, allowed, "one limit shared by two processes")
+}
+
+// clusterMembers is the actorlimitd_cluster_members d reports.
+func clusterMembers(d *daemon) int {
+	_, body := d.get("/metrics")
+	for _, l := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(l, "actorlimitd_cluster_members "); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+// startEtcd runs a real etcd server on free loopback ports until the test
+// ends and returns its client address. Without an etcd binary it skips,
+// unless CI is set: then it fails.
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("etcd is not installed, and CI is set (Debian: apt-get install etcd-server)")
+		}
+		t.Skip("etcd is not installed; CI unset, so skipping")
+	}
+	ports := freePorts(t, 2)
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	cmd := exec.Command(bin, "--name=test", "--data-dir="+t.TempDir(),
+		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
+		"--initial-cluster=test="+peer, "--log-level=error")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	eventually(t, 20*time.Second, "etcd listening", func() bool {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]), time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	})
+	return client
 }

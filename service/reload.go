@@ -18,6 +18,9 @@ import (
 // path: a change is in force within this time plus a load.
 const DefaultWatchEvery = 250 * time.Millisecond
 
+// settle is how long a change must stay the same before Watch loads it.
+const settle = 50 * time.Millisecond
+
 // Reloader loads the configuration at a path into a Server, again when
 // asked (SIGHUP) or when the files change (Watch). A configuration that
 // fails to load leaves the one in force; the error is logged with its file
@@ -64,7 +67,9 @@ func (r *Reloader) Reload() error {
 }
 
 // Watch looks at the path every interval (0: DefaultWatchEvery) until ctx
-// ends, and reloads when what it finds changed: a file written in place,
+// ends, and reloads when what it finds changed and then stayed the same for
+// 50 ms (so that a file being written is not loaded half written): a file
+// written in place,
 // replaced by a rename, or a Kubernetes ConfigMap's ..data symlink swapped
 // (each file is looked at through its symlinks).
 func (r *Reloader) Watch(ctx context.Context, every time.Duration) {
@@ -80,9 +85,20 @@ func (r *Reloader) Watch(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		r.mu.Lock()
-		changed := signature(r.path) != r.last
+		sig := signature(r.path)
+		changed := sig != r.last
 		r.mu.Unlock()
-		if changed {
+		if !changed {
+			continue
+		}
+		// A file being written in place may be seen half written: load it
+		// only once it has stayed the same for settle.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(settle):
+		}
+		if signature(r.path) == sig {
 			_ = r.Reload()
 		}
 	}

@@ -118,6 +118,8 @@ type Server struct {
 	o      Options
 	bounds Bounds
 	cfg    atomic.Pointer[Config]
+	// lastWarn is when the limiter's failure was last logged (Unix ns).
+	lastWarn atomic.Int64
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
@@ -289,7 +291,10 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 		if errors.Is(err, actorlimit.ErrInvalidArgument) {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		s.o.Logger.Warn("the limiter did not decide", "err", err)
+		if now := time.Now().UnixNano(); now-s.lastWarn.Load() > int64(time.Second) {
+			s.lastWarn.Store(now) // at most a line a second, not one per request
+			s.o.Logger.Warn("the limiter did not decide", "err", err)
+		}
 		return nil, status.Error(codes.Unavailable, "the limiter did not decide: "+err.Error())
 	}
 	return s.respond(req, items), nil

@@ -12,9 +12,10 @@ const DefaultMaxDetailedSeries = 1000
 
 // Metrics are the service's Prometheus metrics, per domain and descriptor
 // path (the rule's keys and the file's values: no client's value, except
-// for detailed_metric and value_to_metric rules, at most MaxDetailedSeries
-// distinct paths; past the bound such a hit is counted under its rule's
-// path, and detailed_series_dropped_total counts it):
+// for detailed_metric and value_to_metric rules, at most NewMetrics'
+// maxDetailed distinct paths; past the bound such a descriptor's hits are
+// counted under its rule's path, and detailed_series_dropped_total counts
+// the descriptor):
 //
 //	actorlimitd_hits_total{domain,descriptor}          hits asked for (hits_addend summed)
 //	actorlimitd_over_limit_total{domain,descriptor}    hits over the limit
@@ -26,7 +27,7 @@ const DefaultMaxDetailedSeries = 1000
 //	actorlimitd_config_loads_total{result}             configurations loaded: success, error
 //	actorlimitd_config_rules                           rate_limit entries in the configuration in force
 //	actorlimitd_unknown_domain_total                   descriptors of a domain the configuration lacks
-//	actorlimitd_detailed_series_dropped_total          detailed hits counted under their rule's path
+//	actorlimitd_detailed_series_dropped_total          detailed descriptors counted under their rule's path
 //
 // A Metrics is safe for concurrent use.
 type Metrics struct {
@@ -36,10 +37,15 @@ type Metrics struct {
 	rules                            prometheus.Gauge
 	unknownDomain, dropped           prometheus.Counter
 
+	// codes are requests' counters by outcome, resolved once.
+	codes map[string]prometheus.Counter
+
 	maxDetailed int
-	mu          sync.Mutex
-	series      map[seriesKey]*ruleCounters
-	detailed    int
+	// series maps a seriesKey to its *ruleCounters: read without a lock,
+	// written under mu.
+	series   sync.Map
+	mu       sync.Mutex
+	detailed int
 }
 
 type seriesKey struct{ domain, path string }
@@ -76,9 +82,12 @@ func NewMetrics(reg prometheus.Registerer, maxDetailed int) (*Metrics, error) {
 		unknownDomain: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "actorlimitd", Name: "unknown_domain_total",
 			Help: "Descriptors of a domain that the configuration lacks."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "actorlimitd", Name: "detailed_series_dropped_total",
-			Help: "Hits of detailed_metric rules counted under their rule's path, the bound on detailed series reached."}),
+			Help: "Descriptors of detailed_metric and value_to_metric rules counted under their rule's path, the bound on detailed series reached."}),
 		maxDetailed: maxDetailed,
-		series:      map[seriesKey]*ruleCounters{},
+		codes:       map[string]prometheus.Counter{},
+	}
+	for _, c := range []string{"ok", "over_limit", "invalid", "error"} {
+		m.codes[c] = m.requests.WithLabelValues(c)
 	}
 	m.loads.WithLabelValues("success")
 	m.loads.WithLabelValues("error")
@@ -108,17 +117,20 @@ func (m *Metrics) ConfigLoaded(c *Config, err error) {
 // counters returns the counters of a rule's series.
 func (m *Metrics) counters(domain string, match Match) *ruleCounters {
 	k := seriesKey{domain, match.Label()}
+	if c, ok := m.series.Load(k); ok {
+		return c.(*ruleCounters)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c := m.series[k]; c != nil {
-		return c
+	if c, ok := m.series.Load(k); ok {
+		return c.(*ruleCounters)
 	}
 	if match.Detailed() {
 		if m.detailed >= m.maxDetailed {
 			m.dropped.Inc()
 			k.path = match.Rule.Path
-			if c := m.series[k]; c != nil {
-				return c
+			if c, ok := m.series.Load(k); ok {
+				return c.(*ruleCounters)
 			}
 		} else {
 			m.detailed++
@@ -131,6 +143,6 @@ func (m *Metrics) counters(domain string, match Match) *ruleCounters {
 		within: m.within.WithLabelValues(k.domain, k.path),
 		shadow: m.shadow.WithLabelValues(k.domain, k.path),
 	}
-	m.series[k] = c
+	m.series.Store(k, c)
 	return c
 }

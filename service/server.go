@@ -190,7 +190,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
 			code = "over_limit"
 		}
-		m.requests.WithLabelValues(code).Inc()
+		m.codes[code].Inc()
 	}
 	return resp, err
 }

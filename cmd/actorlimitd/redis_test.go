@@ -77,3 +77,18 @@ func TestRedisBackend(t *testing.T) {
 	_, body := a.get("/metrics")
 	assert.Contains(t, body, "actorlimit_store_outages_total 1")
 }
+
+// TestRedisHung: a Redis that accepts connections and never answers costs
+// each request at most the store's timeout, never an error.
+func TestRedisHung(t *testing.T) {
+	addr := redistest.Hung(t)
+	d := startWithConfig(t, serveConfig, "-redis", addr, "-redis-timeout", "200ms")
+	for i := range 5 {
+		start := time.Now()
+		resp, err := d.ask(request("web", desc("user", "hung")))
+		took := time.Since(start)
+		require.NoError(t, err, "request %d", i)
+		assert.Less(t, took, 2*time.Second, "request %d", i)
+		assert.Equal(t, uint32(2-min(i, 2)), resp.Statuses[0].LimitRemaining, "request %d: the fallback table counts", i)
+	}
+}

@@ -40,6 +40,11 @@ func TestComparer(t *testing.T) {
 	}
 	withHeader := proto.Clone(base).(*rlspb.RateLimitResponse)
 	withHeader.ResponseHeadersToAdd = []*corepb.HeaderValue{{Key: "RateLimit-Remaining", Value: "2"}}
+	withReset := func(v string) *rlspb.RateLimitResponse {
+		r := proto.Clone(base).(*rlspb.RateLimitResponse)
+		r.ResponseHeadersToAdd = []*corepb.HeaderValue{{Key: "RateLimit-Reset", Value: v}}
+		return r
+	}
 	nanos := proto.Clone(base).(*rlspb.RateLimitResponse)
 	nanos.Statuses[0].DurationUntilReset.Nanos = 5
 
@@ -63,6 +68,8 @@ func TestComparer(t *testing.T) {
 		{"duration missing", same, base, resp(ok, status(ok, hour, 2, 0)), nil, 1},
 		{"duration nanos", same, base, nanos, nil, 1},
 		{"headers", same, base, withHeader, nil, 1},
+		{"reset header a second late across one", timing{From: 10, To: 11}, withReset("100"), withReset("99"), nil, 0},
+		{"reset header a second late in one", same, withReset("100"), withReset("99"), nil, 1},
 		{"statuses", same, base, resp(ok), nil, 1},
 		{"error", same, base, nil, errors.New("boom"), 1},
 	} {

@@ -3,6 +3,7 @@ package rls
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -131,6 +132,19 @@ func (c *comparer) compare(req *rlspb.RateLimitRequest, t timing, ref, got *rlsp
 	}
 	r, g := proto.Clone(ref).(*rlspb.RateLimitResponse), proto.Clone(got).(*rlspb.RateLimitResponse)
 	r.Statuses, g.Statuses, r.OverallCode, g.OverallCode = nil, nil, 0, 0
+	// RateLimit-Reset counts seconds as duration_until_reset does
+	if rh, gh := r.GetResponseHeadersToAdd(), g.GetResponseHeadersToAdd(); len(rh) == len(gh) {
+		for i := range rh {
+			if rh[i].GetKey() != "RateLimit-Reset" || gh[i].GetKey() != rh[i].GetKey() {
+				continue
+			}
+			rv, err1 := strconv.ParseInt(rh[i].GetValue(), 10, 64)
+			gv, err2 := strconv.ParseInt(gh[i].GetValue(), 10, 64)
+			if err1 == nil && err2 == nil && rv-gv >= 0 && rv-gv <= t.To-t.From {
+				gh[i].Value = rh[i].GetValue()
+			}
+		}
+	}
 	if !proto.Equal(r, g) {
 		diffs = append(diffs, fmt.Sprintf("other fields: envoy ratelimit {%s}, candidate {%s}", text(r), text(g)))
 	}

@@ -52,15 +52,43 @@ type candidate struct {
 // on the embedded table and on Redis (its own redis-server), all reading the
 // same random configuration, and requires every answer to be the same
 // (comparer says how, and what it leaves out when a window starts while a
-// request is on its way).
+// request is on its way): with their defaults, and with the RateLimit-*
+// response headers asked for (LIMIT_RESPONSE_HEADERS_ENABLED,
+// -response-headers).
 //
-// RLS_DIFF_SEED (default 1) picks the configuration and the stream,
-// RLS_DIFF_REQUESTS (default 3000) its length. RLS_DIFF_SELF=1 adds a
-// second envoy ratelimit, on a third redis-server, as a candidate: it must
-// agree with the first, which checks the comparison itself.
+// RLS_DIFF_SEED (default 1) picks the configuration and the first stream
+// (the second's seed is 1000 more),
+// RLS_DIFF_REQUESTS (default 3000) the length of the first stream (the
+// second is a third of it). RLS_DIFF_SELF=1 adds a second envoy ratelimit,
+// on a third redis-server, as a candidate: it must agree with the first,
+// which checks the comparison itself.
 func TestDifferential(t *testing.T) {
 	seed := uint64(envInt(t, "RLS_DIFF_SEED", 1))
 	n := envInt(t, "RLS_DIFF_REQUESTS", 3000)
+	self := os.Getenv("RLS_DIFF_SELF") == "1"
+	if !self && !hasActorlimitd() {
+		t.Skip("no candidate: this tree has no cmd/actorlimitd yet (RLS_DIFF_SELF=1 compares envoy ratelimit with itself)")
+	}
+	for _, v := range []struct {
+		name     string
+		envoyEnv []string
+		flags    []string
+		seed     uint64
+		n        int
+	}{
+		{"defaults", nil, nil, seed, n},
+		{"response-headers", []string{"LIMIT_RESPONSE_HEADERS_ENABLED=true"}, []string{"-response-headers"}, seed + 1000, n / 3},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			differential(t, v.seed, v.n, self, envoyOptions{Env: v.envoyEnv}, v.flags)
+		})
+	}
+}
+
+// differential runs one stream of n requests drawn from seed: envoy
+// ratelimit with o against actorlimitd with flags (and, with self, a second
+// envoy ratelimit).
+func differential(t *testing.T, seed uint64, n int, self bool, o envoyOptions, flags []string) {
 	g := newGen(seed)
 	files := map[string]string{}
 	for i := range 5 {
@@ -69,21 +97,17 @@ func TestDifferential(t *testing.T) {
 	}
 	cfg := writeConfig(t, files)
 
-	self := os.Getenv("RLS_DIFF_SELF") == "1"
-	if !self && !hasActorlimitd() {
-		t.Skip("no candidate: this tree has no cmd/actorlimitd yet (RLS_DIFF_SELF=1 compares envoy ratelimit with itself)")
-	}
-	ref := rlsClient(t, startEnvoy(t, cfg, startRedis(t).Addr, envoyOptions{}))
+	ref := rlsClient(t, startEnvoy(t, cfg, startRedis(t).Addr, o))
 	var cands []*candidate
 	add := func(name, addr string) {
 		cands = append(cands, &candidate{name: name, client: rlsClient(t, addr), cmp: newComparer()})
 	}
 	if self {
-		add("envoy ratelimit (a second one)", startEnvoy(t, cfg, startRedis(t).Addr, envoyOptions{}))
+		add("envoy ratelimit (a second one)", startEnvoy(t, cfg, startRedis(t).Addr, o))
 	}
 	if hasActorlimitd() {
-		add("actorlimitd (embedded)", startActorlimitd(t, cfg, ""))
-		add("actorlimitd (-redis)", startActorlimitd(t, cfg, startRedis(t).Addr))
+		add("actorlimitd (embedded)", startActorlimitd(t, cfg, "", flags...))
+		add("actorlimitd (-redis)", startActorlimitd(t, cfg, startRedis(t).Addr, flags...))
 	}
 
 	history := map[string][]int{} // domain and entries -> the requests that named them
@@ -181,10 +205,4 @@ func respText(r *rlspb.RateLimitResponse, err error) string {
 		return "error " + err.Error()
 	}
 	return text(r)
-}
-
-// hasActorlimitd reports whether this tree has cmd/actorlimitd.
-func hasActorlimitd() bool {
-	_, err := os.Stat(repoRoot() + "/cmd/actorlimitd")
-	return err == nil
 }

@@ -139,11 +139,14 @@ func repoRoot() string {
 	return filepath.Dir(filepath.Dir(wd))
 }
 
-// actorlimitdBinary returns cmd/actorlimitd built from this repository. It
-// skips tb when the repository has no cmd/actorlimitd yet.
+// actorlimitdBinary returns cmd/actorlimitd built from this repository, or
+// the program RLS_ACTORLIMITD names. It skips tb when there is neither.
 func actorlimitdBinary(tb testing.TB) string {
 	tb.Helper()
-	if _, err := os.Stat(filepath.Join(repoRoot(), "cmd", "actorlimitd")); err != nil {
+	if p := os.Getenv("RLS_ACTORLIMITD"); p != "" {
+		return p
+	}
+	if !hasActorlimitd() {
 		tb.Skip("this tree has no cmd/actorlimitd yet")
 	}
 	p, err := buildOnce("actorlimitd", func() (string, error) {
@@ -153,6 +156,16 @@ func actorlimitdBinary(tb testing.TB) string {
 		tb.Fatalf("building actorlimitd: %v", err)
 	}
 	return p
+}
+
+// hasActorlimitd reports whether there is an actorlimitd to run: this tree
+// has cmd/actorlimitd, or RLS_ACTORLIMITD names a program.
+func hasActorlimitd() bool {
+	if os.Getenv("RLS_ACTORLIMITD") != "" {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(repoRoot(), "cmd", "actorlimitd"))
+	return err == nil
 }
 
 // floorBinary returns bench/cmd/rlsfloor, built on first use.

@@ -46,6 +46,8 @@ type envoyOptions struct {
 	// LocalCacheBytes turns on its local over-limit cache
 	// (LOCAL_CACHE_SIZE_IN_BYTES) when above 0.
 	LocalCacheBytes int
+	// Env are more settings, NAME=value.
+	Env []string
 }
 
 // startEnvoy starts envoy ratelimit on cfg and the redis-server at
@@ -65,6 +67,7 @@ func startEnvoy(tb testing.TB, cfg configDir, redisAddr string, o envoyOptions) 
 		"RUNTIME_ROOT=" + cfg.Root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
 		"LOCAL_CACHE_SIZE_IN_BYTES=" + strconv.Itoa(o.LocalCacheBytes),
 	}
+	env = append(env, o.Env...)
 	start(tb, "envoy ratelimit", bin, nil, env, httpOK("http://"+addr(httpPort)+"/healthcheck"))
 	return addr(grpcPort)
 }

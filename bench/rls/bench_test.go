@@ -228,9 +228,10 @@ func BenchmarkRLS(b *testing.B) {
 // limit (10 an hour) the first requests use up: nearly every request is
 // denied. It reports req/s, p99-µs, the share of requests denied, and the
 // commands Redis ran per denied request (redis-cmds/denied): what a flood
-// costs Redis with the local over-limit cache (actorlimitd-redis,
-// envoy-ratelimit-cache: envoy ratelimit with LOCAL_CACHE_SIZE_IN_BYTES)
-// and without it (envoy-ratelimit).
+// costs Redis with the local over-limit cache (actorlimitd-redis-cache:
+// -redis-denied-cache=1s; envoy-ratelimit-cache: envoy ratelimit with
+// LOCAL_CACHE_SIZE_IN_BYTES) and without it (actorlimitd-redis,
+// envoy-ratelimit).
 func BenchmarkRLSFlood(b *testing.B) {
 	if !hasActorlimitd() && !peersWanted() {
 		b.Skip("nothing to flood: no cmd/actorlimitd in this tree, and BENCH_RLS_PEERS is not 1")
@@ -240,7 +241,9 @@ func BenchmarkRLSFlood(b *testing.B) {
 	rc := rs.Client()
 	var impls []*rlsImpl
 	if hasActorlimitd() {
-		impls = append(impls, &rlsImpl{name: "actorlimitd-redis", addr: startActorlimitd(b, cfg, rs.Addr, actorlimitdCacheFlags...), redis: rc})
+		impls = append(impls,
+			&rlsImpl{name: "actorlimitd-redis", addr: startActorlimitd(b, cfg, rs.Addr), redis: rc},
+			&rlsImpl{name: "actorlimitd-redis-cache", addr: startActorlimitd(b, cfg, rs.Addr, actorlimitdCacheFlags...), redis: rc})
 	}
 	if peersWanted() {
 		impls = append(impls,
@@ -291,7 +294,7 @@ func BenchmarkRLSFlood(b *testing.B) {
 
 // actorlimitdCacheFlags turn on actorlimitd's local over-limit cache for
 // BenchmarkRLSFlood.
-var actorlimitdCacheFlags []string
+var actorlimitdCacheFlags = []string{"-redis-denied-cache=1s"}
 
 // resetStats empties Redis's INFO commandstats (CONFIG RESETSTAT); nothing
 // for a nil client.

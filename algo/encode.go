@@ -51,18 +51,26 @@ func (s *FixedState) UnmarshalBinary(b []byte) error {
 			return err
 		}
 	}
-	if len(b) > 0 {
+	switch {
+	case len(b) > 0:
 		return fmt.Errorf("%w: %d bytes after a fixed window", ErrState, len(b))
+	case v.Count < 0:
+		return fmt.Errorf("%w: a fixed window's count %d, negative", ErrState, v.Count)
 	}
 	*s = v
 	return nil
 }
 
 // Check reports whether s, a fixed window of period ns, can be loaded at
-// now: its window may be at most one window after the window of now (a
-// writer whose clock was a little ahead), and must end before the largest
-// int64. Windows already over are fine; they are dead.
+// now: its count must not be negative (no state from outside is trusted,
+// and a negative count would allow hits beyond the limit), its window may
+// be at most one window after the window of now (a writer whose clock was
+// a little ahead), and must end before the largest int64. Windows already
+// over are fine; they are dead.
 func (s *FixedState) Check(period, now int64) error {
+	if s.Count < 0 {
+		return fmt.Errorf("%w: a fixed window's count %d, negative", ErrState, s.Count)
+	}
 	if w := FloorDiv(now, period); s.Window > w+1 {
 		return fmt.Errorf("%w: window %d is after the next one, %d", ErrState, s.Window, w+1)
 	}

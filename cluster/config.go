@@ -133,6 +133,12 @@ type Config struct {
 	Clock actorlimit.TickerClock
 	// Logger gets the actor system's and the engine's logs; default silent.
 	Logger *slog.Logger
+	// TLS, when set, makes the members authenticate each other with
+	// mutual TLS (see [TLS]): every member of the cluster must set it,
+	// with certificates from the same CA. Without it the members' port
+	// takes any message from anyone who reaches it, and a member whose
+	// Host is not loopback logs a warning when it starts.
+	TLS *TLS
 }
 
 func (c Config) withDefaults() (Config, error) {

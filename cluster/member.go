@@ -83,7 +83,12 @@ func Start(cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
+	remoteOpts, err := cfg.remoteOptions()
+	if err != nil {
+		return nil, err
+	}
 	logger := cfg.Logger
+	cfg.warnOpen(logger)
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
 	m := newMember(cfg, "", nil)
@@ -100,7 +105,7 @@ func Start(cfg Config) (*Member, error) {
 		return nil, fmt.Errorf("cluster: starting member: %w", err)
 	}
 	pc := protocluster.Configure(cfg.Name, cfg.Provider, cfg.Lookup,
-		remote.Configure(cfg.Host, cfg.Port),
+		remote.Configure(cfg.Host, cfg.Port, remoteOpts...),
 		protocluster.WithRequestTimeout(cfg.RequestTimeout),
 		protocluster.WithHeartbeatExpiration(cfg.DeadAfter))
 	c := protocluster.New(system, pc)

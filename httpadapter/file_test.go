@@ -2,10 +2,12 @@ package httpadapter_test
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,7 +175,26 @@ func FuzzParseRules(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rules, err := httpadapter.ParseRules(data)
 		if err != nil {
+			// Every error wraps ErrInvalidConfig, as ParseRules promises.
+			if !errors.Is(err, httpadapter.ErrInvalidConfig) {
+				t.Fatalf("ParseRules: %v, not an ErrInvalidConfig", err)
+			}
 			return
+		}
+		// What parses is what ParseRules checks: valid, unique names,
+		// policies the limiter accepts, each rule's line.
+		names := map[string]bool{}
+		for i, r := range rules {
+			if !validRuleName(r.Name) || names[r.Name] {
+				t.Fatalf("rule %d: name %q invalid or not unique", i, r.Name)
+			}
+			names[r.Name] = true
+			if err := r.Policy.Validate(); err != nil {
+				t.Fatalf("rule %q: policy %+v accepted, yet %v", r.Name, r.Policy, err)
+			}
+			if !strings.HasPrefix(r.Source, "line ") {
+				t.Fatalf("rule %q: Source %q, not its line", r.Name, r.Source)
+			}
 		}
 		// What parses must be accepted by a middleware (with a country
 		// function), or be refused with a message naming a rule.
@@ -186,6 +207,20 @@ func FuzzParseRules(f *testing.F) {
 			assert.Contains(t, err.Error(), "rule")
 		}
 	})
+}
+
+// validRuleName reports whether name is 1 to 64 bytes of ASCII letters,
+// digits, '-', '_' and '.', as Rule.Name must be.
+func validRuleName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // TestEmptyRuleSets checks that no rule set removes every limit by

@@ -231,13 +231,15 @@ func TestLoadRejects(t *testing.T) {
 	}
 }
 
+// enc returns s's binary encoding.
+func enc(s interface{ AppendBinary([]byte) ([]byte, error) }) []byte {
+	b, _ := s.AppendBinary(nil)
+	return b
+}
+
 // Load refuses states whose fields no state of the algorithm holds, or
 // that lie too far from now for the arithmetic.
 func TestLoadRejectsStates(t *testing.T) {
-	enc := func(s interface{ AppendBinary([]byte) ([]byte, error) }) []byte {
-		b, _ := s.AppendBinary(nil)
-		return b
-	}
 	ms := int64(time.Millisecond)
 	slots := func(count, base int64, pairs ...byte) []byte {
 		b := enc(&algo.SlotState{Count: count, Base: base})
@@ -250,6 +252,7 @@ func TestLoadRejectsStates(t *testing.T) {
 		period time.Duration
 		state  []byte
 	}{
+		{"fixed window with a negative count", algo.FixedWindow, time.Second, enc(&algo.FixedState{Window: snapEpoch / int64(time.Second), Count: -1000})},
 		{"fixed window two windows ahead", algo.FixedWindow, time.Second, enc(&algo.FixedState{Window: snapEpoch/int64(time.Second) + 2, Count: 1})},
 		{"fixed window ending after 2262", algo.FixedWindow, time.Duration(math.MaxInt64/3*2/ms) * time.Millisecond, enc(&algo.FixedState{Window: 1, Count: 1})},
 		{"bucket without a rate", algo.GCRA, time.Second, enc(&algo.BucketState{Empty: snapEpoch + 1})},
@@ -302,8 +305,13 @@ func TestLoadReplaces(t *testing.T) {
 	}
 }
 
-// FuzzLoad checks that Load of any state either fails, changing nothing, or
-// loads a state the table then works on without panicking.
+// FuzzLoad checks what Load accepts, not only that nothing panics: a
+// refused record is an ErrRecord and changes nothing; after an accepted
+// one, every later decision is one a state of the algorithm can give
+// (Count >= 0, 0 <= Remaining <= the capacity, allowed iff RetryAfter is 0,
+// ResetAfter and Delay >= 0, a peek agreeing with the hit of 1 after it),
+// and the loaded key allows no more hits than a key with no state would:
+// a state from outside can only have counted hits, never granted any.
 func FuzzLoad(f *testing.F) {
 	for _, p := range snapPolicies {
 		tb := table.New(0)
@@ -313,6 +321,7 @@ func FuzzLoad(f *testing.F) {
 		tb.Apply(&c, snapEpoch+int64(p.period)/7)
 		f.Add(uint8(p.a), tb.Record(&c).State)
 	}
+	f.Add(uint8(algo.FixedWindow), enc(&algo.FixedState{Window: snapEpoch / int64(1500*time.Millisecond), Count: -1000}))
 	f.Fuzz(func(t *testing.T, a uint8, state []byte) {
 		p := snapPolicies[int(a)%len(snapPolicies)]
 		tb := table.New(0)
@@ -329,15 +338,39 @@ func FuzzLoad(f *testing.F) {
 			}
 			return
 		}
-		for i := range int64(6) {
+		fresh := table.New(0)
+		capacity := algo.Capacity(p.a, p.limit, p.burst)
+		var loaded, empty int64
+		for i := range int64(9) {
 			now := snapEpoch + i*int64(p.period)/3
-			c.N = 1 + i%3
-			tb.Apply(&c, now)
 			peek := c
 			peek.Op = algo.OpPeek
-			tb.Apply(&peek, now)
+			pd := tb.Apply(&peek, now)
+			d := tb.Apply(&c, now)
+			for _, d := range []algo.Decision{pd, d} {
+				switch {
+				case d.Count < 0 || d.Remaining < 0 || d.Remaining > capacity:
+					t.Fatalf("step %d: Count %d, Remaining %d of a capacity of %d", i, d.Count, d.Remaining, capacity)
+				case d.Allowed != (d.RetryAfter == 0):
+					t.Fatalf("step %d: RetryAfter %v for Allowed %v", i, d.RetryAfter, d.Allowed)
+				case d.ResetAfter < 0 || d.Delay < 0:
+					t.Fatalf("step %d: negative ResetAfter or Delay: %+v", i, d)
+				}
+			}
+			if pd.Allowed != d.Allowed || d.Allowed && d.Count != pd.Count+1 {
+				t.Fatalf("step %d: peek %+v, then the hit %+v", i, pd, d)
+			}
+			if d.Allowed {
+				loaded++
+			}
+			if fresh.Apply(&c, now).Allowed {
+				empty++
+			}
 			snapshotAll(tb, now)
 			tb.Expire(now, 0)
+		}
+		if loaded > empty {
+			t.Fatalf("the loaded state allowed %d hits of 1, a key with no state %d", loaded, empty)
 		}
 	})
 }

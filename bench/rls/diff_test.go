@@ -58,13 +58,13 @@ type candidate struct {
 //
 // RLS_DIFF_SEED (default 1) picks the configuration and the first stream
 // (the second's seed is 1000 more),
-// RLS_DIFF_REQUESTS (default 3000) the length of the first stream (the
+// RLS_DIFF_REQUESTS (default 2000) the length of the first stream (the
 // second is a third of it). RLS_DIFF_SELF=1 adds a second envoy ratelimit,
 // on a third redis-server, as a candidate: it must agree with the first,
 // which checks the comparison itself.
 func TestDifferential(t *testing.T) {
 	seed := uint64(envInt(t, "RLS_DIFF_SEED", 1))
-	n := envInt(t, "RLS_DIFF_REQUESTS", 3000)
+	n := envInt(t, "RLS_DIFF_REQUESTS", 2000)
 	self := os.Getenv("RLS_DIFF_SELF") == "1"
 	if !self && !hasActorlimitd() {
 		t.Skip("no candidate: this tree has no cmd/actorlimitd yet (RLS_DIFF_SELF=1 compares envoy ratelimit with itself)")

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
+	github.com/dchest/siphash v1.2.3
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/google/btree v1.1.3
 	github.com/labstack/echo v3.3.10+incompatible

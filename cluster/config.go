@@ -133,6 +133,17 @@ type Config struct {
 	Clock actorlimit.TickerClock
 	// Logger gets the actor system's and the engine's logs; default silent.
 	Logger *slog.Logger
+	// PartitionKey is the secret key of the hash that places ids in
+	// partitions (SipHash-2-4): at least [MinPartitionKeyLen] bytes,
+	// random, the same on every member, and kept from the callers, so that
+	// nobody can choose ids that land in one partition. Every request
+	// carries a fingerprint of it; a member refuses, counts
+	// (SyncStats.KeyMismatches) and logs at ERROR the requests of a member
+	// whose key differs. Empty is allowed only when Host is loopback (all
+	// members on one machine): the key is then derived from Name, which
+	// anyone who knows the name can compute. With any other Host, Start
+	// fails without one.
+	PartitionKey []byte
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -165,9 +176,16 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: cluster.Config: SweepEvery %v is negative", actorlimit.ErrInvalidArgument, c.SweepEvery)
 	case c.Port < 0 || c.Port > 65535:
 		return c, fmt.Errorf("%w: cluster.Config: Port %d is not a port", actorlimit.ErrInvalidArgument, c.Port)
+	case len(c.PartitionKey) > 0 && len(c.PartitionKey) < MinPartitionKeyLen:
+		return c, fmt.Errorf("%w: cluster.Config: PartitionKey is %d bytes, shorter than %d", actorlimit.ErrInvalidArgument, len(c.PartitionKey), MinPartitionKeyLen)
+	case len(c.PartitionKey) == 0 && c.Host != "" && !isLoopback(c.Host):
+		return c, fmt.Errorf("%w: cluster.Config: PartitionKey is empty and Host %q is not loopback: give every member the same random key of at least %d bytes", actorlimit.ErrInvalidArgument, c.Host, MinPartitionKeyLen)
 	}
 	if c.Name == "" {
 		c.Name = DefaultName
+	}
+	if len(c.PartitionKey) == 0 {
+		c.PartitionKey = defaultPartitionKey(c.Name)
 	}
 	if c.AutoManaged != nil && c.AutoManaged.Refresh == 0 {
 		am := *c.AutoManaged

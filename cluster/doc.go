@@ -5,7 +5,8 @@
 // # Owners
 //
 // Ids are hashed onto a fixed number of partitions (Config.Partitions,
-// 1024 by default). Each member places them itself, by rendezvous hashing
+// 1024 by default) by SipHash-2-4 keyed by Config.PartitionKey, which the
+// members share: nobody without the key can choose ids of one partition. Each member places them itself, by rendezvous hashing
 // over the members it takes for live (its view, from the engine's member
 // list): a partition's owner is the member of highest score for it, its
 // backup the next one ([Member.OwnerOf]). A member answers as a

@@ -56,8 +56,17 @@ func (m *Member) Own(p int) (handle func(msg any) any, release func()) {
 // HandleSync answers a batched sync as m's sync actor would.
 func (m *Member) HandleSync(msg any) any { return m.handleSync(msg.(*clusterpb.SyncRequest)) }
 
-// Partition returns the partition of id in a cluster of n partitions.
-func Partition(id string, n int) int { return int(fnv1a(id) % uint64(n)) }
+// Partition returns the partition of id in a cluster of n partitions
+// whose members have the default Name and PartitionKey.
+func Partition(id string, n int) int {
+	return newPartitioner(defaultPartitionKey(DefaultName)).of(id, n)
+}
+
+// PartitionOf returns the partition of id on m.
+func (m *Member) PartitionOf(id string) int { return m.partition(id) }
+
+// KeyPrint is the fingerprint of m's partition key.
+func (m *Member) KeyPrint() uint64 { return m.hash.print }
 
 // Owners are the partitions' owners of a detached cluster, in memory: a
 // request to partition p is handled by the p-th owner, one at a time, as

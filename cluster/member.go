@@ -37,6 +37,7 @@ type Member struct {
 	parts    []partState  // partition number -> what the member knows of it
 	live     atomic.Int64 // the live members in the view: the fallback's divisor
 	ids      []string     // partition number -> identity
+	hash     partitioner  // places ids in partitions
 	topology *eventstream.Subscription
 	view     atomic.Pointer[view] // the members this member takes for live; nil before the first
 	viewMu   sync.Mutex
@@ -52,7 +53,9 @@ type Member struct {
 	sweeps    atomic.Uint64
 	expired   atomic.Uint64
 	outage    atomic.Bool // a partition was cut off and logged; see cutOff
-	counters  counters
+	// mismatchLogged says a request with another partition key was logged.
+	mismatchLogged atomic.Bool
+	counters       counters
 
 	resetMu sync.Mutex
 	resets  map[int][]queuedReset // partition -> resets the owner has yet to apply
@@ -184,6 +187,7 @@ func newMember(cfg Config, node string, send func(partition int, msg any) (any, 
 		m.local.setName(node)
 	}
 	m.live.Store(1)
+	m.hash = newPartitioner(cfg.PartitionKey)
 	m.ids = make([]string, cfg.Partitions)
 	for i := range m.ids {
 		m.ids[i] = strconv.Itoa(i)
@@ -245,8 +249,9 @@ func (m *Member) Members() []string {
 	return out
 }
 
-// fnv1a is the 64-bit FNV-1a hash of s: the same on every member, as a
-// partition's number must be (maphash's seeds differ between processes).
+// fnv1a is the 64-bit FNV-1a hash of s: the same on every member, as the
+// members' scores for a partition must be (maphash's seeds differ between
+// processes). Ids are placed by a keyed hash (partkey.go).
 func fnv1a(s string) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(s); i++ {
@@ -256,10 +261,8 @@ func fnv1a(s string) uint64 {
 	return h
 }
 
-// partition returns the partition of id.
-func (m *Member) partition(id string) int {
-	return int(fnv1a(id) % uint64(len(m.ids)))
-}
+// partition returns the partition of id: its keyed hash (partkey.go).
+func (m *Member) partition(id string) int { return m.hash.of(id, len(m.ids)) }
 
 // isLocal reports whether c is decided by this member at once, without a
 // request: LocalFirst's hits and peeks.
@@ -419,7 +422,7 @@ func (m *Member) enter(ctx context.Context) error {
 
 // remote has partition p's owner decide checks, writing its decisions to out.
 func (m *Member) remote(ctx context.Context, p int, checks []algo.Check, out []algo.Decision) error {
-	req := &clusterpb.DecideRequest{Checks: make([]*clusterpb.Check, len(checks))}
+	req := &clusterpb.DecideRequest{Checks: make([]*clusterpb.Check, len(checks)), KeyPrint: m.hash.print}
 	for i := range checks {
 		req.Checks[i] = checkToWire(&checks[i])
 	}

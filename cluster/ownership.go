@@ -295,7 +295,7 @@ func (m *Member) pushHandOffs() bool {
 	for to, parts := range byTo {
 		wg.Go(func() {
 			resp, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: parts}, m.cfg.RequestTimeout).Result()
+				&clusterpb.HandOff{From: m.node, Parts: parts, KeyPrint: m.hash.print}, m.cfg.RequestTimeout).Result()
 			reply, ok := resp.(*clusterpb.HandOffReply)
 			if err != nil || !ok {
 				m.cfg.Logger.Debug("actorlimit cluster: hand-off failed, will retry", "member", to, "partitions", len(parts), "error", err)
@@ -348,7 +348,7 @@ func (m *Member) askWaiting() bool {
 		}
 		wg.Go(func() {
 			resp, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: ask, Ask: true}, m.cfg.syncTimeout()).Result()
+				&clusterpb.HandOff{From: m.node, Parts: ask, Ask: true, KeyPrint: m.hash.print}, m.cfg.syncTimeout()).Result()
 			reply, ok := resp.(*clusterpb.HandOffReply)
 			mu.Lock()
 			defer mu.Unlock()
@@ -388,6 +388,9 @@ const settlePause = 20 * time.Millisecond
 // dies. A member that is leaving takes none.
 func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 	reply := &clusterpb.HandOffReply{}
+	if !m.keyOK(h.GetFrom(), h.GetKeyPrint()) {
+		return reply
+	}
 	m.own.mu.Lock()
 	defer m.own.mu.Unlock()
 	now := m.cfg.Clock.Now().UnixNano()
@@ -493,7 +496,7 @@ func (m *Member) sendBackups(now int64) {
 	for to, parts := range byBackup {
 		wg.Go(func() {
 			_, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: parts, Backup: true}, m.cfg.syncTimeout()).Result()
+				&clusterpb.HandOff{From: m.node, Parts: parts, Backup: true, KeyPrint: m.hash.print}, m.cfg.syncTimeout()).Result()
 			if err != nil {
 				for _, st := range parts {
 					ops[int(st.GetPartition())].dirty.Store(true)
@@ -570,6 +573,9 @@ func (m *Member) serveDecide(req *clusterpb.DecideRequest) *clusterpb.DecideRepl
 	p := int(req.GetPartition())
 	if p >= len(m.parts) {
 		return &clusterpb.DecideReply{Error: fmt.Sprintf("partition %d of %d", p, len(m.parts))}
+	}
+	if !m.keyOK("", req.GetKeyPrint()) {
+		return &clusterpb.DecideReply{Error: "the partition key differs: give every member the same Config.PartitionKey"}
 	}
 	if !m.named() {
 		m.counters.refusals.Add(1)

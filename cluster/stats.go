@@ -32,6 +32,9 @@ type SyncStats struct {
 	// partitions it took from its backup of them when their owner died;
 	// Backups the partitions' states it sent to their backup member.
 	HandOffs, Refusals, TakeOvers, Backups uint64
+	// KeyMismatches is the requests refused because their sender's
+	// Config.PartitionKey differs from this member's.
+	KeyMismatches uint64
 }
 
 // counters are a member's SyncStats as they run.
@@ -42,6 +45,7 @@ type counters struct {
 	queuedResets, seeds           atomic.Uint64
 	handOffs, refusals            atomic.Uint64
 	takeOvers, backups            atomic.Uint64
+	keyMismatches                 atomic.Uint64
 }
 
 // SyncStats returns what the member's checks and syncs did since it
@@ -55,5 +59,6 @@ func (m *Member) SyncStats() SyncStats {
 		QueuedResets: c.queuedResets.Load(), Seeds: c.seeds.Load(),
 		HandOffs: c.handOffs.Load(), Refusals: c.refusals.Load(),
 		TakeOvers: c.takeOvers.Load(), Backups: c.backups.Load(),
+		KeyMismatches: c.keyMismatches.Load(),
 	}
 }

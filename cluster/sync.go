@@ -309,7 +309,7 @@ func (m *Member) ownerAt(p int) string {
 // syncPartition sends partition p's work w to its owner and returns its
 // answer, nil if it failed.
 func (m *Member) syncPartition(p int, w *partWork) *clusterpb.PartReply {
-	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{m.part(p, w, true)}}
+	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{m.part(p, w, true)}, KeyPrint: m.hash.print}
 	m.counters.requests.Add(1)
 	resp, err := m.send(p, req)
 	reply, ok := resp.(*clusterpb.SyncReply)
@@ -325,7 +325,7 @@ func (m *Member) syncPartition(p int, w *partWork) *clusterpb.PartReply {
 // member at addr, which owns them, and returns its answer for each, nil
 // where it failed.
 func (m *Member) syncMember(addr string, parts []int, work partWorks) []*clusterpb.PartReply {
-	req := &clusterpb.SyncRequest{Node: m.node, Parts: make([]*clusterpb.PartSync, len(parts))}
+	req := &clusterpb.SyncRequest{Node: m.node, Parts: make([]*clusterpb.PartSync, len(parts)), KeyPrint: m.hash.print}
 	for i, p := range parts {
 		req.Parts[i] = m.part(p, work[p], true)
 	}
@@ -356,6 +356,9 @@ func (m *Member) requestMember(addr string, msg *clusterpb.SyncRequest) (any, er
 // names: those it does not hold (now) are refused, answered absent with
 // the owner it knows.
 func (m *Member) handleSync(req *clusterpb.SyncRequest) *clusterpb.SyncReply {
+	if !m.keyOK(req.GetNode(), req.GetKeyPrint()) {
+		return &clusterpb.SyncReply{} // no part: the sender takes it for failed
+	}
 	reply := &clusterpb.SyncReply{Parts: make([]*clusterpb.PartReply, len(req.GetParts()))}
 	for i, ps := range req.GetParts() {
 		var op *ownerPart

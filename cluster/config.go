@@ -37,8 +37,9 @@ const (
 	DefaultSyncEvery = 50 * time.Millisecond
 	// DefaultRequestTimeout bounds one request to an owner.
 	DefaultRequestTimeout = time.Second
-	// DefaultMaxEntries bounds each partition owner's table.
-	DefaultMaxEntries = 1 << 16
+	// DefaultMaxEntries bounds the owner's state on a member, every
+	// partition it owns together: the single process's default.
+	DefaultMaxEntries = 1 << 20
 	// DefaultMaxCopies bounds a member's own copies.
 	DefaultMaxCopies = 1 << 20
 	// DefaultSweepEvery is how often a LocalFirst member deletes the state
@@ -113,8 +114,14 @@ type Config struct {
 	// others take it for dead and drop it from their member lists; its
 	// partitions then move. Default [DefaultDeadAfter].
 	DeadAfter time.Duration
-	// MaxEntries bounds each partition owner's table, and its state of
-	// the LocalFirst windows; default [DefaultMaxEntries].
+	// MaxEntries bounds the owner's state on a member, every partition
+	// it owns together; default [DefaultMaxEntries]. Each partition holds
+	// at most MaxEntries/Partitions keys, plus an eighth for the spread of
+	// the hash, rounded up, in each of the owner's per-key maps (its table
+	// of states, the LocalFirst windows' totals, what it charged of each
+	// member's hits, the marks of resets), evicting the idlest (see the
+	// package doc, Memory): with the partitions keyed by PartitionKey, a
+	// flood of new ids spreads over them as evenly as the keys in use do.
 	MaxEntries int
 	// MaxCopies bounds the member's own state: its LocalFirst copies of fixed
 	// windows, and of the other algorithms' states (each up to MaxCopies).
@@ -144,6 +151,13 @@ type Config struct {
 	// anyone who knows the name can compute. With any other Host, Start
 	// fails without one.
 	PartitionKey []byte
+}
+
+// partEntries is the most keys the owner's state of one partition holds in
+// each of its maps: MaxEntries/Partitions, plus an eighth, rounded up.
+func (c Config) partEntries() int {
+	n := (c.MaxEntries + c.Partitions - 1) / c.Partitions
+	return n + (n+7)/8
 }
 
 func (c Config) withDefaults() (Config, error) {

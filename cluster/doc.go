@@ -128,6 +128,15 @@
 // # Memory
 //
 // Each member's sync deletes, every Config.SweepEvery, the state of ended
-// windows: its copies, and the owner's state of the partitions it owns. Config.MaxCopies bounds a member's copies and
-// Config.MaxEntries each partition's owner state.
+// windows: its copies, and the owner's state of the partitions it owns.
+// Config.MaxCopies bounds a member's copies, and Config.MaxEntries the
+// owner's state on a member, every partition it owns together (each
+// partition holds MaxEntries/Partitions keys, plus an eighth, in each of
+// its per-key maps). Each map evicts the idlest first: the table by its
+// CLOCK, the other algorithms' copies the one hit least lately, what the
+// owner charged a key whose state the table evicted, so that a flood of
+// new ids never evicts an active key before an idle one. An owner that
+// evicted a key's state answers with none; a member whose copy holds a
+// live state keeps it and sends it whole. The resets kept for owners that
+// cannot be reached are bounded by MaxQueuedResetBytes.
 package cluster

@@ -41,7 +41,7 @@ func DetachedBatched(cfg Config, node string, send func(partition int, msg any) 
 // partition (one at a time, as a grain's mailbox would). release undoes
 // it, as the grain stopping would.
 func (m *Member) Own(p int) (handle func(msg any) any, release func()) {
-	o := newOwner(m.cfg.Clock, m.cfg.MaxEntries)
+	o := newOwner(m.cfg.Clock, m.cfg.partEntries())
 	o.m, o.part.self = m, m.local
 	o.p = p
 	m.claim(p, o.part)
@@ -116,3 +116,24 @@ func (m *Member) SystemID() string { return m.cluster.ActorSystem.ID }
 // SetLive sets the number of live members a detached member divides its
 // limit by while an owner cannot be reached.
 func (m *Member) SetLive(n int) { m.live.Store(int64(n)) }
+
+// OwnerSizes is the size of the owner's state on a member, every
+// partition it owns together: the keys of its table, its windows, what it
+// charged, its marks of resets.
+type OwnerSizes struct{ Table, Windows, Charged, Marks int }
+
+// OwnerSizes returns the size of the owner's state on m.
+func (m *Member) OwnerSizes() OwnerSizes {
+	var s OwnerSizes
+	for p := range m.parts {
+		if op := m.parts[p].owned.Load(); op != nil {
+			op.mu.Lock()
+			s.Table += op.table.Len()
+			s.Windows += len(op.windows)
+			s.Charged += len(op.charged)
+			s.Marks += len(op.marks)
+			op.mu.Unlock()
+		}
+	}
+	return s
+}

@@ -57,8 +57,12 @@ type Member struct {
 	mismatchLogged atomic.Bool
 	counters       counters
 
-	resetMu sync.Mutex
-	resets  map[int][]queuedReset // partition -> resets the owner has yet to apply
+	resetMu    sync.Mutex
+	resets     map[int][]queuedReset // partition -> resets the owner has yet to apply
+	resetBytes int64                 // the resets' queuedCost, in all
+	// resetsFullLogged says a refused reset was logged since the last
+	// outage began.
+	resetsFullLogged bool
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -350,14 +354,12 @@ func (m *Member) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 // the hits counted after it.
 func (m *Member) decideRemote(ctx context.Context, p int, checks []algo.Check, out []algo.Decision) error {
 	if m.cfg.Mode == LocalFirst && m.parts[p].cut.Load() && m.parts[p].owned.Load() == nil {
-		m.resetLocally(p, checks, out)
-		return nil
+		return m.resetLocally(p, checks, out)
 	}
 	err := m.remote(ctx, p, checks, out)
 	if err != nil && m.cfg.Mode == LocalFirst && ctx.Err() == nil {
 		m.cutOff(p, err)
-		m.resetLocally(p, checks, out)
-		return nil
+		return m.resetLocally(p, checks, out)
 	}
 	if err != nil {
 		return err
@@ -388,10 +390,15 @@ type queuedReset struct {
 
 // resetLocally resets checks (LocalFirst resets of partition p, whose owner
 // cannot be reached) in the member's copies, and keeps them for the next
-// sync to carry to the owner.
-func (m *Member) resetLocally(p int, checks []algo.Check, out []algo.Decision) {
+// sync to carry to the owner; when the resets kept would pass
+// MaxQueuedResetBytes, it refuses them all and changes nothing (see
+// queueFull).
+func (m *Member) resetLocally(p int, checks []algo.Check, out []algo.Decision) error {
 	m.resetMu.Lock()
 	defer m.resetMu.Unlock()
+	if err := m.queueFull(p, checks); err != nil {
+		return err
+	}
 	if m.resets == nil {
 		m.resets = make(map[int][]queuedReset)
 	}
@@ -399,9 +406,11 @@ func (m *Member) resetLocally(p int, checks []algo.Check, out []algo.Decision) {
 	for i := range checks {
 		m.forget(&checks[i], now)
 		m.resets[p] = append(m.resets[p], queuedReset{checks[i], now})
+		m.resetBytes += queuedCost(&checks[i])
 		m.counters.queuedResets.Add(1)
 		out[i] = algo.Decision{}
 	}
+	return nil
 }
 
 // enter takes the read lock unless the member is closed or ctx has ended.

@@ -229,7 +229,7 @@ func (m *Member) takeOver(p int, now int64) {
 // empty), under a new incarnation: the members send it what they hold
 // there again. m.own.mu is held.
 func (m *Member) install(p int, st *clusterpb.PartState, now int64) {
-	op := newOwnerPart(m.cfg.MaxEntries)
+	op := newOwnerPart(m.cfg.partEntries())
 	op.self = m.local
 	if st != nil {
 		op.load(st, now, m.node, m.local.copyEpoch)

@@ -35,6 +35,10 @@ type SyncStats struct {
 	// KeyMismatches is the requests refused because their sender's
 	// Config.PartitionKey differs from this member's.
 	KeyMismatches uint64
+	// RefusedResets is the LocalFirst resets refused, with an error,
+	// because the resets kept for owners that could not be reached had
+	// reached MaxQueuedResetBytes.
+	RefusedResets uint64
 }
 
 // counters are a member's SyncStats as they run.
@@ -45,7 +49,7 @@ type counters struct {
 	queuedResets, seeds           atomic.Uint64
 	handOffs, refusals            atomic.Uint64
 	takeOvers, backups            atomic.Uint64
-	keyMismatches                 atomic.Uint64
+	keyMismatches, refusedResets  atomic.Uint64
 }
 
 // SyncStats returns what the member's checks and syncs did since it
@@ -59,6 +63,6 @@ func (m *Member) SyncStats() SyncStats {
 		QueuedResets: c.queuedResets.Load(), Seeds: c.seeds.Load(),
 		HandOffs: c.handOffs.Load(), Refusals: c.refusals.Load(),
 		TakeOvers: c.takeOvers.Load(), Backups: c.backups.Load(),
-		KeyMismatches: c.keyMismatches.Load(),
+		KeyMismatches: c.keyMismatches.Load(), RefusedResets: c.refusedResets.Load(),
 	}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
@@ -258,10 +259,15 @@ func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64)
 	}
 	if len(w.resets) > 0 {
 		m.resetMu.Lock()
-		if rs := m.resets[p]; len(rs) <= len(w.resets) {
+		rs := m.resets[p]
+		done := min(len(rs), len(w.resets))
+		for i := range rs[:done] {
+			m.resetBytes -= queuedCost(&rs[i].check)
+		}
+		if done == len(rs) {
 			delete(m.resets, p)
 		} else {
-			m.resets[p] = rs[len(w.resets):]
+			m.resets[p] = slices.Clone(rs[done:]) // lets the sent ones go
 		}
 		m.resetMu.Unlock()
 	}
@@ -276,6 +282,9 @@ func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64)
 func (m *Member) cutOff(p int, err error) {
 	if m.parts[p].cut.CompareAndSwap(false, true) && m.outage.CompareAndSwap(false, true) {
 		m.counters.outages.Add(1)
+		m.resetMu.Lock()
+		m.resetsFullLogged = false
+		m.resetMu.Unlock()
 		m.cfg.Logger.Warn("actorlimit cluster: owner unreachable, its partitions' checks fall back to this member's share until it answers (logged once)",
 			"partition", p, "error", err)
 	}

@@ -41,6 +41,13 @@
 //     waits for the hand-off; one that no live member holds (the cluster
 //     starts, an owner died without a backup) starts empty.
 //
+// No message between members is larger than [MaxMessageBytes]: a state
+// larger than that goes in pieces, which the receiver takes only once it
+// has them all, so a hand-off never starts a partition with part of its
+// state, and a backup replaces the one before only whole; a sync sends an
+// owner its partitions' parts in several requests, and what does not fit
+// goes at the next round (see pieces.go).
+//
 // [Member.SyncStats] counts the hand-offs, the refusals, the take-overs
 // and the backups sent.
 //

@@ -137,3 +137,40 @@ func (m *Member) OwnerSizes() OwnerSizes {
 	}
 	return s
 }
+
+// Unsettled returns how many partitions m has yet to settle: those it
+// owns whose state its backup has not taken since it changed, those it
+// hands on, those it waits for.
+func (m *Member) Unsettled() int {
+	n := 0
+	for p := range m.parts {
+		if op := m.parts[p].owned.Load(); op != nil && op.dirty.Load() {
+			if v := m.view.Load(); v != nil && v.backup(p) != "" && v.backup(p) != m.node {
+				n++
+			}
+		}
+	}
+	m.own.mu.Lock()
+	defer m.own.mu.Unlock()
+	return n + len(m.own.handing) + len(m.own.waiting)
+}
+
+// Backups returns how many partitions m's view makes it the backup of
+// (owned by another member), and of how many it holds a backup.
+func (m *Member) Backups() (want, held int) {
+	v := m.view.Load()
+	if v == nil {
+		return 0, 0
+	}
+	m.own.mu.Lock()
+	defer m.own.mu.Unlock()
+	for p := range m.parts {
+		if v.backup(p) == m.node && v.owner(p) != m.node {
+			want++
+			if m.own.backups[p] != nil {
+				held++
+			}
+		}
+	}
+	return want, held
+}

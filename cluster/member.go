@@ -337,6 +337,7 @@ func (m *Member) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 		for j < len(checks) && !m.isLocal(&checks[j]) && m.partition(checks[j].ID) == p {
 			j++
 		}
+		j = i + runEnd(checks[i:], j-i) // a request fits one message
 		if err := m.decideRemote(ctx, p, checks[i:j], res[i:j]); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
@@ -106,6 +107,10 @@ type ownership struct {
 	backups  map[int]*backupState
 	accepted map[int]string // partition -> the member that handed it here
 	pushMu   sync.Mutex     // held by a push of hand-offs
+	// assembling holds the states arriving in pieces (pieces.go); version
+	// numbers this member's exports sent in pieces.
+	assembling map[assemblyKey]*assembly
+	version    atomic.Uint64
 }
 
 // setView makes addrs the members this member takes for live (itself
@@ -237,6 +242,8 @@ func (m *Member) install(p int, st *clusterpb.PartState, now int64) {
 	op.dirty.Store(true)
 	delete(m.own.waiting, p)
 	delete(m.own.backups, p)
+	delete(m.own.assembling, assemblyKey{part: p})
+	delete(m.own.assembling, assemblyKey{part: p, backup: true})
 	m.parts[p].owned.Store(op)
 }
 
@@ -294,15 +301,14 @@ func (m *Member) pushHandOffs() bool {
 	var wg sync.WaitGroup
 	for to, parts := range byTo {
 		wg.Go(func() {
-			resp, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: parts, KeyPrint: m.hash.print}, m.cfg.RequestTimeout).Result()
-			reply, ok := resp.(*clusterpb.HandOffReply)
-			if err != nil || !ok {
+			taken, err := m.sendStates(to, parts, func(ps []*clusterpb.PartState) *clusterpb.HandOff {
+				return &clusterpb.HandOff{Parts: ps}
+			}, m.cfg.RequestTimeout)
+			if err != nil {
 				m.cfg.Logger.Debug("actorlimit cluster: hand-off failed, will retry", "member", to, "partitions", len(parts), "error", err)
-				return
 			}
 			m.own.mu.Lock()
-			for _, p := range reply.GetTaken() {
+			for _, p := range taken {
 				if h := m.own.handing[int(p)]; h != nil && h == sent[int(p)] {
 					delete(m.own.handing, int(p))
 				}
@@ -405,6 +411,9 @@ func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 			}
 			continue
 		}
+		if st = m.assemble(h.GetFrom(), st, h.GetBackup()); st == nil {
+			continue // a piece: the state is taken with its last one
+		}
 		if h.GetBackup() {
 			if m.parts[p].owned.Load() == nil {
 				m.own.backups[p] = &backupState{from: h.GetFrom(), state: st}
@@ -495,15 +504,22 @@ func (m *Member) sendBackups(now int64) {
 	var wg sync.WaitGroup
 	for to, parts := range byBackup {
 		wg.Go(func() {
-			_, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: parts, Backup: true, KeyPrint: m.hash.print}, m.cfg.syncTimeout()).Result()
+			taken, err := m.sendStates(to, parts, func(ps []*clusterpb.PartState) *clusterpb.HandOff {
+				return &clusterpb.HandOff{Parts: ps, Backup: true}
+			}, m.cfg.syncTimeout())
 			if err != nil {
-				for _, st := range parts {
-					ops[int(st.GetPartition())].dirty.Store(true)
-				}
-				return
+				m.cfg.Logger.Debug("actorlimit cluster: backup failed, will retry", "member", to, "partitions", len(parts), "error", err)
 			}
-			m.counters.backups.Add(uint64(len(parts)))
+			done := make(map[int]bool, len(taken))
+			for _, p := range taken {
+				done[int(p)] = true
+			}
+			for _, st := range parts {
+				if p := int(st.GetPartition()); !done[p] {
+					ops[p].dirty.Store(true)
+				}
+			}
+			m.counters.backups.Add(uint64(len(done)))
 		})
 	}
 	wg.Wait()

@@ -1,11 +1,13 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
@@ -196,7 +198,18 @@ func (m *Member) exchange(work partWorks, now int64) map[int]bool {
 		replies[p] = r
 		mu.Unlock()
 	}
-	one := func(p int) { record(p, m.syncPartition(p, work[p])) }
+	// The requests to partitions' owners found one by one go at once, as
+	// many as MaxMessageBytes of them in all: the engine may send those
+	// to one member in one gRPC message.
+	inFlight := semaphore.NewWeighted(MaxMessageBytes)
+	one := func(p int) {
+		req, _ := work[p].fit()
+		n := int64(min(req, MaxMessageBytes))
+		_ = inFlight.Acquire(context.Background(), n)
+		defer inFlight.Release(n)
+		record(p, m.syncPartition(p, work[p]))
+	}
+	work.fitAll()
 	byOwner := make(map[string][]int)
 	for p := range work {
 		if addr := m.ownerAt(p); addr != "" && addr != m.node && m.sendTo != nil {
@@ -330,24 +343,28 @@ func (m *Member) syncPartition(p int, w *partWork) *clusterpb.PartReply {
 	return reply.GetParts()[0]
 }
 
-// syncMember sends the work of partitions parts in one request to the
-// member at addr, which owns them, and returns its answer for each, nil
-// where it failed.
+// syncMember sends the work of partitions parts to the member at addr,
+// which owns them, in requests of at most MaxMessageBytes, one after
+// another, and returns its answer for each, nil where it failed; after a
+// request that fails it sends no more.
 func (m *Member) syncMember(addr string, parts []int, work partWorks) []*clusterpb.PartReply {
-	req := &clusterpb.SyncRequest{Node: m.node, Parts: make([]*clusterpb.PartSync, len(parts)), KeyPrint: m.hash.print}
-	for i, p := range parts {
-		req.Parts[i] = m.part(p, work[p], true)
+	out := make([]*clusterpb.PartReply, 0, len(parts))
+	for _, batch := range work.batches(parts) {
+		req := &clusterpb.SyncRequest{Node: m.node, Parts: make([]*clusterpb.PartSync, len(batch)), KeyPrint: m.hash.print}
+		for i, p := range batch {
+			req.Parts[i] = m.part(p, work[p], true)
+		}
+		m.counters.requests.Add(1)
+		resp, err := m.sendTo(addr, req)
+		reply, ok := resp.(*clusterpb.SyncReply)
+		if err != nil || !ok || len(reply.GetParts()) != len(batch) {
+			m.counters.failures.Add(1)
+			m.cfg.Logger.Debug("actorlimit cluster: sync failed, will retry", "member", addr, "partitions", len(parts), "error", err)
+			break
+		}
+		out = append(out, reply.GetParts()...)
 	}
-	out := make([]*clusterpb.PartReply, len(parts))
-	m.counters.requests.Add(1)
-	resp, err := m.sendTo(addr, req)
-	reply, ok := resp.(*clusterpb.SyncReply)
-	if err != nil || !ok || len(reply.GetParts()) != len(parts) {
-		m.counters.failures.Add(1)
-		m.cfg.Logger.Debug("actorlimit cluster: sync failed, will retry", "member", addr, "partitions", len(parts), "error", err)
-		return out
-	}
-	return reply.GetParts()
+	return out[:len(parts)]
 }
 
 // requestMember is the default sendTo: a request to the sync actor of the

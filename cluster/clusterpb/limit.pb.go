@@ -1051,7 +1051,15 @@ type PartState struct {
 	Records   []*Record              `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
 	Charged   []*Charged             `protobuf:"bytes,4,rep,name=charged,proto3" json:"charged,omitempty"`
 	// resets are the owner's latest resets of the partition's keys.
-	Resets        []*Reset `protobuf:"bytes,5,rep,name=resets,proto3" json:"resets,omitempty"`
+	Resets []*Reset `protobuf:"bytes,5,rep,name=resets,proto3" json:"resets,omitempty"`
+	// A state larger than a message may be is sent in pieces, in order,
+	// each with some of its windows, records, charged and resets: piece
+	// numbers them from 0 of pieces, and version names the export they are
+	// pieces of. The receiver takes the state once it has every piece of one
+	// version; pieces 0 (or 1) means the state is whole.
+	Piece         uint32 `protobuf:"varint,6,opt,name=piece,proto3" json:"piece,omitempty"`
+	Pieces        uint32 `protobuf:"varint,7,opt,name=pieces,proto3" json:"pieces,omitempty"`
+	Version       uint64 `protobuf:"varint,8,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1119,6 +1127,27 @@ func (x *PartState) GetResets() []*Reset {
 		return x.Resets
 	}
 	return nil
+}
+
+func (x *PartState) GetPiece() uint32 {
+	if x != nil {
+		return x.Piece
+	}
+	return 0
+}
+
+func (x *PartState) GetPieces() uint32 {
+	if x != nil {
+		return x.Pieces
+	}
+	return 0
+}
+
+func (x *PartState) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 // Window is the owner's state of one key's fixed window (LocalFirst): each
@@ -1700,13 +1729,16 @@ const file_limit_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x14\n" +
 	"\x05death\x18\x03 \x01(\x03R\x05death\"F\n" +
 	"\tSyncReply\x123\n" +
-	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02\"\xff\x01\n" +
+	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02\"\xc7\x02\n" +
 	"\tPartState\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x124\n" +
 	"\awindows\x18\x02 \x03(\v2\x1a.actorlimit.cluster.WindowR\awindows\x124\n" +
 	"\arecords\x18\x03 \x03(\v2\x1a.actorlimit.cluster.RecordR\arecords\x125\n" +
 	"\acharged\x18\x04 \x03(\v2\x1b.actorlimit.cluster.ChargedR\acharged\x121\n" +
-	"\x06resets\x18\x05 \x03(\v2\x19.actorlimit.cluster.ResetR\x06resets\"\x94\x01\n" +
+	"\x06resets\x18\x05 \x03(\v2\x19.actorlimit.cluster.ResetR\x06resets\x12\x14\n" +
+	"\x05piece\x18\x06 \x01(\rR\x05piece\x12\x16\n" +
+	"\x06pieces\x18\a \x01(\rR\x06pieces\x12\x18\n" +
+	"\aversion\x18\b \x01(\x04R\aversion\"\x94\x01\n" +
 	"\x06Window\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x16\n" +

@@ -4,4 +4,4 @@ package cluster_test
 
 // floodIDs is how many new ids TestFloodBoundsMemory sends: fewer under the
 // race detector, which makes each hit about ten times slower.
-const floodIDs = 200_000
+const floodIDs = 100_000

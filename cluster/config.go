@@ -37,8 +37,9 @@ const (
 	DefaultSyncEvery = 50 * time.Millisecond
 	// DefaultRequestTimeout bounds one request to an owner.
 	DefaultRequestTimeout = time.Second
-	// DefaultMaxEntries bounds each partition owner's table.
-	DefaultMaxEntries = 1 << 16
+	// DefaultMaxEntries bounds the owner's state on a member, every
+	// partition it owns together: the single process's default.
+	DefaultMaxEntries = 1 << 20
 	// DefaultMaxCopies bounds a member's own copies.
 	DefaultMaxCopies = 1 << 20
 	// DefaultSweepEvery is how often a LocalFirst member deletes the state
@@ -113,8 +114,14 @@ type Config struct {
 	// others take it for dead and drop it from their member lists; its
 	// partitions then move. Default [DefaultDeadAfter].
 	DeadAfter time.Duration
-	// MaxEntries bounds each partition owner's table, and its state of
-	// the LocalFirst windows; default [DefaultMaxEntries].
+	// MaxEntries bounds the owner's state on a member, every partition
+	// it owns together; default [DefaultMaxEntries]. Each partition holds
+	// at most MaxEntries/Partitions keys, plus an eighth for the spread of
+	// the hash, rounded up, in each of the owner's per-key maps (its table
+	// of states, the LocalFirst windows' totals, what it charged of each
+	// member's hits, the marks of resets), evicting the idlest (see the
+	// package doc, Memory): with the partitions keyed by PartitionKey, a
+	// flood of new ids spreads over them as evenly as the keys in use do.
 	MaxEntries int
 	// MaxCopies bounds the member's own state: its LocalFirst copies of fixed
 	// windows, and of the other algorithms' states (each up to MaxCopies).
@@ -139,6 +146,24 @@ type Config struct {
 	// takes any message from anyone who reaches it, and a member whose
 	// Host is not loopback logs a warning when it starts.
 	TLS *TLS
+	// PartitionKey is the secret key of the hash that places ids in
+	// partitions (SipHash-2-4): at least [MinPartitionKeyLen] bytes,
+	// random, the same on every member, and kept from the callers, so that
+	// nobody can choose ids that land in one partition. Every request
+	// carries a fingerprint of it; a member refuses, counts
+	// (SyncStats.KeyMismatches) and logs at ERROR the requests of a member
+	// whose key differs. Empty is allowed only when Host is loopback (all
+	// members on one machine): the key is then derived from Name, which
+	// anyone who knows the name can compute. With any other Host, Start
+	// fails without one.
+	PartitionKey []byte
+}
+
+// partEntries is the most keys the owner's state of one partition holds in
+// each of its maps: MaxEntries/Partitions, plus an eighth, rounded up.
+func (c Config) partEntries() int {
+	n := (c.MaxEntries + c.Partitions - 1) / c.Partitions
+	return n + (n+7)/8
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -171,9 +196,16 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: cluster.Config: SweepEvery %v is negative", actorlimit.ErrInvalidArgument, c.SweepEvery)
 	case c.Port < 0 || c.Port > 65535:
 		return c, fmt.Errorf("%w: cluster.Config: Port %d is not a port", actorlimit.ErrInvalidArgument, c.Port)
+	case len(c.PartitionKey) > 0 && len(c.PartitionKey) < MinPartitionKeyLen:
+		return c, fmt.Errorf("%w: cluster.Config: PartitionKey is %d bytes, shorter than %d", actorlimit.ErrInvalidArgument, len(c.PartitionKey), MinPartitionKeyLen)
+	case len(c.PartitionKey) == 0 && c.Host != "" && !isLoopback(c.Host):
+		return c, fmt.Errorf("%w: cluster.Config: PartitionKey is empty and Host %q is not loopback: give every member the same random key of at least %d bytes", actorlimit.ErrInvalidArgument, c.Host, MinPartitionKeyLen)
 	}
 	if c.Name == "" {
 		c.Name = DefaultName
+	}
+	if len(c.PartitionKey) == 0 {
+		c.PartitionKey = defaultPartitionKey(c.Name)
 	}
 	if c.AutoManaged != nil && c.AutoManaged.Refresh == 0 {
 		am := *c.AutoManaged

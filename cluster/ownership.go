@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
@@ -106,6 +107,10 @@ type ownership struct {
 	backups  map[int]*backupState
 	accepted map[int]string // partition -> the member that handed it here
 	pushMu   sync.Mutex     // held by a push of hand-offs
+	// assembling holds the states arriving in pieces (pieces.go); version
+	// numbers this member's exports sent in pieces.
+	assembling map[assemblyKey]*assembly
+	version    atomic.Uint64
 }
 
 // setView makes addrs the members this member takes for live (itself
@@ -229,7 +234,7 @@ func (m *Member) takeOver(p int, now int64) {
 // empty), under a new incarnation: the members send it what they hold
 // there again. m.own.mu is held.
 func (m *Member) install(p int, st *clusterpb.PartState, now int64) {
-	op := newOwnerPart(m.cfg.MaxEntries)
+	op := newOwnerPart(m.cfg.partEntries())
 	op.self = m.local
 	if st != nil {
 		op.load(st, now, m.node, m.local.copyEpoch)
@@ -237,6 +242,8 @@ func (m *Member) install(p int, st *clusterpb.PartState, now int64) {
 	op.dirty.Store(true)
 	delete(m.own.waiting, p)
 	delete(m.own.backups, p)
+	delete(m.own.assembling, assemblyKey{part: p})
+	delete(m.own.assembling, assemblyKey{part: p, backup: true})
 	m.parts[p].owned.Store(op)
 }
 
@@ -294,15 +301,14 @@ func (m *Member) pushHandOffs() bool {
 	var wg sync.WaitGroup
 	for to, parts := range byTo {
 		wg.Go(func() {
-			resp, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: parts}, m.cfg.RequestTimeout).Result()
-			reply, ok := resp.(*clusterpb.HandOffReply)
-			if err != nil || !ok {
+			taken, err := m.sendStates(to, parts, func(ps []*clusterpb.PartState) *clusterpb.HandOff {
+				return &clusterpb.HandOff{Parts: ps}
+			}, m.cfg.RequestTimeout)
+			if err != nil {
 				m.cfg.Logger.Debug("actorlimit cluster: hand-off failed, will retry", "member", to, "partitions", len(parts), "error", err)
-				return
 			}
 			m.own.mu.Lock()
-			for _, p := range reply.GetTaken() {
+			for _, p := range taken {
 				if h := m.own.handing[int(p)]; h != nil && h == sent[int(p)] {
 					delete(m.own.handing, int(p))
 				}
@@ -348,7 +354,7 @@ func (m *Member) askWaiting() bool {
 		}
 		wg.Go(func() {
 			resp, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: ask, Ask: true}, m.cfg.syncTimeout()).Result()
+				&clusterpb.HandOff{From: m.node, Parts: ask, Ask: true, KeyPrint: m.hash.print}, m.cfg.syncTimeout()).Result()
 			reply, ok := resp.(*clusterpb.HandOffReply)
 			mu.Lock()
 			defer mu.Unlock()
@@ -397,6 +403,9 @@ func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 		m.reject("hand-off", err)
 		return reply
 	}
+	if !m.keyOK(h.GetFrom(), h.GetKeyPrint()) {
+		return reply
+	}
 	m.own.mu.Lock()
 	defer m.own.mu.Unlock()
 	now := m.cfg.Clock.Now().UnixNano()
@@ -415,6 +424,9 @@ func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 				reply.Held = append(reply.Held, uint32(p))
 			}
 			continue
+		}
+		if st = m.assemble(h.GetFrom(), st, h.GetBackup()); st == nil {
+			continue // a piece: the state is taken with its last one
 		}
 		if h.GetBackup() {
 			if !m.backupFrom(h.GetFrom(), p, v) {
@@ -524,15 +536,22 @@ func (m *Member) sendBackups(now int64) {
 	var wg sync.WaitGroup
 	for to, parts := range byBackup {
 		wg.Go(func() {
-			_, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: parts, Backup: true}, m.cfg.syncTimeout()).Result()
+			taken, err := m.sendStates(to, parts, func(ps []*clusterpb.PartState) *clusterpb.HandOff {
+				return &clusterpb.HandOff{Parts: ps, Backup: true}
+			}, m.cfg.syncTimeout())
 			if err != nil {
-				for _, st := range parts {
-					ops[int(st.GetPartition())].dirty.Store(true)
-				}
-				return
+				m.cfg.Logger.Debug("actorlimit cluster: backup failed, will retry", "member", to, "partitions", len(parts), "error", err)
 			}
-			m.counters.backups.Add(uint64(len(parts)))
+			done := make(map[int]bool, len(taken))
+			for _, p := range taken {
+				done[int(p)] = true
+			}
+			for _, st := range parts {
+				if p := int(st.GetPartition()); !done[p] {
+					ops[p].dirty.Store(true)
+				}
+			}
+			m.counters.backups.Add(uint64(len(done)))
 		})
 	}
 	wg.Wait()
@@ -605,6 +624,9 @@ func (m *Member) serveDecide(req *clusterpb.DecideRequest) *clusterpb.DecideRepl
 		return &clusterpb.DecideReply{Error: err.Error()}
 	}
 	p := int(req.GetPartition())
+	if !m.keyOK("", req.GetKeyPrint()) {
+		return &clusterpb.DecideReply{Error: "the partition key differs: give every member the same Config.PartitionKey"}
+	}
 	if !m.named() {
 		m.counters.refusals.Add(1)
 		return &clusterpb.DecideReply{Refused: true}

@@ -41,6 +41,13 @@ type SyncStats struct {
 	// them is faulty, misconfigured or hostile: they are logged at WARN,
 	// at most once a minute.
 	Rejected uint64
+	// KeyMismatches is the requests refused because their sender's
+	// Config.PartitionKey differs from this member's.
+	KeyMismatches uint64
+	// RefusedResets is the LocalFirst resets refused, with an error,
+	// because the resets kept for owners that could not be reached had
+	// reached MaxQueuedResetBytes.
+	RefusedResets uint64
 }
 
 // counters are a member's SyncStats as they run.
@@ -52,6 +59,7 @@ type counters struct {
 	handOffs, refusals            atomic.Uint64
 	takeOvers, backups            atomic.Uint64
 	rejected                      atomic.Uint64
+	keyMismatches, refusedResets  atomic.Uint64
 }
 
 // SyncStats returns what the member's checks and syncs did since it
@@ -65,6 +73,7 @@ func (m *Member) SyncStats() SyncStats {
 		QueuedResets: c.queuedResets.Load(), Seeds: c.seeds.Load(),
 		HandOffs: c.handOffs.Load(), Refusals: c.refusals.Load(),
 		TakeOvers: c.takeOvers.Load(), Backups: c.backups.Load(),
-		Rejected: c.rejected.Load(),
+		Rejected:      c.rejected.Load(),
+		KeyMismatches: c.keyMismatches.Load(), RefusedResets: c.refusedResets.Load(),
 	}
 }

@@ -208,7 +208,10 @@ type DecideRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Checks []*Check               `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
 	// partition is the checks' partition, for the member that owns it.
-	Partition     uint32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Partition uint32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// key_print is the sender's partition key fingerprint: a member refuses
+	// a request whose fingerprint differs from its own.
+	KeyPrint      uint64 `protobuf:"fixed64,3,opt,name=key_print,json=keyPrint,proto3" json:"key_print,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -253,6 +256,13 @@ func (x *DecideRequest) GetChecks() []*Check {
 func (x *DecideRequest) GetPartition() uint32 {
 	if x != nil {
 		return x.Partition
+	}
+	return 0
+}
+
+func (x *DecideRequest) GetKeyPrint() uint64 {
+	if x != nil {
+		return x.KeyPrint
 	}
 	return 0
 }
@@ -630,9 +640,12 @@ func (x *Hits) GetResetAt() int64 {
 // (one part), or to the member that owns several partitions (one part for
 // each), batched.
 type SyncRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Parts         []*PartSync            `protobuf:"bytes,3,rep,name=parts,proto3" json:"parts,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Parts []*PartSync            `protobuf:"bytes,3,rep,name=parts,proto3" json:"parts,omitempty"`
+	// key_print is the sender's partition key fingerprint, as in
+	// DecideRequest.
+	KeyPrint      uint64 `protobuf:"fixed64,4,opt,name=key_print,json=keyPrint,proto3" json:"key_print,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -679,6 +692,13 @@ func (x *SyncRequest) GetParts() []*PartSync {
 		return x.Parts
 	}
 	return nil
+}
+
+func (x *SyncRequest) GetKeyPrint() uint64 {
+	if x != nil {
+		return x.KeyPrint
+	}
+	return 0
 }
 
 // Count is the owner's count of one key's window, all nodes together.
@@ -1031,7 +1051,15 @@ type PartState struct {
 	Records   []*Record              `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
 	Charged   []*Charged             `protobuf:"bytes,4,rep,name=charged,proto3" json:"charged,omitempty"`
 	// resets are the owner's latest resets of the partition's keys.
-	Resets        []*Reset `protobuf:"bytes,5,rep,name=resets,proto3" json:"resets,omitempty"`
+	Resets []*Reset `protobuf:"bytes,5,rep,name=resets,proto3" json:"resets,omitempty"`
+	// A state larger than a message may be is sent in pieces, in order,
+	// each with some of its windows, records, charged and resets: piece
+	// numbers them from 0 of pieces, and version names the export they are
+	// pieces of. The receiver takes the state once it has every piece of one
+	// version; pieces 0 (or 1) means the state is whole.
+	Piece         uint32 `protobuf:"varint,6,opt,name=piece,proto3" json:"piece,omitempty"`
+	Pieces        uint32 `protobuf:"varint,7,opt,name=pieces,proto3" json:"pieces,omitempty"`
+	Version       uint64 `protobuf:"varint,8,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1099,6 +1127,27 @@ func (x *PartState) GetResets() []*Reset {
 		return x.Resets
 	}
 	return nil
+}
+
+func (x *PartState) GetPiece() uint32 {
+	if x != nil {
+		return x.Piece
+	}
+	return 0
+}
+
+func (x *PartState) GetPieces() uint32 {
+	if x != nil {
+		return x.Pieces
+	}
+	return 0
+}
+
+func (x *PartState) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 // Window is the owner's state of one key's fixed window (LocalFirst): each
@@ -1471,11 +1520,14 @@ func (x *NodeCharged) GetDone() int64 {
 // With ask, the parts carry only their partition: the member from owns
 // them in its view and asks which of them the member asked holds.
 type HandOff struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	Parts         []*PartState           `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
-	Backup        bool                   `protobuf:"varint,3,opt,name=backup,proto3" json:"backup,omitempty"`
-	Ask           bool                   `protobuf:"varint,4,opt,name=ask,proto3" json:"ask,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	From   string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Parts  []*PartState           `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
+	Backup bool                   `protobuf:"varint,3,opt,name=backup,proto3" json:"backup,omitempty"`
+	Ask    bool                   `protobuf:"varint,4,opt,name=ask,proto3" json:"ask,omitempty"`
+	// key_print is the sender's partition key fingerprint, as in
+	// DecideRequest.
+	KeyPrint      uint64 `protobuf:"fixed64,5,opt,name=key_print,json=keyPrint,proto3" json:"key_print,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1536,6 +1588,13 @@ func (x *HandOff) GetAsk() bool {
 		return x.Ask
 	}
 	return false
+}
+
+func (x *HandOff) GetKeyPrint() uint64 {
+	if x != nil {
+		return x.KeyPrint
+	}
+	return 0
 }
 
 // HandOffReply names the partitions of a HandOff the member took; or,
@@ -1611,10 +1670,11 @@ const file_limit_proto_rawDesc = "" +
 	"\tremaining\x18\x03 \x01(\x03R\tremaining\x12$\n" +
 	"\x0eretry_after_ns\x18\x04 \x01(\x03R\fretryAfterNs\x12$\n" +
 	"\x0ereset_after_ns\x18\x05 \x01(\x03R\fresetAfterNs\x12\x19\n" +
-	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\"`\n" +
+	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\"}\n" +
 	"\rDecideRequest\x121\n" +
 	"\x06checks\x18\x01 \x03(\v2\x19.actorlimit.cluster.CheckR\x06checks\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\rR\tpartition\"\x8f\x01\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x1b\n" +
+	"\tkey_print\x18\x03 \x01(\x06R\bkeyPrint\"\x8f\x01\n" +
 	"\vDecideReply\x12:\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x1c.actorlimit.cluster.DecisionR\tdecisions\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x18\n" +
@@ -1642,10 +1702,11 @@ const file_limit_proto_rawDesc = "" +
 	"\x02at\x18\x04 \x03(\x03R\x02at\x12\f\n" +
 	"\x01n\x18\x05 \x03(\x03R\x01n\x12\x14\n" +
 	"\x05state\x18\x06 \x01(\fR\x05state\x12\x19\n" +
-	"\breset_at\x18\a \x01(\x03R\aresetAt\"[\n" +
+	"\breset_at\x18\a \x01(\x03R\aresetAt\"x\n" +
 	"\vSyncRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x122\n" +
-	"\x05parts\x18\x03 \x03(\v2\x1c.actorlimit.cluster.PartSyncR\x05partsJ\x04\b\x02\x10\x03\"5\n" +
+	"\x05parts\x18\x03 \x03(\v2\x1c.actorlimit.cluster.PartSyncR\x05parts\x12\x1b\n" +
+	"\tkey_print\x18\x04 \x01(\x06R\bkeyPrintJ\x04\b\x02\x10\x03\"5\n" +
 	"\x05Count\x12\x16\n" +
 	"\x06window\x18\x01 \x01(\x03R\x06window\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\"\x91\x02\n" +
@@ -1668,13 +1729,16 @@ const file_limit_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x14\n" +
 	"\x05death\x18\x03 \x01(\x03R\x05death\"F\n" +
 	"\tSyncReply\x123\n" +
-	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02\"\xff\x01\n" +
+	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02\"\xc7\x02\n" +
 	"\tPartState\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x124\n" +
 	"\awindows\x18\x02 \x03(\v2\x1a.actorlimit.cluster.WindowR\awindows\x124\n" +
 	"\arecords\x18\x03 \x03(\v2\x1a.actorlimit.cluster.RecordR\arecords\x125\n" +
 	"\acharged\x18\x04 \x03(\v2\x1b.actorlimit.cluster.ChargedR\acharged\x121\n" +
-	"\x06resets\x18\x05 \x03(\v2\x19.actorlimit.cluster.ResetR\x06resets\"\x94\x01\n" +
+	"\x06resets\x18\x05 \x03(\v2\x19.actorlimit.cluster.ResetR\x06resets\x12\x14\n" +
+	"\x05piece\x18\x06 \x01(\rR\x05piece\x12\x16\n" +
+	"\x06pieces\x18\a \x01(\rR\x06pieces\x12\x18\n" +
+	"\aversion\x18\b \x01(\x04R\aversion\"\x94\x01\n" +
 	"\x06Window\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x16\n" +
@@ -1701,12 +1765,13 @@ const file_limit_proto_rawDesc = "" +
 	"\vNodeCharged\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x12\n" +
-	"\x04done\x18\x03 \x01(\x03R\x04done\"|\n" +
+	"\x04done\x18\x03 \x01(\x03R\x04done\"\x99\x01\n" +
 	"\aHandOff\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x123\n" +
 	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartStateR\x05parts\x12\x16\n" +
 	"\x06backup\x18\x03 \x01(\bR\x06backup\x12\x10\n" +
-	"\x03ask\x18\x04 \x01(\bR\x03ask\"8\n" +
+	"\x03ask\x18\x04 \x01(\bR\x03ask\x12\x1b\n" +
+	"\tkey_print\x18\x05 \x01(\x06R\bkeyPrint\"8\n" +
 	"\fHandOffReply\x12\x14\n" +
 	"\x05taken\x18\x01 \x03(\rR\x05taken\x12\x12\n" +
 	"\x04held\x18\x02 \x03(\rR\x04heldB4Z2github.com/actorlimit/actorlimit/cluster/clusterpbb\x06proto3"

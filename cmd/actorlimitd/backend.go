@@ -119,6 +119,9 @@ func openCluster(c clusterFlags, log *slog.Logger) (*backend, error) {
 	if err := clusterTLS(&cfg, c); err != nil {
 		return nil, err
 	}
+	if err := clusterKey(&cfg, c); err != nil {
+		return nil, err
+	}
 	what := ""
 	if c.etcd != "" {
 		p, err := etcd.NewWithConfig("/actorlimitd", clientv3.Config{Endpoints: splitList(c.etcd), DialTimeout: 5 * time.Second})

@@ -3,7 +3,6 @@ package cluster
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"net"
 	"unsafe"
 
 	"github.com/dchest/siphash"

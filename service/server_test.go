@@ -445,3 +445,12 @@ func TestHugeHitsAddend(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.OverallCode)
 }
+
+func TestCanceledRequest(t *testing.T) {
+	f := newFixture(t, decisions, service.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := f.srv.ShouldRateLimit(ctx, request("web", desc("user", "a")))
+	require.Error(t, err)
+	assert.Equal(t, codes.Canceled, status.Code(err))
+}

@@ -53,6 +53,7 @@ type Member struct {
 	expired   atomic.Uint64
 	outage    atomic.Bool // a partition was cut off and logged; see cutOff
 	counters  counters
+	rejects   rejectLog // the logging of rejected peer messages
 
 	resetMu sync.Mutex
 	resets  map[int][]queuedReset // partition -> resets the owner has yet to apply

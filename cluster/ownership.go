@@ -386,16 +386,30 @@ const settlePause = 20 * time.Millisecond
 // handleHandOff takes partitions' states from another member: as their
 // owner from now on, or, for a backup, keeps them for when their owner
 // dies. A member that is leaving takes none.
+//
+// A hand-off that fails the checks (see check.go) is rejected whole. Each
+// partition is then taken as the member's view allows (handOffPart,
+// backupFrom); one refused is left out of the answer, and its sender sends
+// it again.
 func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 	reply := &clusterpb.HandOffReply{}
+	if err := m.peerCheck().checkHandOff(h); err != nil {
+		m.reject("hand-off", err)
+		return reply
+	}
 	m.own.mu.Lock()
 	defer m.own.mu.Unlock()
 	now := m.cfg.Clock.Now().UnixNano()
+	v := m.view.Load()
+	var without *view
+	withoutFrom := func() *view {
+		if without == nil {
+			without = v.without(h.GetFrom(), m.ids)
+		}
+		return without
+	}
 	for _, st := range h.GetParts() {
 		p := int(st.GetPartition())
-		if p >= len(m.parts) {
-			continue
-		}
 		if h.GetAsk() {
 			if m.parts[p].owned.Load() != nil || m.own.handing[p] != nil {
 				reply.Held = append(reply.Held, uint32(p))
@@ -403,6 +417,10 @@ func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 			continue
 		}
 		if h.GetBackup() {
+			if !m.backupFrom(h.GetFrom(), p, v) {
+				m.counters.refusals.Add(1)
+				continue
+			}
 			if m.parts[p].owned.Load() == nil {
 				m.own.backups[p] = &backupState{from: h.GetFrom(), state: st}
 			}
@@ -410,6 +428,20 @@ func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 			continue
 		}
 		if m.leaving.Load() || !m.named() {
+			continue
+		}
+		switch m.handOffPart(h.GetFrom(), p, v, withoutFrom) {
+		case refuseHandOff:
+			m.counters.refusals.Add(1)
+			continue
+		case keepHandOff:
+			// Its owner is leaving, ahead of this member's view: the state
+			// is kept as the backup, taken over when the view drops the
+			// owner (reassign), so that the partition never has two owners.
+			if m.parts[p].owned.Load() == nil {
+				m.own.backups[p] = &backupState{from: h.GetFrom(), state: st}
+			}
+			reply.Taken = append(reply.Taken, uint32(p))
 			continue
 		}
 		if op := m.parts[p].owned.Load(); op != nil {
@@ -567,23 +599,17 @@ func (m *Member) hint(p int) string {
 // refuses it, naming the owner it knows, when this member does not own the
 // partition (now).
 func (m *Member) serveDecide(req *clusterpb.DecideRequest) *clusterpb.DecideReply {
-	p := int(req.GetPartition())
-	if p >= len(m.parts) {
-		return &clusterpb.DecideReply{Error: fmt.Sprintf("partition %d of %d", p, len(m.parts))}
+	checks, err := m.peerCheck().checkDecide(req)
+	if err != nil {
+		m.reject("decide", err)
+		return &clusterpb.DecideReply{Error: err.Error()}
 	}
+	p := int(req.GetPartition())
 	if !m.named() {
 		m.counters.refusals.Add(1)
 		return &clusterpb.DecideReply{Refused: true}
 	}
 	op := m.parts[p].owned.Load()
-	checks := make([]algo.Check, len(req.GetChecks()))
-	for i, w := range req.GetChecks() {
-		c, err := checkFromWire(w)
-		if err != nil {
-			return &clusterpb.DecideReply{Error: err.Error()}
-		}
-		checks[i] = c
-	}
 	out := make([]algo.Decision, len(checks))
 	if op == nil || m.leaving.Load() || !op.decideLive(m.cfg.Clock.Now().UnixNano(), checks, out) {
 		m.counters.refusals.Add(1)

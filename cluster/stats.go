@@ -32,6 +32,15 @@ type SyncStats struct {
 	// partitions it took from its backup of them when their owner died;
 	// Backups the partitions' states it sent to their backup member.
 	HandOffs, Refusals, TakeOvers, Backups uint64
+	// Rejected is the messages from other members this member rejected
+	// whole, changing nothing, because they failed its checks: an id
+	// longer than the API allows or of another partition, a negative
+	// count, a window after the next one by this member's clock (a
+	// sender whose clock is ahead), a state that does not decode, a
+	// reset that is not one (see docs/cluster.md). A member counting
+	// them is faulty, misconfigured or hostile: they are logged at WARN,
+	// at most once a minute.
+	Rejected uint64
 }
 
 // counters are a member's SyncStats as they run.
@@ -42,6 +51,7 @@ type counters struct {
 	queuedResets, seeds           atomic.Uint64
 	handOffs, refusals            atomic.Uint64
 	takeOvers, backups            atomic.Uint64
+	rejected                      atomic.Uint64
 }
 
 // SyncStats returns what the member's checks and syncs did since it
@@ -55,5 +65,6 @@ func (m *Member) SyncStats() SyncStats {
 		QueuedResets: c.queuedResets.Load(), Seeds: c.seeds.Load(),
 		HandOffs: c.handOffs.Load(), Refusals: c.refusals.Load(),
 		TakeOvers: c.takeOvers.Load(), Backups: c.backups.Load(),
+		Rejected: c.rejected.Load(),
 	}
 }

@@ -355,7 +355,20 @@ func (m *Member) requestMember(addr string, msg *clusterpb.SyncRequest) (any, er
 // handleSync answers a batched sync as the owner of the partitions it
 // names: those it does not hold (now) are refused, answered absent with
 // the owner it knows.
+//
+// A request that fails the checks (see check.go) is rejected whole, and
+// one from a member not in this member's view refused whole: both are
+// answered with no parts, which the sender counts as a failure.
 func (m *Member) handleSync(req *clusterpb.SyncRequest) *clusterpb.SyncReply {
+	if err := m.peerCheck().checkSync(req); err != nil {
+		m.reject("sync", err)
+		return &clusterpb.SyncReply{}
+	}
+	if !m.peerSync(req.GetNode()) {
+		m.counters.refusals.Add(1)
+		m.cfg.Logger.Debug("actorlimit cluster: refused a sync from a member not in the view", "member", req.GetNode())
+		return &clusterpb.SyncReply{}
+	}
 	reply := &clusterpb.SyncReply{Parts: make([]*clusterpb.PartReply, len(req.GetParts()))}
 	for i, ps := range req.GetParts() {
 		var op *ownerPart

@@ -152,12 +152,13 @@ func TestTLSRefusesOutsiders(t *testing.T) {
 		stats     cluster.SyncStats
 	}
 	read := func() state {
-		s := state{remaining: map[string]int64{}, stats: m.SyncStats()}
+		s := state{remaining: map[string]int64{}}
 		for _, id := range []string{"victim", "other", "third"} {
 			d, err := m.Limiter.Peek(ctx, id, policy)
 			require.NoError(t, err)
 			s.remaining[id] = d.Remaining
 		}
+		s.stats = m.SyncStats()
 		return s
 	}
 	before := read()

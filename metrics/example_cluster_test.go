@@ -31,7 +31,7 @@ func ExampleCollector_SetCluster() {
 			Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
 			Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds,
 			QueuedResets: s.QueuedResets, HandOffs: s.HandOffs, Refusals: s.Refusals,
-			TakeOvers: s.TakeOvers, Backups: s.Backups}
+			TakeOvers: s.TakeOvers, Backups: s.Backups, Rejected: s.Rejected}
 	}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col)
@@ -52,6 +52,7 @@ func ExampleCollector_SetCluster() {
 	// actorlimit_cluster_rebuilds_total 0
 	// actorlimit_cluster_recoveries_total 1
 	// actorlimit_cluster_refusals_total 3
+	// actorlimit_cluster_rejected_total 0
 	// actorlimit_cluster_sync_failures_total 2
 	// actorlimit_cluster_sync_requests_total 240
 	// actorlimit_cluster_sync_rounds_total 120

@@ -114,6 +114,9 @@ type ClusterStats struct {
 	// TakeOvers the partitions it took from its backup of them after their
 	// owner died; Backups the partitions' states it sent to their backup.
 	HandOffs, Refusals, TakeOvers, Backups uint64
+	// Rejected is the messages from other members the member rejected,
+	// changing nothing, because they failed its checks.
+	Rejected uint64
 }
 
 // ClusterStatsSource is what [Collector.SetCluster] reads at scrape time.
@@ -133,7 +136,7 @@ type ClusterStatsSource interface {
 //			Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
 //			Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds,
 //			QueuedResets: s.QueuedResets, HandOffs: s.HandOffs, Refusals: s.Refusals,
-//			TakeOvers: s.TakeOvers, Backups: s.Backups}
+//			TakeOvers: s.TakeOvers, Backups: s.Backups, Rejected: s.Rejected}
 //	}))
 type ClusterStatsFunc func() ClusterStats
 
@@ -190,6 +193,7 @@ type Collector struct {
 	clusterFallbacks, clusterRounds, clusterRequests, clusterFailures               *prometheus.Desc
 	clusterOutages, clusterRecoveries, clusterRebuilds, clusterQueuedResets         *prometheus.Desc
 	clusterHandOffs, clusterRefusals, clusterTakeOvers, clusterBackups              *prometheus.Desc
+	clusterRejected                                                                 *prometheus.Desc
 }
 
 type ruleKey struct {
@@ -282,6 +286,7 @@ func New(cfg Config) (*Collector, error) {
 	c.clusterRefusals = clusterDesc("refusals_total", "Requests the cluster member refused for a partition it did not hold.")
 	c.clusterTakeOvers = clusterDesc("take_overs_total", "Partitions the cluster member took from its backup of them after their owner died.")
 	c.clusterBackups = clusterDesc("backups_total", "Partitions' states the cluster member sent to their backup member.")
+	c.clusterRejected = clusterDesc("rejected_total", "Messages from other members the cluster member rejected, changing nothing, because they failed its checks.")
 	return c, nil
 }
 
@@ -457,7 +462,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed, c.storeCheckErrors, c.storeCached,
 		c.clusterFallbacks, c.clusterRounds, c.clusterRequests, c.clusterFailures,
 		c.clusterOutages, c.clusterRecoveries, c.clusterRebuilds, c.clusterQueuedResets,
-		c.clusterHandOffs, c.clusterRefusals, c.clusterTakeOvers, c.clusterBackups} {
+		c.clusterHandOffs, c.clusterRefusals, c.clusterTakeOvers, c.clusterBackups,
+		c.clusterRejected} {
 		ch <- d
 	}
 	c.latency.Describe(ch)
@@ -535,6 +541,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.clusterRefusals, st.Refusals)
 		counter(c.clusterTakeOvers, st.TakeOvers)
 		counter(c.clusterBackups, st.Backups)
+		counter(c.clusterRejected, st.Rejected)
 	}
 }
 

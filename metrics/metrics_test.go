@@ -233,7 +233,7 @@ func TestCollectorClusterCounters(t *testing.T) {
 	// shows.
 	stats := metrics.ClusterStats{Fallbacks: 3, Rounds: 17, Requests: 29, Failures: 5,
 		Outages: 2, Recoveries: 1, Rebuilds: 7, QueuedResets: 11,
-		HandOffs: 13, Refusals: 19, TakeOvers: 23, Backups: 31}
+		HandOffs: 13, Refusals: 19, TakeOvers: 23, Backups: 31, Rejected: 37}
 	tests := []struct {
 		name, help string
 		want       uint64
@@ -250,6 +250,7 @@ func TestCollectorClusterCounters(t *testing.T) {
 		{"cluster_refusals_total", "Requests the cluster member refused for a partition it did not hold.", stats.Refusals},
 		{"cluster_take_overs_total", "Partitions the cluster member took from its backup of them after their owner died.", stats.TakeOvers},
 		{"cluster_backups_total", "Partitions' states the cluster member sent to their backup member.", stats.Backups},
+		{"cluster_rejected_total", "Messages from other members the cluster member rejected, changing nothing, because they failed its checks.", stats.Rejected},
 	}
 	for _, ns := range []string{"", "app_rl"} {
 		c, err := metrics.New(metrics.Config{Namespace: ns})

@@ -288,8 +288,13 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 		}
 	}
 	if err := s.count(ctx, items); err != nil {
-		if errors.Is(err, actorlimit.ErrInvalidArgument) {
+		switch {
+		case errors.Is(err, actorlimit.ErrInvalidArgument):
 			return nil, status.Error(codes.InvalidArgument, err.Error())
+		case errors.Is(err, context.Canceled):
+			return nil, status.Error(codes.Canceled, err.Error())
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, status.Error(codes.DeadlineExceeded, err.Error())
 		}
 		if now := time.Now().UnixNano(); now-s.lastWarn.Load() > int64(time.Second) {
 			s.lastWarn.Store(now) // at most a line a second, not one per request

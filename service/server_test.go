@@ -428,3 +428,29 @@ func TestSetConfigKeepsCounts(t *testing.T) {
 	f.srv.SetConfig(cfg)
 	run(t, f, []step{{req: request("web", desc("user", "a")), want: []st{{false, 5, 3, 50}}}})
 }
+
+func TestHugeHitsAddend(t *testing.T) {
+	f := newFixture(t, decisions+`
+  - key: bucket
+    rate_limit: {algorithm: gcra, unit: minute, requests_per_unit: 5}
+`, service.Options{})
+	for _, key := range []string{"user", "bucket"} {
+		resp, err := f.srv.ShouldRateLimit(context.Background(), request("web", withHits(desc(key, "x"), math.MaxUint64)))
+		require.NoError(t, err, key)
+		assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.OverallCode, key)
+		assert.Equal(t, uint32(0), resp.Statuses[0].LimitRemaining, key)
+	}
+	resp, err := f.srv.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "web", HitsAddend: math.MaxUint32,
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "y")}})
+	require.NoError(t, err)
+	assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.OverallCode)
+}
+
+func TestCanceledRequest(t *testing.T) {
+	f := newFixture(t, decisions, service.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := f.srv.ShouldRateLimit(ctx, request("web", desc("user", "a")))
+	require.Error(t, err)
+	assert.Equal(t, codes.Canceled, status.Code(err))
+}

@@ -385,6 +385,22 @@ func (s *Server) count(ctx context.Context, items []item) error {
 	for k, i := range idx {
 		items[i].res, items[i].counted = results[k], true
 	}
+	// envoy ratelimit sends a request's descriptors as one pipeline in
+	// order, so a check of 0 hits sees the hits of the descriptors before
+	// it on the same counter, and not those after: it takes the decision
+	// of the last of them, made after its hits.
+	for i := range items {
+		it := &items[i]
+		if it.rule == nil || it.hits != 0 {
+			continue
+		}
+		for j := i - 1; j >= 0; j-- {
+			if items[j].counted && items[j].id == it.id {
+				it.res = items[j].res
+				break
+			}
+		}
+	}
 	return nil
 }
 

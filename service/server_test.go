@@ -173,6 +173,10 @@ func TestDecisions(t *testing.T) {
 			{req: request("web", withHits(u("h"), 2)), over: true, want: []st{{true, 3, 0, 50}}},
 			{name: "0 past the limit is over", req: request("web", withHits(u("h"), 0)), over: true, want: []st{{true, 3, 0, 50}}},
 		}},
+		{"a check of 0 hits sees the hits before it in the request, not those after", []step{
+			{req: request("web", u("s"), withHits(u("s"), 0), u("s")), want: []st{{false, 3, 2, 50}, {false, 3, 2, 50}, {false, 3, 1, 50}}},
+			{req: request("web", withHits(u("s"), 2), withHits(u("s"), 0)), over: true, want: []st{{true, 3, 0, 50}, {true, 3, 0, 50}}},
+		}},
 		{"unknown domain, unmatched descriptor, unlimited", []step{
 			{req: request("nope", u("a")), want: []st{{false, 0, 0, -1}}},
 			{req: request("web", desc("other", "x"), desc("user", "a", "deeper", "x")), want: []st{{false, 0, 0, -1}, {false, 0, 0, -1}}},

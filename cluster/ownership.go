@@ -399,11 +399,11 @@ const settlePause = 20 * time.Millisecond
 // it again.
 func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 	reply := &clusterpb.HandOffReply{}
-	if err := m.peerCheck().checkHandOff(h); err != nil {
-		m.reject("hand-off", err)
+	if !m.keyOK(h.GetFrom(), h.GetKeyPrint()) {
 		return reply
 	}
-	if !m.keyOK(h.GetFrom(), h.GetKeyPrint()) {
+	if err := m.peerCheck().checkHandOff(h); err != nil {
+		m.reject("hand-off", err)
 		return reply
 	}
 	m.own.mu.Lock()
@@ -425,13 +425,15 @@ func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 			}
 			continue
 		}
-		if st = m.assemble(h.GetFrom(), st, h.GetBackup()); st == nil {
-			continue // a piece: the state is taken with its last one
-		}
+		// Each piece is checked against the view before it is kept, so
+		// that a sender the view gives no part cannot fill the assembly.
 		if h.GetBackup() {
 			if !m.backupFrom(h.GetFrom(), p, v) {
 				m.counters.refusals.Add(1)
 				continue
+			}
+			if st = m.assemble(h.GetFrom(), st, true); st == nil {
+				continue // a piece: the state is taken with its last one
 			}
 			if m.parts[p].owned.Load() == nil {
 				m.own.backups[p] = &backupState{from: h.GetFrom(), state: st}
@@ -442,11 +444,15 @@ func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 		if m.leaving.Load() || !m.named() {
 			continue
 		}
-		switch m.handOffPart(h.GetFrom(), p, v, withoutFrom) {
-		case refuseHandOff:
+		take := m.handOffPart(h.GetFrom(), p, v, withoutFrom)
+		if take == refuseHandOff {
 			m.counters.refusals.Add(1)
 			continue
-		case keepHandOff:
+		}
+		if st = m.assemble(h.GetFrom(), st, false); st == nil {
+			continue // a piece: the state is taken with its last one
+		}
+		if take == keepHandOff {
 			// Its owner is leaving, ahead of this member's view: the state
 			// is kept as the backup, taken over when the view drops the
 			// owner (reassign), so that the partition never has two owners.
@@ -618,15 +624,15 @@ func (m *Member) hint(p int) string {
 // refuses it, naming the owner it knows, when this member does not own the
 // partition (now).
 func (m *Member) serveDecide(req *clusterpb.DecideRequest) *clusterpb.DecideReply {
+	if !m.keyOK("", req.GetKeyPrint()) {
+		return &clusterpb.DecideReply{Error: "the partition key differs: give every member the same Config.PartitionKey"}
+	}
 	checks, err := m.peerCheck().checkDecide(req)
 	if err != nil {
 		m.reject("decide", err)
 		return &clusterpb.DecideReply{Error: err.Error()}
 	}
 	p := int(req.GetPartition())
-	if !m.keyOK("", req.GetKeyPrint()) {
-		return &clusterpb.DecideReply{Error: "the partition key differs: give every member the same Config.PartitionKey"}
-	}
 	if !m.named() {
 		m.counters.refusals.Add(1)
 		return &clusterpb.DecideReply{Refused: true}

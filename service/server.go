@@ -344,7 +344,7 @@ func satAdd(a, b int64) int64 {
 
 // count decides the items: peeks those checked without counting (and,
 // with AllOrNothing or DeniedNotCounted, every one first), then hits the
-// others in one HitMany.
+// others in one HitMany, in order.
 func (s *Server) count(ctx context.Context, items []item) error {
 	peekAll := s.o.AllOrNothing || s.o.DeniedNotCounted
 	blocked := false
@@ -384,6 +384,23 @@ func (s *Server) count(ctx context.Context, items []item) error {
 	}
 	for k, i := range idx {
 		items[i].res, items[i].counted = results[k], true
+	}
+	// A descriptor checked without counting (hits_addend 0) sees, as in
+	// envoy ratelimit's pipeline of INCRBY, the hits of the descriptors
+	// before it in the request on the same counter, and not those after:
+	// the state the last of them left, else the state peeked before.
+	for i := range items {
+		it := &items[i]
+		if it.rule == nil || it.hits != 0 {
+			continue
+		}
+		for j := i - 1; j >= 0; j-- {
+			e := &items[j]
+			if e.counted && e.id == it.id && e.policy.Algorithm == it.policy.Algorithm && e.policy.Period == it.policy.Period {
+				it.res = e.res
+				break
+			}
+		}
 	}
 	return nil
 }

@@ -173,9 +173,12 @@ func TestDecisions(t *testing.T) {
 			{req: request("web", withHits(u("h"), 2)), over: true, want: []st{{true, 3, 0, 50}}},
 			{name: "0 past the limit is over", req: request("web", withHits(u("h"), 0)), over: true, want: []st{{true, 3, 0, 50}}},
 		}},
-		{"a check of 0 hits sees the hits before it in the request, not those after", []step{
-			{req: request("web", u("s"), withHits(u("s"), 0), u("s")), want: []st{{false, 3, 2, 50}, {false, 3, 2, 50}, {false, 3, 1, 50}}},
-			{req: request("web", withHits(u("s"), 2), withHits(u("s"), 0)), over: true, want: []st{{true, 3, 0, 50}, {true, 3, 0, 50}}},
+		{"a check sees the hits before it in the request, not those after", []step{
+			{req: request("web", withHits(u("c"), 1), withHits(u("c"), 0), withHits(u("c"), 1)), want: []st{{false, 3, 2, 50}, {false, 3, 2, 50}, {false, 3, 1, 50}}},
+			{req: request("web", withHits(u("c"), 0), withHits(u("c"), 1)), want: []st{{false, 3, 1, 50}, {false, 3, 0, 50}}},
+			{req: request("web", withHits(u("d"), 3), withHits(u("d"), 1), withHits(u("d"), 0)), over: true, want: []st{{false, 3, 0, 50}, {true, 3, 0, 50}, {true, 3, 0, 50}}},
+			{name: "another unit is another counter", req: request("web", withHits(u("e"), 3), &ratelimitv3.RateLimitDescriptor{Entries: u("e").Entries, HitsAddend: wrapperspb.UInt64(0),
+				Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3, Unit: typev3.RateLimitUnit_HOUR}}), want: []st{{false, 3, 0, 50}, {false, 3, 3, 3590}}},
 		}},
 		{"unknown domain, unmatched descriptor, unlimited", []step{
 			{req: request("nope", u("a")), want: []st{{false, 0, 0, -1}}},

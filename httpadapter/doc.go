@@ -25,7 +25,7 @@
 // refused (Go moves that header to Request.Host). A value that may be a
 // credential (every cookie, the Authorization, Proxy-Authorization and
 // Cookie headers, what Rule.Secret lists) enters the key only as 32 hex
-// digits of its HMAC-SHA256 under Config.SecretKey (see secret.go). A
+// digits of its HMAC-SHA256 under [Config.SecretKey]. A
 // condition on GET holds for HEAD too. Rules come from Go or from a YAML or
 // JSON file ([ParseRules], [LoadRules]) and can be replaced at run time
 // ([Middleware.SetRules]) without losing the counts of unchanged rules.

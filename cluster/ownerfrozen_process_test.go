@@ -307,7 +307,7 @@ func testOwnerFrozen(t *testing.T, pastDeadAfter bool) {
 		stats                      = map[int][]string{}
 		errs                       = map[int][]string{}
 		pending                    = map[int]int{}
-		falls                      []fallback  // every member's, in the order they came
+		falls                      []fallback // every member's, in the order they came
 		lastFb                     = map[int]int{}
 	)
 	windowsAfter := 0

@@ -303,7 +303,7 @@ func testOwnerFrozen(t *testing.T, pastDeadAfter bool) {
 		allowed                    = map[int64]map[int]int{} // window start (ms) -> member -> allowed
 		tried                      = map[int64]int{}
 		seconds                    = map[int]map[int64]sec{} // member -> second (ms) -> its calls
-		charged                    = map[int]time.Time{}     // survivor -> when its kept charges went to 0 after the signal
+		charged                    = map[int]time.Time{}     // survivor -> when its kept charges first went to 0 after the owner answered again
 		stats                      = map[int][]string{}
 		errs                       = map[int][]string{}
 		pending                    = map[int]int{}
@@ -350,8 +350,8 @@ func testOwnerFrozen(t *testing.T, pastDeadAfter bool) {
 			lastFb[l.member] = n
 		case "pend":
 			pending[l.member] = int(num(2))
-			if !stopAt.IsZero() && survivor && num(2) == 0 && !resumedAt.IsZero() {
-				charged[l.member] = at(1)
+			if _, ok := charged[l.member]; !ok && !stopAt.IsZero() && survivor && num(2) == 0 && !resumedAt.IsZero() {
+				charged[l.member] = at(1) // the first time after the stop
 			}
 		case "stats":
 			stats[l.member] = f[1:]

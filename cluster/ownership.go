@@ -719,8 +719,6 @@ func (m *Member) request(p int, msg any) (any, error) {
 			hint, err = h, fmt.Errorf("refused by %s", addr)
 		} else if !errors.Is(err, protoactor.ErrDeadLetter) && !errors.Is(err, remote.ErrDeadLetter) && err != errNoOwner && err != errLeft {
 			return nil, fmt.Errorf("cluster: partition %d: %w", p, err)
-		} else if decide && err != errNoOwner {
-			m.markMoving(d) // the member asked is gone: the partition moves
 		}
 		left := time.Until(deadline)
 		if left <= 0 {

@@ -142,15 +142,6 @@ func (m *Member) noteMoving(req *clusterpb.DecideRequest, resp any) {
 	}
 }
 
-// markMoving records, for the call of req, that the member it asked is
-// gone (a dead letter: its process ended; or it left the view): its
-// partition moves to another member.
-func (m *Member) markMoving(req *clusterpb.DecideRequest) {
-	if c, ok := m.fb.calls.Load(req.GetRequestId()); ok && req.GetRequestId() != 0 {
-		c.(*decideCall).moving.Store(time.Now().UnixNano())
-	}
-}
-
 // moving reports whether partition p, which this member does not own, is
 // on its way between live members: this member hands it on, or waits for
 // it.
@@ -165,9 +156,9 @@ func (m *Member) moving(p int) bool {
 // its decisions to out. The request goes at once, and again (same id: the
 // owner counts it once) when no answer came after OwnerWait/2, then after
 // twice as long, and so on. When no answer came after OwnerWait (a
-// partition on the move extends it, to RequestTimeout at most: a member
-// answers that it hands the partition on or waits for it, or the member
-// asked is gone), or the owner answered that the request came
+// partition on the move between live members extends it, to
+// RequestTimeout at most: a member answers that it hands the partition on
+// or waits for it), or the owner answered that the request came
 // late, the member decides the checks on its share (decideShare) and keeps
 // them for the owner. In strict mode it waits up to RequestTimeout, and
 // fails.

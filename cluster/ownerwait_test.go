@@ -136,16 +136,27 @@ func lateness() func() time.Duration {
 	}
 }
 
-// ownerCount is the owner's count of id, read by a peek through member i.
+// ownerPeek is the owner's answer to a peek of id through member i: a
+// strict one, never answered on the member's share, however loaded the
+// machine.
+func (d *detachedCluster) ownerPeek(t *testing.T, i int, id string, p actorlimit.Policy) actorlimit.Result {
+	t.Helper()
+	res, err := d.members[i].Limiter.Peek(cluster.WithStrict(context.Background()), id, p)
+	require.NoError(t, err)
+	return res
+}
+
+// ownerCount is the owner's count of id, read by a strict peek through
+// member i.
 func (d *detachedCluster) ownerCount(t *testing.T, i int, id string, p actorlimit.Policy) int64 {
 	t.Helper()
-	return peekCount(t, d.members[i], id, p).Count
+	return d.ownerPeek(t, i, id, p).Count
 }
 
 // TestOwnerModeFrozenOwnerFallsBack: in Owner mode, while the owner does
 // not answer (its requests wait, as with a stopped process), every check
-// is decided within OwnerWait (plus this machine's scheduling delay, which
-// the test measures meanwhile) on the member's share of the policy,
+// is decided within OwnerWait (plus this machine's scheduling delay and
+// the cost of the calls, which the test measures) on the member's share of the policy,
 // limit/3 here, without error; each is counted (OwnerFallbacks). When the
 // owner runs again, with its clock past the requests' lateness, it decides
 // none of the requests that waited (late); the next sync charges it the
@@ -162,19 +173,26 @@ func testFrozenOwner(t *testing.T, p actorlimit.Policy) {
 	clock := newFakeClock()
 	fz := &freezer{}
 	d := ownerDetached(t, 3, cluster.Config{Clock: clock}, fz)
+	// The same 20 calls at once, answered by the owner: what starting and
+	// running them costs here (the race detector, the machine's load).
+	_, base := timedHits(t, d.members[0], "warm", p, 20)
+	before := make([]cluster.SyncStats, len(d.members)) // the warm calls may fall back too, on a loaded machine
+	for i, m := range d.members {
+		before[i] = m.SyncStats()
+	}
 	fz.freeze()
 	for i, m := range d.members {
 		// A call that falls back waits OwnerWait on a timer, which this
 		// process may run late (measured meanwhile, L), then decides at
-		// once; the bound allows 2 L, and 5 ms, for the goroutines' start.
+		// once; the bound allows 2 L, the answered calls' slowest, and 5 ms.
 		late := lateness()
 		allowed, slowest := timedHits(t, m, "k", p, 20)
 		l := late()
 		assert.Equal(t, 10, allowed, "member %d: its share, 30/3", i)
-		assert.Less(t, slowest, ownerWait+2*l+5*time.Millisecond, "member %d: no call waits longer than OwnerWait and the scheduling (L = %v)", i, l)
-		assert.EqualValues(t, 20, m.SyncStats().OwnerFallbacks, "member %d", i)
+		assert.Less(t, slowest, ownerWait+2*l+base+5*time.Millisecond, "member %d: no call waits longer than OwnerWait and the scheduling (L = %v, answered calls %v)", i, l, base)
+		assert.EqualValues(t, 20, m.SyncStats().OwnerFallbacks-before[i].OwnerFallbacks, "member %d", i)
 	}
-	clock.Advance(time.Second) // the waiting requests are late now
+	clock.Advance(100 * time.Millisecond) // the waiting requests are late now (2 × OwnerWait)
 	fz.thaw()
 	require.Eventually(t, func() bool { return fz.held.Load() == 0 }, 5*time.Second, time.Millisecond)
 	require.Eventually(t, func() bool {
@@ -182,20 +200,22 @@ func testFrozenOwner(t *testing.T, p actorlimit.Policy) {
 			m.SyncNow()
 		}
 		for _, m := range d.members {
-			if m.PendingCharges() != 0 || m.SyncStats().Charged < 20 {
+			if s := m.SyncStats(); m.PendingCharges() != 0 || s.Charged < s.OwnerFallbacks {
 				return false
 			}
 		}
 		return true
 	}, 5*time.Second, 10*time.Millisecond, "every charge reaches the owner")
 	for i, m := range d.members {
-		assert.EqualValues(t, 20, m.SyncStats().Charged, "member %d: %+v", i, m.SyncStats())
+		s := m.SyncStats()
+		assert.Equal(t, s.OwnerFallbacks, s.Charged, "member %d: %+v", i, s)
 	}
-	res := peekCount(t, d.members[0], "k", p)
+	res := d.ownerPeek(t, 0, "k", p)
 	assert.EqualValues(t, 30, res.Count, "the owner has each member's 10 allowed, once")
 	assert.False(t, res.Allowed)
-	allowed, _ := timedHits(t, d.members[1], "k", p, 5)
-	assert.Zero(t, allowed, "the owner decides again: the policy is used up")
+	hit, err := d.members[1].Limiter.Hit(cluster.WithStrict(context.Background()), "k", p)
+	require.NoError(t, err)
+	assert.False(t, hit.Allowed, "the owner decides again: the policy is used up")
 }
 
 // TestOwnerModeThawedOwnerDecidesOnce: an owner that answers again before
@@ -223,7 +243,9 @@ func TestOwnerModeThawedOwnerDecidesOnce(t *testing.T) {
 // first decision. No caller sees an error, none falls back, and every hit
 // is counted once: the limit allows exactly 10 of 15.
 func TestOwnerModeLostReplyCountedOnce(t *testing.T) {
-	d := ownerDetached(t, 2, cluster.Config{Clock: newFakeClock(), OwnerWait: 200 * time.Millisecond}, &freezer{})
+	// OwnerWait 300 ms: the request is sent again after 150 ms, and the
+	// answer to that has 150 ms more on a loaded machine.
+	d := ownerDetached(t, 2, cluster.Config{Clock: newFakeClock(), OwnerWait: 300 * time.Millisecond}, &freezer{})
 	seen := sync.Map{}
 	for _, m := range d.members {
 		m.DropReplies(func(msg any) bool {
@@ -244,7 +266,7 @@ func TestOwnerModeLostReplyCountedOnce(t *testing.T) {
 		assert.Zero(t, s.OwnerFallbacks)
 		retries += s.Retries
 	}
-	assert.EqualValues(t, 15, retries, "each request sent twice")
+	assert.GreaterOrEqual(t, retries, uint64(15), "each request sent again")
 	assert.EqualValues(t, 15, d.ownerCount(t, 0, "k", p), "15 hits, counted once each (a fixed window counts the denied ones)")
 }
 
@@ -292,7 +314,7 @@ func TestOwnerModeClocksApart(t *testing.T) {
 	assert.Equal(t, 3, d.hit(t, 0, "k", p, 5))
 	s := d.members[0].SyncStats()
 	assert.Zero(t, s.OwnerFallbacks)
-	assert.EqualValues(t, 5, s.Retries)
+	assert.GreaterOrEqual(t, s.Retries, uint64(5), "each asked again (a loaded machine may send one more at OwnerWait/2)")
 }
 
 // TestOwnerModeChargesReachNewOwner: hits decided on the members' shares

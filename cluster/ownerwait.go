@@ -174,6 +174,19 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 	if !strict {
 		req.LateNs = int64(2 * m.cfg.OwnerWait)
 	}
+	if m.cluster != nil && m.route(p) == m.node {
+		// This member owns the partition: the owner's answer is a call
+		// away, with no network to wait on.
+		if resp, ok := m.serve(req).(*clusterpb.DecideReply); ok && !resp.GetRefused() {
+			reply, err := checkReply(p, len(checks), resp)
+			switch {
+			case err == nil:
+				return m.decided(checks, reply, out)
+			case errors.Is(err, errDecide):
+				return err
+			}
+		}
+	}
 	call := &decideCall{p: p, n: len(checks), req: req, wake: make(chan struct{}, maxAttempts+1)}
 	m.fb.calls.Store(req.RequestId, call)
 	defer m.fb.calls.Delete(req.RequestId)

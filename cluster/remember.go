@@ -36,16 +36,18 @@ type remembered struct {
 }
 
 // rememberShard is one lock's share of the remembered requests: a map, and
-// the ids in the order they came, in a ring, for the bounds.
+// the ids in the order they came (from head on), for the bounds.
 type rememberShard struct {
 	mu   sync.Mutex
 	byID map[uint64]rememberedReply
 	ring []rememberedID
 	head int
-	n    int
 }
 
-// rememberedID is an id in its shard's ring, and when it was decided.
+// perShard is the most requests a shard remembers.
+const perShard = MaxRemembered / rememberShards
+
+// rememberedID is an id in its shard's order, and when it was decided.
 type rememberedID struct {
 	id uint64
 	at int64
@@ -59,12 +61,11 @@ type rememberedReply struct {
 }
 
 // newRemembered makes an owner's memory of its requests: each kept for
-// keep, at most MaxRemembered in all.
+// keep, at most MaxRemembered in all. It grows as it is used.
 func newRemembered(keep time.Duration) *remembered {
 	r := &remembered{keep: int64(keep)}
 	for i := range r.shards {
 		r.shards[i].byID = make(map[uint64]rememberedReply)
-		r.shards[i].ring = make([]rememberedID, MaxRemembered/rememberShards)
 	}
 	return r
 }
@@ -77,13 +78,16 @@ func (r *remembered) shard(id uint64) *rememberShard {
 // put remembers id's reply at now, forgetting first the ids older than
 // keep, and the oldest when the shard is full. The shard's lock is held.
 func (s *rememberShard) put(id uint64, now, keep int64, rep rememberedReply) {
-	for s.n > 0 && (s.n == len(s.ring) || s.ring[s.head].at < now-keep) {
+	for s.head < len(s.ring) && (len(s.ring)-s.head >= perShard || s.ring[s.head].at < now-keep) {
 		delete(s.byID, s.ring[s.head].id)
-		s.head = (s.head + 1) % len(s.ring)
-		s.n--
+		s.head++
 	}
-	s.ring[(s.head+s.n)%len(s.ring)] = rememberedID{id: id, at: now}
-	s.n++
+	if s.head > 0 && s.head >= len(s.ring)/2 {
+		n := copy(s.ring, s.ring[s.head:])
+		clear(s.ring[n:])
+		s.ring, s.head = s.ring[:n], 0
+	}
+	s.ring = append(s.ring, rememberedID{id: id, at: now})
 	s.byID[id] = rep
 }
 

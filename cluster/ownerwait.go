@@ -158,10 +158,11 @@ func (m *Member) moving(p int) bool {
 // twice as long, and so on. When no answer came after OwnerWait (a
 // partition on the move between live members extends it, to
 // RequestTimeout at most: a member answers that it hands the partition on
-// or waits for it), or the owner answered that the request came
-// late, the member decides the checks on its share (decideShare) and keeps
-// them for the owner. In strict mode it waits up to RequestTimeout, and
-// fails.
+// or waits for it), the member decides the checks on its share
+// (decideShare) and keeps them for the owner. An owner that answers that
+// the request came late while the member still waits (their clocks are
+// apart) is asked again without the check. In strict mode the member
+// waits up to RequestTimeout, and fails.
 func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, out []algo.Decision) error {
 	strict := m.cfg.Strict || strictIn(ctx)
 	start := time.Now()
@@ -221,9 +222,9 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 		switch {
 		case strict && !now.Before(hard):
 			if err == nil {
-				err = errors.New("no answer")
+				return fmt.Errorf("cluster: partition %d: no answer in %v", p, m.cfg.RequestTimeout)
 			}
-			return fmt.Errorf("cluster: partition %d: %w", p, err)
+			return err // it names the partition
 		case !strict && (!now.Before(fallAt) || !now.Before(hard)):
 			m.fallBack(call, checks, out)
 			return nil

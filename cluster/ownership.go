@@ -11,7 +11,6 @@ import (
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 
-	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
 
@@ -638,14 +637,13 @@ func (m *Member) serveDecide(req *clusterpb.DecideRequest) *clusterpb.DecideRepl
 		return &clusterpb.DecideReply{Refused: true}
 	}
 	op := m.parts[p].owned.Load()
-	out := make([]algo.Decision, len(checks))
-	if op == nil || m.leaving.Load() || !op.decideLive(m.cfg.Clock.Now().UnixNano(), checks, out) {
-		m.counters.refusals.Add(1)
-		return &clusterpb.DecideReply{Refused: true, Owner: m.hint(p)}
+	var reply *clusterpb.DecideReply
+	if op != nil && !m.leaving.Load() {
+		reply = op.answer(req, checks, m.cfg.Clock.Now().UnixNano(), m.fb.mem, &m.counters.deduped, true)
 	}
-	reply := &clusterpb.DecideReply{Decisions: make([]*clusterpb.Decision, len(out))}
-	for i, d := range out {
-		reply.Decisions[i] = decisionToWire(d)
+	if reply == nil {
+		m.counters.refusals.Add(1)
+		return &clusterpb.DecideReply{Refused: true, Owner: m.hint(p), Moving: m.moving(p)}
 	}
 	return reply
 }
@@ -733,7 +731,11 @@ func (m *Member) request(p int, msg any) (any, error) {
 	if _, ok := msg.(*clusterpb.SyncRequest); ok {
 		timeout = m.cfg.syncTimeout()
 	}
-	if d, ok := msg.(*clusterpb.DecideRequest); ok {
+	d, decide := msg.(*clusterpb.DecideRequest)
+	if decide && len(d.GetCharges()) > 0 {
+		timeout = m.cfg.syncTimeout() // sent again by the next sync
+	}
+	if decide && d.GetPartition() != uint32(p) {
 		d.Partition = uint32(p)
 	}
 	deadline := time.Now().Add(timeout)
@@ -758,6 +760,9 @@ func (m *Member) request(p int, msg any) (any, error) {
 		}
 		if err == nil {
 			h, refused := refusal(resp)
+			if refused && decide {
+				m.noteMoving(d, resp)
+			}
 			if !refused {
 				if resp == nil {
 					return nil, fmt.Errorf("cluster: partition %d: no answer", p)

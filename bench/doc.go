@@ -154,5 +154,9 @@
 // bytes per key, and the latencies during a sweep. wrk.sh [ROUNDS] writes
 // results/wrk.md. profile.sh writes CPU and allocation profiles of
 // BenchmarkLimiters/impl=actorlimit/keys=10000/callers=256 to results/ and
-// prints their top entries.
+// prints their top entries. ir.sh BENCH [N] counts the instructions of one
+// op of a benchmark with valgrind's callgrind (the runs of N and 2N ops,
+// their difference over N) and the functions they go to: a count is the
+// same on a loaded machine, where times are not, but it is no time (a
+// cache miss is one instruction).
 package bench

@@ -99,7 +99,7 @@
 // for the sliding algorithms the count and the two slots from the
 // window's first slot. A state whose words do not fit (a count past 2^32,
 // a clock stepped back days, a fixed window longer than 37 days, a bucket
-// Limit of more than 2^24-2^26 at scales of an hour to a day) is kept
+// Limit of more than 2^26 at a scale of an hour, 2^24 at a day) is kept
 // whole, three int64 words, in a wide state the node names by number, and
 // goes back into the node when it fits again: nothing is rounded, only a
 // key whose state does not fit costs 24 bytes more. A hit unpacks the

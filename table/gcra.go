@@ -40,7 +40,13 @@ func (t *Table) bucketOf(k Key) (uint32, algo.BucketState) {
 	if i == 0 {
 		return 0, algo.BucketState{}
 	}
-	rate, frac, empty := t.words(t.at(i), r)
+	e := t.at(i)
+	var rate, frac, empty int64
+	if ref, ok := r.ref(e.Window); ok && !e.wide() && r.codec == codecBucket {
+		rate, frac, empty = r.unpackBucket(e.w, ref)
+	} else {
+		rate, frac, empty = t.words(e, r)
+	}
 	return i, algo.BucketState{Empty: empty, Frac: frac, Rate: rate}
 }
 
@@ -62,5 +68,12 @@ func (t *Table) putBucket(k Key, i uint32, s *algo.BucketState, d *algo.Decision
 	}
 	t.move(i, b)
 	e := t.at(i)
-	t.setWords(e, t.runs[e.run], s.Rate, s.Frac, s.Empty)
+	r := t.runs[e.run]
+	if ref, ok := r.ref(b); ok && !e.wide() && r.codec == codecBucket {
+		if w, ok := r.packBucket(ref, s.Rate, s.Frac, s.Empty); ok {
+			e.w = w
+			return
+		}
+	}
+	t.setWords(e, r, s.Rate, s.Frac, s.Empty)
 }

@@ -21,8 +21,8 @@ import (
 //   - codecBucket: Empty in ns from the bucket's start, in as many bits as
 //     the run's scale takes (a state is filed under the bucket of its
 //     death, at most one scale after its start), then Frac and Rate in
-//     what is left of the 96 bits, half each: 26 bits (a Limit of up to
-//     67 million) for a scale of an hour, 24 for a day.
+//     what is left of the 96 bits, half each, at most 32: 26 bits (a
+//     Limit of up to 67 million) for a scale of an hour, 24 for a day.
 //   - codecSlots: Count as it is, Base and Newest in slots from Window's
 //     first slot, plus slotsBias, each in 32 bits.
 //
@@ -59,7 +59,7 @@ func (r *run) setCodec() {
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
 		r.codec = codecBucket
 		r.off = uint8(bits.Len64(uint64(r.scale)))
-		r.rate = (packedBits - r.off) / 2
+		r.rate = min(32, (packedBits-r.off)/2)
 	case algo.SlidingWindow:
 		r.codec, r.per = codecSlots, algo.SubWindows
 	case algo.SlidingLog:
@@ -113,11 +113,7 @@ func (t *Table) words(e *node, r *run) (a, b, c int64) {
 	case codecSlots:
 		return int64(e.w[0]), ref + int64(e.w[1]) - slotsBias, ref + int64(e.w[2]) - slotsBias
 	}
-	lo, hi := uint64(e.w[0])|uint64(e.w[1])<<32, uint64(e.w[2])
-	empty := field(lo, hi, 0, r.off)
-	frac := field(lo, hi, r.off, r.rate)
-	rate := field(lo, hi, r.off+r.rate, r.rate)
-	return int64(rate), int64(frac), ref + int64(empty)
+	return r.unpackBucket(e.w, ref)
 }
 
 // setWords sets e's state to the three words (Count, Created, Modified),
@@ -164,20 +160,35 @@ func (r *run) pack(w int64, a, b, c int64) ([3]uint32, bool) {
 		y, okc := rel32(c, ref, slotsBias)
 		return [3]uint32{uint32(a), x, y}, okb && okc && uint64(a) <= math.MaxUint32
 	}
-	// codecBucket: a is Rate, b Frac, c Empty.
-	if c < ref {
+	return r.packBucket(ref, a, b, c)
+}
+
+// unpackBucket returns the Rate, Frac and Empty of a bucket's state packed
+// in w under ref: Empty's offset from ref in the low r.off bits of the 96,
+// then v = Frac + Rate<<r.rate, Frac and Rate in r.rate bits each (at
+// most 32, so that v is a uint64). Every shift is by 1 to 63 (r.off is
+// 1 to 63), which the &63 tells the compiler.
+func (r *run) unpackBucket(w [3]uint32, ref int64) (rate, frac, empty int64) {
+	x, y := uint64(w[0])|uint64(w[1])<<32, uint64(w[2])
+	off, rb := uint(r.off)&63, uint(r.rate)&63
+	v := x>>off | y<<((64-off)&63)
+	return int64(v >> rb), int64(v & (1<<rb - 1)), ref + int64(x&(1<<off-1))
+}
+
+// packBucket is unpackBucket's inverse, false if the state does not fit:
+// Rate or Frac past r.rate bits, Empty before ref or r.off bits after it.
+func (r *run) packBucket(ref int64, rate, frac, empty int64) ([3]uint32, bool) {
+	if empty < ref {
 		return [3]uint32{}, false
 	}
-	off := uint64(c) - uint64(ref) // exact: c >= ref
-	if off>>r.off != 0 || uint64(a)>>r.rate != 0 || uint64(b)>>r.rate != 0 {
+	d := uint64(empty) - uint64(ref) // exact: empty >= ref
+	off, rb := uint(r.off)&63, uint(r.rate)&63
+	if d>>off != 0 || uint64(rate)>>rb != 0 || uint64(frac)>>rb != 0 {
 		return [3]uint32{}, false
 	}
-	lo, hi := off, uint64(0)
-	l, h := shl128(uint64(b), r.off)
-	lo, hi = lo|l, hi|h
-	l, h = shl128(uint64(a), r.off+r.rate)
-	lo, hi = lo|l, hi|h
-	return [3]uint32{uint32(lo), uint32(lo >> 32), uint32(hi)}, true
+	v := uint64(frac) | uint64(rate)<<rb
+	x, y := d|v<<off, v>>((64-off)&63)
+	return [3]uint32{uint32(x), uint32(x >> 32), uint32(y)}, true
 }
 
 // rel32 returns v - ref + bias and whether it lies in [0, 2^32).
@@ -191,32 +202,6 @@ func rel32(v, ref, bias int64) (uint32, bool) {
 	}
 	d := uint64(v) - uint64(base) // exact: v >= base
 	return uint32(d), d <= math.MaxUint32
-}
-
-// shl128 returns x << s as a 128-bit number (lo, hi).
-func shl128(x uint64, s uint8) (lo, hi uint64) {
-	switch {
-	case s == 0:
-		return x, 0
-	case s < 64:
-		return x << s, x >> (64 - s)
-	}
-	return 0, x << (s - 64)
-}
-
-// field returns the n bits (n < 64) of the 128-bit number (lo, hi) from
-// bit pos on.
-func field(lo, hi uint64, pos, n uint8) uint64 {
-	var v uint64
-	switch {
-	case pos == 0:
-		v = lo
-	case pos < 64:
-		v = lo>>pos | hi<<(64-pos)
-	default:
-		v = hi >> (pos - 64)
-	}
-	return v & (1<<n - 1)
 }
 
 // wideChunkBits sets the size of a chunk of wide states, which are rare:

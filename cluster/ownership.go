@@ -399,11 +399,11 @@ const settlePause = 20 * time.Millisecond
 // it again.
 func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 	reply := &clusterpb.HandOffReply{}
-	if err := m.peerCheck().checkHandOff(h); err != nil {
-		m.reject("hand-off", err)
+	if !m.keyOK(h.GetFrom(), h.GetKeyPrint()) {
 		return reply
 	}
-	if !m.keyOK(h.GetFrom(), h.GetKeyPrint()) {
+	if err := m.peerCheck().checkHandOff(h); err != nil {
+		m.reject("hand-off", err)
 		return reply
 	}
 	m.own.mu.Lock()
@@ -618,15 +618,15 @@ func (m *Member) hint(p int) string {
 // refuses it, naming the owner it knows, when this member does not own the
 // partition (now).
 func (m *Member) serveDecide(req *clusterpb.DecideRequest) *clusterpb.DecideReply {
+	if !m.keyOK("", req.GetKeyPrint()) {
+		return &clusterpb.DecideReply{Error: "the partition key differs: give every member the same Config.PartitionKey"}
+	}
 	checks, err := m.peerCheck().checkDecide(req)
 	if err != nil {
 		m.reject("decide", err)
 		return &clusterpb.DecideReply{Error: err.Error()}
 	}
 	p := int(req.GetPartition())
-	if !m.keyOK("", req.GetKeyPrint()) {
-		return &clusterpb.DecideReply{Error: "the partition key differs: give every member the same Config.PartitionKey"}
-	}
 	if !m.named() {
 		m.counters.refusals.Add(1)
 		return &clusterpb.DecideReply{Refused: true}

@@ -386,6 +386,9 @@ func (m *Member) requestMember(addr string, msg *clusterpb.SyncRequest) (any, er
 // one from a member not in this member's view refused whole: both are
 // answered with no parts, which the sender counts as a failure.
 func (m *Member) handleSync(req *clusterpb.SyncRequest) *clusterpb.SyncReply {
+	if !m.keyOK(req.GetNode(), req.GetKeyPrint()) {
+		return &clusterpb.SyncReply{} // no part: the sender takes it for failed
+	}
 	if err := m.peerCheck().checkSync(req); err != nil {
 		m.reject("sync", err)
 		return &clusterpb.SyncReply{}
@@ -394,9 +397,6 @@ func (m *Member) handleSync(req *clusterpb.SyncRequest) *clusterpb.SyncReply {
 		m.counters.refusals.Add(1)
 		m.cfg.Logger.Debug("actorlimit cluster: refused a sync from a member not in the view", "member", req.GetNode())
 		return &clusterpb.SyncReply{}
-	}
-	if !m.keyOK(req.GetNode(), req.GetKeyPrint()) {
-		return &clusterpb.SyncReply{} // no part: the sender takes it for failed
 	}
 	reply := &clusterpb.SyncReply{Parts: make([]*clusterpb.PartReply, len(req.GetParts()))}
 	for i, ps := range req.GetParts() {

@@ -31,7 +31,8 @@ func ExampleCollector_SetCluster() {
 			Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
 			Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds,
 			QueuedResets: s.QueuedResets, HandOffs: s.HandOffs, Refusals: s.Refusals,
-			TakeOvers: s.TakeOvers, Backups: s.Backups, Rejected: s.Rejected}
+			TakeOvers: s.TakeOvers, Backups: s.Backups, Rejected: s.Rejected,
+			KeyMismatches: s.KeyMismatches, RefusedResets: s.RefusedResets}
 	}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col)
@@ -47,11 +48,13 @@ func ExampleCollector_SetCluster() {
 	// actorlimit_cluster_backups_total 900
 	// actorlimit_cluster_fallbacks_total 4
 	// actorlimit_cluster_hand_offs_total 85
+	// actorlimit_cluster_key_mismatches_total 0
 	// actorlimit_cluster_outages_total 1
 	// actorlimit_cluster_queued_resets_total 0
 	// actorlimit_cluster_rebuilds_total 0
 	// actorlimit_cluster_recoveries_total 1
 	// actorlimit_cluster_refusals_total 3
+	// actorlimit_cluster_refused_resets_total 0
 	// actorlimit_cluster_rejected_total 0
 	// actorlimit_cluster_sync_failures_total 2
 	// actorlimit_cluster_sync_requests_total 240

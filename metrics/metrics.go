@@ -117,6 +117,10 @@ type ClusterStats struct {
 	// Rejected is the messages from other members the member rejected,
 	// changing nothing, because they failed its checks.
 	Rejected uint64
+	// KeyMismatches is the requests the member refused because their
+	// sender's partition key differs; RefusedResets the resets it refused
+	// because those kept for unreachable owners were at their bound.
+	KeyMismatches, RefusedResets uint64
 }
 
 // ClusterStatsSource is what [Collector.SetCluster] reads at scrape time.
@@ -136,7 +140,8 @@ type ClusterStatsSource interface {
 //			Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
 //			Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds,
 //			QueuedResets: s.QueuedResets, HandOffs: s.HandOffs, Refusals: s.Refusals,
-//			TakeOvers: s.TakeOvers, Backups: s.Backups, Rejected: s.Rejected}
+//			TakeOvers: s.TakeOvers, Backups: s.Backups, Rejected: s.Rejected,
+//			KeyMismatches: s.KeyMismatches, RefusedResets: s.RefusedResets}
 //	}))
 type ClusterStatsFunc func() ClusterStats
 
@@ -193,7 +198,7 @@ type Collector struct {
 	clusterFallbacks, clusterRounds, clusterRequests, clusterFailures               *prometheus.Desc
 	clusterOutages, clusterRecoveries, clusterRebuilds, clusterQueuedResets         *prometheus.Desc
 	clusterHandOffs, clusterRefusals, clusterTakeOvers, clusterBackups              *prometheus.Desc
-	clusterRejected                                                                 *prometheus.Desc
+	clusterRejected, clusterKeyMismatches, clusterRefusedResets                     *prometheus.Desc
 }
 
 type ruleKey struct {
@@ -287,6 +292,8 @@ func New(cfg Config) (*Collector, error) {
 	c.clusterTakeOvers = clusterDesc("take_overs_total", "Partitions the cluster member took from its backup of them after their owner died.")
 	c.clusterBackups = clusterDesc("backups_total", "Partitions' states the cluster member sent to their backup member.")
 	c.clusterRejected = clusterDesc("rejected_total", "Messages from other members the cluster member rejected, changing nothing, because they failed its checks.")
+	c.clusterKeyMismatches = clusterDesc("key_mismatches_total", "Requests the cluster member refused because their sender's partition key differs from its own.")
+	c.clusterRefusedResets = clusterDesc("refused_resets_total", "Resets the cluster member refused because those kept for unreachable owners were at their bound.")
 	return c, nil
 }
 
@@ -463,7 +470,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.clusterFallbacks, c.clusterRounds, c.clusterRequests, c.clusterFailures,
 		c.clusterOutages, c.clusterRecoveries, c.clusterRebuilds, c.clusterQueuedResets,
 		c.clusterHandOffs, c.clusterRefusals, c.clusterTakeOvers, c.clusterBackups,
-		c.clusterRejected} {
+		c.clusterRejected, c.clusterKeyMismatches, c.clusterRefusedResets} {
 		ch <- d
 	}
 	c.latency.Describe(ch)
@@ -542,6 +549,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.clusterTakeOvers, st.TakeOvers)
 		counter(c.clusterBackups, st.Backups)
 		counter(c.clusterRejected, st.Rejected)
+		counter(c.clusterKeyMismatches, st.KeyMismatches)
+		counter(c.clusterRefusedResets, st.RefusedResets)
 	}
 }
 

@@ -233,7 +233,8 @@ func TestCollectorClusterCounters(t *testing.T) {
 	// shows.
 	stats := metrics.ClusterStats{Fallbacks: 3, Rounds: 17, Requests: 29, Failures: 5,
 		Outages: 2, Recoveries: 1, Rebuilds: 7, QueuedResets: 11,
-		HandOffs: 13, Refusals: 19, TakeOvers: 23, Backups: 31, Rejected: 37}
+		HandOffs: 13, Refusals: 19, TakeOvers: 23, Backups: 31, Rejected: 37,
+		KeyMismatches: 41, RefusedResets: 43}
 	tests := []struct {
 		name, help string
 		want       uint64
@@ -251,6 +252,8 @@ func TestCollectorClusterCounters(t *testing.T) {
 		{"cluster_take_overs_total", "Partitions the cluster member took from its backup of them after their owner died.", stats.TakeOvers},
 		{"cluster_backups_total", "Partitions' states the cluster member sent to their backup member.", stats.Backups},
 		{"cluster_rejected_total", "Messages from other members the cluster member rejected, changing nothing, because they failed its checks.", stats.Rejected},
+		{"cluster_key_mismatches_total", "Requests the cluster member refused because their sender's partition key differs from its own.", stats.KeyMismatches},
+		{"cluster_refused_resets_total", "Resets the cluster member refused because those kept for unreachable owners were at their bound.", stats.RefusedResets},
 	}
 	for _, ns := range []string{"", "app_rl"} {
 		c, err := metrics.New(metrics.Config{Namespace: ns})

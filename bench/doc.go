@@ -37,6 +37,9 @@
 // 100 000 (and, with BENCH_FULL=1, 1 000 000) once, divided by the keys,
 // read once the empty implementation is built; "empty-B" is what it held
 // then. The ids are made before any reading, so nobody is charged for them.
+// BenchmarkMemoryID16/impl=<name>/keys=<n> is the same for actorlimit and
+// mutex-btree with ids of 16 bytes ("user-00000012345", added in order),
+// the longest id a fixed-window key of actorlimit holds in its node.
 //
 // BenchmarkSweepUnderLoad/keys=<n>/callers=<c> fills a limiter on a fake
 // clock with 100 000 entries (1 000 000 with BENCH_FULL=1), a tenth of them
@@ -211,5 +214,9 @@
 // bytes per key, and the latencies during a sweep. wrk.sh [ROUNDS] writes
 // results/wrk.md. profile.sh writes CPU and allocation profiles of
 // BenchmarkLimiters/impl=actorlimit/keys=10000/callers=256 to results/ and
-// prints their top entries.
+// prints their top entries. ir.sh BENCH [N] counts the instructions of one
+// op of a benchmark with valgrind's callgrind (the runs of N and 2N ops,
+// their difference over N) and the functions they go to: a count is the
+// same on a loaded machine, where times are not, but it is no time (a
+// cache miss is one instruction).
 package bench

@@ -268,6 +268,22 @@ func (pc peerCheck) checkDecide(req *clusterpb.DecideRequest) ([]algo.Check, err
 		}
 		checks[i] = c
 	}
+	for _, ch := range req.GetCharges() {
+		if len(ch.GetAllowed()) > len(ch.GetChecks()) {
+			return nil, fmt.Errorf("%w: a charge of %d checks with %d answers", errPeer, len(ch.GetChecks()), len(ch.GetAllowed()))
+		}
+		for _, w := range ch.GetChecks() {
+			c, err := pc.check(w, p, false)
+			if err != nil {
+				return nil, err
+			}
+			// A charge's hits count as of when they were made: never
+			// later than the end of the next window, as a total's.
+			if err := pc.time("charge", ch.GetSentNs(), int64(c.Period)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return checks, nil
 }
 

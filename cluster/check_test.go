@@ -16,13 +16,13 @@ import (
 	"github.com/actorlimit/actorlimit/internal/logtest"
 )
 
-// idOf returns an id, made from prefix, of a partition for which want
-// holds.
-func idOf(t *testing.T, prefix string, want func(p int) bool) string {
+// idOf returns an id, made from prefix, of a partition of m's for which
+// want holds (m's partition key places it).
+func idOf(t *testing.T, m *cluster.Member, prefix string, want func(p int) bool) string {
 	t.Helper()
 	for i := range 10_000 {
 		id := fmt.Sprintf("%s%d", prefix, i)
-		if want(cluster.Partition(id, hostilePartitions)) {
+		if want(m.PartitionOf(id)) {
 			return id
 		}
 	}
@@ -46,9 +46,9 @@ func ownerOfPartition(t *testing.T, clock *fakeClock, logs *logtest.Recorder, p 
 }
 
 // keyIn returns an id of partition p of 16.
-func keyIn(t *testing.T, p int) string {
+func keyIn(t *testing.T, m *cluster.Member, p int) string {
 	t.Helper()
-	return idOf(t, "key", func(q int) bool { return q == p })
+	return idOf(t, m, "key", func(q int) bool { return q == p })
 }
 
 // TestPeerRejectionsLoggedOnce: rejected messages are counted each, and
@@ -58,7 +58,7 @@ func TestPeerRejectionsLoggedOnce(t *testing.T) {
 	logs := &logtest.Recorder{}
 	m := ownerOfPartition(t, clock, logs, 3)
 	bad := &clusterpb.SyncRequest{Node: "peer", Parts: []*clusterpb.PartSync{{Partition: 3,
-		Totals: []*clusterpb.Total{{Id: keyIn(t, 3), PeriodNs: int64(time.Hour), Window: 1, Hits: -1}}}}}
+		Totals: []*clusterpb.Total{{Id: keyIn(t, m, 3), PeriodNs: int64(time.Hour), Window: 1, Hits: -1}}}}}
 	warns := func() (n int) {
 		for _, r := range logs.Records() {
 			if strings.HasPrefix(r, "WARN actorlimit cluster: rejected a message") {
@@ -89,7 +89,7 @@ func TestPeerRejectionsLoggedOnce(t *testing.T) {
 func TestPeerWindowBound(t *testing.T) {
 	clock := newFakeClock()
 	m := ownerOfPartition(t, clock, &logtest.Recorder{}, 5)
-	id := keyIn(t, 5)
+	id := keyIn(t, m, 5)
 	window := clock.Now().UnixNano() / int64(time.Minute)
 	total := func(w int64) *clusterpb.SyncRequest {
 		return &clusterpb.SyncRequest{Node: "peer", Parts: []*clusterpb.PartSync{{Partition: 5,

@@ -53,6 +53,15 @@ const (
 	// DefaultAutoManagedRefresh is how often an automanaged member polls
 	// the others' health endpoints.
 	DefaultAutoManagedRefresh = 200 * time.Millisecond
+	// DefaultOwnerWait is how long an Owner-mode check waits for its
+	// owner's answer before the member decides it on its share: a tenth of
+	// DefaultRequestTimeout, and about a thousand times a round trip to
+	// another member (tens of microseconds; under 0.4 s in the slowest
+	// hand-off measured on a loaded machine, which waits regardless, see
+	// Config.OwnerWait), so that only an owner that does not run, or a
+	// network that carries nothing, trips it, while the callers of a
+	// frozen owner are held a tenth of a second, not a second.
+	DefaultOwnerWait = 100 * time.Millisecond
 )
 
 // AutoManaged configures the engine's automanaged provider: every member
@@ -114,6 +123,26 @@ type Config struct {
 	// others take it for dead and drop it from their member lists; its
 	// partitions then move. Default [DefaultDeadAfter].
 	DeadAfter time.Duration
+	// OwnerWait bounds, in Owner mode, how long a check waits for its
+	// owner's answer: an owner that does not answer in that time (stopped,
+	// a long pause, a network that drops everything) has the member
+	// decide the check itself, on its share of the policy (the limit, and
+	// a bucket's burst, divided by the live members), as LocalFirst does
+	// while an owner cannot be reached, without error; the member counts
+	// it (SyncStats.OwnerFallbacks) and charges it to the owner once the
+	// owner answers again, or to the partition's next owner. A check whose
+	// partition is on its way between two live members (a hand-off: the
+	// members asked answer that they hand it on or wait for it) waits for
+	// it, at most RequestTimeout, as before. Default [DefaultOwnerWait], or
+	// RequestTimeout/2 when that is shorter; it must be shorter than
+	// RequestTimeout. Strict, or a context from [WithStrict], turns the
+	// fallback off.
+	OwnerWait time.Duration
+	// Strict makes an Owner-mode check whose owner does not answer wait
+	// up to RequestTimeout and then fail, instead of falling back to the
+	// member's share after OwnerWait: for callers who prefer an error to an
+	// inexact answer. [WithStrict] does it for one call.
+	Strict bool
 	// MaxEntries bounds the owner's state on a member, every partition
 	// it owns together; default [DefaultMaxEntries]. Each partition holds
 	// at most MaxEntries/Partitions keys, plus an eighth for the spread of
@@ -192,6 +221,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: cluster.Config: MaxEntries %d is negative", actorlimit.ErrInvalidArgument, c.MaxEntries)
 	case c.MaxCopies < 0:
 		return c, fmt.Errorf("%w: cluster.Config: MaxCopies %d is negative", actorlimit.ErrInvalidArgument, c.MaxCopies)
+	case c.OwnerWait < 0:
+		return c, fmt.Errorf("%w: cluster.Config: OwnerWait %v is negative", actorlimit.ErrInvalidArgument, c.OwnerWait)
 	case c.SweepEvery < 0:
 		return c, fmt.Errorf("%w: cluster.Config: SweepEvery %v is negative", actorlimit.ErrInvalidArgument, c.SweepEvery)
 	case c.Port < 0 || c.Port > 65535:
@@ -226,6 +257,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
+	}
+	switch {
+	case c.OwnerWait == 0:
+		c.OwnerWait = min(DefaultOwnerWait, c.RequestTimeout/2)
+	case c.OwnerWait >= c.RequestTimeout:
+		return c, fmt.Errorf("%w: cluster.Config: OwnerWait %v is not shorter than RequestTimeout %v", actorlimit.ErrInvalidArgument, c.OwnerWait, c.RequestTimeout)
 	}
 	if c.DeadAfter == 0 {
 		c.DeadAfter = DefaultDeadAfter

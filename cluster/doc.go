@@ -55,7 +55,15 @@
 //
 // In [Owner] mode every check goes to the owner of its partition and waits
 // for the answer: exact, at the cost of a round trip when the owner is
-// another member.
+// another member. An owner that does not answer within Config.OwnerWait
+// (100 ms by default: stopped, paused, cut off) has the member decide the
+// check itself, on its share of the policy (limit and burst divided by the
+// live members), without error; the member charges what it allowed to the
+// owner, or to the partition's next owner, once one answers. Config.Strict,
+// or a context from [WithStrict], makes such a check wait RequestTimeout
+// and fail instead. Each request carries an id the owner remembers for a
+// while (at most [MaxRemembered] requests): a request sent again after its
+// answer was lost is answered from the first decision, counted once.
 //
 // In [LocalFirst] mode (the default) every hit, of every algorithm, and
 // every peek of an id the member holds a copy of, is answered at once by

@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"errors"
 	"sync"
 
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 
+	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
 
@@ -54,7 +56,10 @@ func (m *Member) Own(p int) (handle func(msg any) any, release func()) {
 }
 
 // HandleSync answers a batched sync as m's sync actor would.
-func (m *Member) HandleSync(msg any) any { return m.handleSync(msg.(*clusterpb.SyncRequest)) }
+func (m *Member) HandleSync(msg any) any {
+	stampKey(m, msg)
+	return m.handleSync(msg.(*clusterpb.SyncRequest))
+}
 
 // Partition returns the partition of id in a cluster of n partitions
 // whose members have the default Name and PartitionKey.
@@ -178,4 +183,36 @@ func (m *Member) Backups() (want, held int) {
 		}
 	}
 	return want, held
+}
+
+// PendingCharges is how many checks the member decided on its share, in
+// Owner mode, that wait for their owner.
+func (m *Member) PendingCharges() int { return m.pendingCharges() }
+
+// Remembered is how many requests the member remembers as an owner.
+func (m *Member) Remembered() int { return m.fb.mem.len() }
+
+// ErrDropped is the error of a request whose answer DropReplies dropped.
+var ErrDropped = errors.New("the answer was dropped on purpose")
+
+// DropReplies makes the member's transport drop the answer of every request
+// for which drop reports true, after the owner has answered it: the
+// request's sender sees ErrDropped, as when an answer is lost. Call it
+// before the member's first check.
+func (m *Member) DropReplies(drop func(msg any) bool) {
+	send := m.send
+	m.send = func(p int, msg any) (any, error) {
+		resp, err := send(p, msg)
+		if err == nil && drop(msg) {
+			return nil, ErrDropped
+		}
+		return resp, err
+	}
+}
+
+// SetOwnersClock makes the in-memory owners read clock, not the members'.
+func (o *Owners) SetOwnersClock(clock actorlimit.TickerClock) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.clock.Clock = clock
 }

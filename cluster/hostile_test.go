@@ -44,8 +44,8 @@ func TestHostilePeer(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, ownP, 0)
 	require.GreaterOrEqual(t, otherP, 0)
-	own := idOf(t, "own", func(p int) bool { return p == ownP })
-	other := idOf(t, "other", func(p int) bool { return p == otherP })
+	own := idOf(t, victim, "own", func(p int) bool { return p == ownP })
+	other := idOf(t, victim, "other", func(p int) bool { return p == otherP })
 	policy := actorlimit.Policy{Limit: 10, Period: time.Hour}
 	for range 3 {
 		d, err := victim.Limiter.Hit(ctx, own, policy)
@@ -64,7 +64,7 @@ func TestHostilePeer(t *testing.T) {
 		return &clusterpb.SyncRequest{Node: hostile.Address(), Parts: []*clusterpb.PartSync{{Partition: uint32(ownP),
 			Totals: []*clusterpb.Total{{Id: id, PeriodNs: hour, Window: w, Hits: hits, Epoch: 1 << 62, Last: now}}}}}
 	}
-	huge := idOf(t, strings.Repeat("x", 1<<20), func(p int) bool { return p == ownP })
+	huge := idOf(t, victim, strings.Repeat("x", 1<<20), func(p int) bool { return p == ownP })
 	names := make([]*clusterpb.NodeTotal, 5000)
 	for i := range names {
 		names[i] = &clusterpb.NodeTotal{Node: fmt.Sprintf("10.0.%d.%d:4000", i/250, i%250), Hits: 0}
@@ -131,7 +131,7 @@ func TestHostilePeer(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, succP, 0)
-	succ := idOf(t, "succ", func(p int) bool { return p == succP })
+	succ := idOf(t, victim, "succ", func(p int) bool { return p == succP })
 	_, err := hostile.Send(victim.Address(), &clusterpb.HandOff{From: hostile.Address(),
 		Parts: []*clusterpb.PartState{{Partition: uint32(succP), Windows: []*clusterpb.Window{{Id: succ, PeriodNs: hour, Window: window, Sum: 1}}}}}, 5*time.Second)
 	require.NoError(t, err)

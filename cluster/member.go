@@ -65,6 +65,8 @@ type Member struct {
 	// outage began.
 	resetsFullLogged bool
 
+	fb ownerFallback // Owner mode: the fallback while an owner does not answer (ownerwait.go)
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	syncDone  chan struct{}
@@ -191,6 +193,7 @@ func newMember(cfg Config, node string, send func(partition int, msg any) (any, 
 		own: ownership{handing: make(map[int]*handing), waiting: make(map[int]waiting),
 			backups: make(map[int]*backupState), accepted: make(map[int]string)},
 	}
+	m.fb.init(cfg)
 	m.local = newLocal(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()), m.parts)
 	m.states = newStates(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()))
 	if node != "" {
@@ -354,12 +357,15 @@ func (m *Member) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 }
 
 // decideRemote has partition p's owner decide checks, writing its
-// decisions to out. In LocalFirst mode only resets come here: a reset
+// decisions to out: in Owner mode, see decideOwner. In LocalFirst mode only resets come here: a reset
 // forgets the member's copy of the key too, and while the owner cannot be
 // reached (or when the request fails) it is kept for the next sync to
 // carry to the owner, instead of failing: the owner applies it before
 // the hits counted after it.
 func (m *Member) decideRemote(ctx context.Context, p int, checks []algo.Check, out []algo.Decision) error {
+	if m.cfg.Mode == Owner {
+		return m.decideOwner(ctx, p, checks, out)
+	}
 	if m.cfg.Mode == LocalFirst && m.parts[p].cut.Load() && m.parts[p].owned.Load() == nil {
 		return m.resetLocally(p, checks, out)
 	}

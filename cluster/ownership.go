@@ -11,7 +11,6 @@ import (
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 
-	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
 
@@ -425,13 +424,15 @@ func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 			}
 			continue
 		}
-		if st = m.assemble(h.GetFrom(), st, h.GetBackup()); st == nil {
-			continue // a piece: the state is taken with its last one
-		}
+		// Each piece is checked against the view before it is kept, so
+		// that a sender the view gives no part cannot fill the assembly.
 		if h.GetBackup() {
 			if !m.backupFrom(h.GetFrom(), p, v) {
 				m.counters.refusals.Add(1)
 				continue
+			}
+			if st = m.assemble(h.GetFrom(), st, true); st == nil {
+				continue // a piece: the state is taken with its last one
 			}
 			if m.parts[p].owned.Load() == nil {
 				m.own.backups[p] = &backupState{from: h.GetFrom(), state: st}
@@ -442,11 +443,15 @@ func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 		if m.leaving.Load() || !m.named() {
 			continue
 		}
-		switch m.handOffPart(h.GetFrom(), p, v, withoutFrom) {
-		case refuseHandOff:
+		take := m.handOffPart(h.GetFrom(), p, v, withoutFrom)
+		if take == refuseHandOff {
 			m.counters.refusals.Add(1)
 			continue
-		case keepHandOff:
+		}
+		if st = m.assemble(h.GetFrom(), st, false); st == nil {
+			continue // a piece: the state is taken with its last one
+		}
+		if take == keepHandOff {
 			// Its owner is leaving, ahead of this member's view: the state
 			// is kept as the backup, taken over when the view drops the
 			// owner (reassign), so that the partition never has two owners.
@@ -632,14 +637,13 @@ func (m *Member) serveDecide(req *clusterpb.DecideRequest) *clusterpb.DecideRepl
 		return &clusterpb.DecideReply{Refused: true}
 	}
 	op := m.parts[p].owned.Load()
-	out := make([]algo.Decision, len(checks))
-	if op == nil || m.leaving.Load() || !op.decideLive(m.cfg.Clock.Now().UnixNano(), checks, out) {
-		m.counters.refusals.Add(1)
-		return &clusterpb.DecideReply{Refused: true, Owner: m.hint(p)}
+	var reply *clusterpb.DecideReply
+	if op != nil && !m.leaving.Load() {
+		reply = op.answer(req, checks, m.cfg.Clock.Now().UnixNano(), m.fb.mem, &m.counters.deduped, true)
 	}
-	reply := &clusterpb.DecideReply{Decisions: make([]*clusterpb.Decision, len(out))}
-	for i, d := range out {
-		reply.Decisions[i] = decisionToWire(d)
+	if reply == nil {
+		m.counters.refusals.Add(1)
+		return &clusterpb.DecideReply{Refused: true, Owner: m.hint(p), Moving: m.moving(p)}
 	}
 	return reply
 }
@@ -727,7 +731,11 @@ func (m *Member) request(p int, msg any) (any, error) {
 	if _, ok := msg.(*clusterpb.SyncRequest); ok {
 		timeout = m.cfg.syncTimeout()
 	}
-	if d, ok := msg.(*clusterpb.DecideRequest); ok {
+	d, decide := msg.(*clusterpb.DecideRequest)
+	if decide && len(d.GetCharges()) > 0 {
+		timeout = m.cfg.syncTimeout() // sent again by the next sync
+	}
+	if decide && d.GetPartition() != uint32(p) {
 		d.Partition = uint32(p)
 	}
 	deadline := time.Now().Add(timeout)
@@ -752,6 +760,9 @@ func (m *Member) request(p int, msg any) (any, error) {
 		}
 		if err == nil {
 			h, refused := refusal(resp)
+			if refused && decide {
+				m.noteMoving(d, resp)
+			}
 			if !refused {
 				if resp == nil {
 					return nil, fmt.Errorf("cluster: partition %d: no answer", p)

@@ -386,17 +386,6 @@ func (o *ownerPart) touch() {
 	}
 }
 
-// decideLive is decide while the state is the owner's; it reports false,
-// deciding nothing, once it is gone.
-func (o *ownerPart) decideLive(now int64, checks []algo.Check, out []algo.Decision) bool {
-	if !o.enter() {
-		return false
-	}
-	defer o.leave()
-	o.decide(now, checks, out)
-	return true
-}
-
 // applyLive is apply while the state is the owner's; it reports false once
 // it is gone.
 func (o *ownerPart) applyLive(c *algo.Check, now int64) (algo.Decision, bool) {

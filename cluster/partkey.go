@@ -67,9 +67,15 @@ func (m *Member) keyMismatch(node string, print uint64) {
 	if !m.mismatchLogged.CompareAndSwap(false, true) {
 		return
 	}
+	if len(node) > maxLoggedName { // the name is the sender's word, unchecked
+		node = node[:maxLoggedName] + "..."
+	}
 	m.cfg.Logger.Error("actorlimit cluster: a member's PartitionKey differs from this member's, its requests are refused: give every member the same key (logged once)",
 		"from", node, "its_fingerprint", print, "fingerprint", m.hash.print)
 }
+
+// maxLoggedName is the most bytes of a sender's name that a log line holds.
+const maxLoggedName = 256
 
 // keyOK reports whether print, a request's fingerprint from node, is this
 // member's, or 0; if not, it records the mismatch. It comes before the

@@ -66,8 +66,15 @@ func (m *Member) SyncNow() {
 	m.maintain(now)
 	if m.cfg.Mode == LocalFirst {
 		m.syncRound(now)
+		m.sendBackups(m.cfg.Clock.Now().UnixNano())
+		return
 	}
+	// Owner mode: the charges of the checks decided on this member's share
+	// go to their owners while the backups go to theirs.
+	var wg sync.WaitGroup
+	wg.Go(func() { m.sendCharges(now) })
 	m.sendBackups(m.cfg.Clock.Now().UnixNano())
+	wg.Wait()
 }
 
 // syncRound is a LocalFirst sync round at now (see SyncNow).

@@ -137,7 +137,7 @@ func TestTLSRefusesOutsiders(t *testing.T) {
 		require.True(t, d.Allowed)
 	}
 	window := clock.Now().UnixNano() / int64(time.Hour)
-	part := func(id string) uint32 { return uint32(cluster.Partition(id, 16)) }
+	part := func(id string) uint32 { return uint32(m.PartitionOf(id)) }
 	reset := &clusterpb.DecideRequest{Partition: part("victim"), Checks: []*clusterpb.Check{
 		{Op: 2, Id: "victim", PeriodNs: int64(time.Hour), Limit: 2, N: 1}}}
 	messages := map[string]any{
@@ -188,6 +188,7 @@ func TestTLSRefusesOutsiders(t *testing.T) {
 
 	t.Run("certificate of the members' CA", func(t *testing.T) {
 		o := newOutsider(t, tlsOptions(t, ca.issue(t, "control")))
+		reset.KeyPrint = m.KeyPrint() // as a member's requests carry it
 		resp, err := o.send(m.Address(), reset, 5*time.Second)
 		require.NoError(t, err)
 		assert.IsType(t, &clusterpb.DecideReply{}, resp)

@@ -18,7 +18,7 @@ import (
 func ExampleCollector_SetCluster() {
 	syncStats := func() cluster.SyncStats {
 		return cluster.SyncStats{Fallbacks: 4, Rounds: 120, Requests: 240, Failures: 2, Outages: 1, Recoveries: 1,
-			HandOffs: 85, Refusals: 3, Backups: 900}
+			HandOffs: 85, Refusals: 3, Backups: 900, OwnerFallbacks: 40, Charged: 40, Retries: 2, Deduplicated: 1}
 	}
 
 	col, err := metrics.New(metrics.Config{})
@@ -32,6 +32,8 @@ func ExampleCollector_SetCluster() {
 			Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds,
 			QueuedResets: s.QueuedResets, HandOffs: s.HandOffs, Refusals: s.Refusals,
 			TakeOvers: s.TakeOvers, Backups: s.Backups, Rejected: s.Rejected,
+			OwnerFallbacks: s.OwnerFallbacks, Charged: s.Charged, ChargesDropped: s.ChargesDropped,
+			Retries: s.Retries, Deduplicated: s.Deduplicated,
 			KeyMismatches: s.KeyMismatches, RefusedResets: s.RefusedResets}
 	}))
 	reg := prometheus.NewRegistry()
@@ -46,10 +48,15 @@ func ExampleCollector_SetCluster() {
 	}
 	// Output:
 	// actorlimit_cluster_backups_total 900
+	// actorlimit_cluster_decide_deduplicated_total 1
+	// actorlimit_cluster_decide_retries_total 2
 	// actorlimit_cluster_fallbacks_total 4
 	// actorlimit_cluster_hand_offs_total 85
 	// actorlimit_cluster_key_mismatches_total 0
 	// actorlimit_cluster_outages_total 1
+	// actorlimit_cluster_owner_charged_total 40
+	// actorlimit_cluster_owner_charges_dropped_total 0
+	// actorlimit_cluster_owner_fallbacks_total 40
 	// actorlimit_cluster_queued_resets_total 0
 	// actorlimit_cluster_rebuilds_total 0
 	// actorlimit_cluster_recoveries_total 1

@@ -102,7 +102,16 @@ type Rule struct {
 	// limiter's, not a whole unit's.
 	Extended bool
 
-	line int
+	line  int
+	limit *rlsv3.RateLimitResponse_RateLimit // the answers' current_limit, made once
+}
+
+// currentLimit returns the rule's current_limit for a status.
+func (r *Rule) currentLimit() *rlsv3.RateLimitResponse_RateLimit {
+	if r.limit != nil {
+		return r.limit
+	}
+	return &rlsv3.RateLimitResponse_RateLimit{Name: r.Name, RequestsPerUnit: r.RequestsPerUnit, Unit: r.Unit}
 }
 
 // Config is a loaded configuration: envoy ratelimit's domains and their
@@ -509,6 +518,7 @@ func parseRule(file string, n *yaml.Node) (*Rule, error) {
 		}
 		return nil, nodeErr(file, at, "rate_limit: "+err.Error())
 	}
+	r.limit = r.currentLimit()
 	return r, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -175,7 +176,9 @@ type item struct {
 	res       actorlimit.Result
 }
 
-// ShouldRateLimit decides a request as envoy ratelimit does.
+// ShouldRateLimit decides a request as envoy ratelimit does. The
+// statuses' current_limit is the rule's own message, shared by every
+// answer: read it, never change it.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := time.Now()
 	resp, err := s.decide(ctx, req)
@@ -239,7 +242,9 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 	}
 	cfg := s.cfg.Load()
 	descs := req.GetDescriptors()
-	items := make([]item, len(descs))
+	sc := scratchPool.Get().(*scratch)
+	defer sc.release()
+	items := sc.take(len(descs))
 	var replaced map[string]bool
 	for i, d := range descs {
 		it := &items[i]
@@ -287,9 +292,14 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 			return nil, invalid("descriptor %d: its domain, keys and values make %d bytes, over the bound of %d bytes", i, len(it.id), actorlimit.MaxIDLength)
 		}
 	}
-	if err := s.count(ctx, items); err != nil {
-		if errors.Is(err, actorlimit.ErrInvalidArgument) {
+	if err := s.count(ctx, items, sc); err != nil {
+		switch {
+		case errors.Is(err, actorlimit.ErrInvalidArgument):
 			return nil, status.Error(codes.InvalidArgument, err.Error())
+		case errors.Is(err, context.Canceled):
+			return nil, status.Error(codes.Canceled, err.Error())
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, status.Error(codes.DeadlineExceeded, err.Error())
 		}
 		if now := time.Now().UnixNano(); now-s.lastWarn.Load() > int64(time.Second) {
 			s.lastWarn.Store(now) // at most a line a second, not one per request
@@ -298,6 +308,39 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 		return nil, status.Error(codes.Unavailable, "the limiter did not decide: "+err.Error())
 	}
 	return s.respond(req, items), nil
+}
+
+// scratch holds a request's working slices between requests, so that a
+// decision allocates little more than its answer.
+type scratch struct {
+	items   []item
+	hits    []actorlimit.HitRequest
+	idx     []int
+	results []actorlimit.Result
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// take returns n zero items.
+func (sc *scratch) take(n int) []item {
+	if cap(sc.items) < n {
+		sc.items = make([]item, n)
+	}
+	sc.items = sc.items[:n]
+	return sc.items
+}
+
+// release forgets what the request held and puts sc back in the pool; the
+// slices are not kept past a bound, so that one huge request does not pin
+// its memory.
+func (sc *scratch) release() {
+	clear(sc.items)
+	clear(sc.hits)
+	if cap(sc.items) > 4*DefaultMaxDescriptors {
+		return
+	}
+	sc.items, sc.hits, sc.idx, sc.results = sc.items[:0], sc.hits[:0], sc.idx[:0], sc.results[:0]
+	scratchPool.Put(sc)
 }
 
 // hitsAddend is envoy ratelimit's: the descriptor's own when present (0:
@@ -339,8 +382,8 @@ func satAdd(a, b int64) int64 {
 
 // count decides the items: peeks those checked without counting (and,
 // with AllOrNothing or DeniedNotCounted, every one first), then hits the
-// others in one HitMany.
-func (s *Server) count(ctx context.Context, items []item) error {
+// others in one HitMany, in order.
+func (s *Server) count(ctx context.Context, items []item, sc *scratch) error {
 	peekAll := s.o.AllOrNothing || s.o.DeniedNotCounted
 	blocked := false
 	for i := range items {
@@ -357,8 +400,7 @@ func (s *Server) count(ctx context.Context, items []item) error {
 			blocked = true
 		}
 	}
-	var hits []actorlimit.HitRequest
-	var idx []int
+	hits, idx := sc.hits[:0], sc.idx[:0]
 	for i := range items {
 		it := &items[i]
 		if it.rule == nil || it.hits == 0 {
@@ -373,12 +415,34 @@ func (s *Server) count(ctx context.Context, items []item) error {
 	if len(hits) == 0 {
 		return nil
 	}
-	results := make([]actorlimit.Result, len(hits))
+	sc.hits, sc.idx = hits, idx
+	results := sc.results[:0]
+	for range hits {
+		results = append(results, actorlimit.Result{})
+	}
+	sc.results = results
 	if err := s.o.Limiter.HitMany(ctx, hits, results); err != nil {
 		return err
 	}
 	for k, i := range idx {
 		items[i].res, items[i].counted = results[k], true
+	}
+	// A descriptor checked without counting (hits_addend 0) sees, as in
+	// envoy ratelimit's pipeline of INCRBY, the hits of the descriptors
+	// before it in the request on the same counter, and not those after:
+	// the state the last of them left, else the state peeked before.
+	for i := range items {
+		it := &items[i]
+		if it.rule == nil || it.hits != 0 {
+			continue
+		}
+		for j := i - 1; j >= 0; j-- {
+			e := &items[j]
+			if e.counted && e.id == it.id && e.policy.Algorithm == it.policy.Algorithm && e.policy.Period == it.policy.Period {
+				it.res = e.res
+				break
+			}
+		}
 	}
 	return nil
 }
@@ -470,7 +534,7 @@ func (s *Server) status(domain string, it *item, now time.Time) (*rlsv3.RateLimi
 	}
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{
 		Code:           rlsv3.RateLimitResponse_OK,
-		CurrentLimit:   &rlsv3.RateLimitResponse_RateLimit{Name: r.Name, RequestsPerUnit: r.RequestsPerUnit, Unit: r.Unit},
+		CurrentLimit:   r.currentLimit(),
 		LimitRemaining: uint32(remaining),
 	}
 	var reset int64

@@ -173,6 +173,13 @@ func TestDecisions(t *testing.T) {
 			{req: request("web", withHits(u("h"), 2)), over: true, want: []st{{true, 3, 0, 50}}},
 			{name: "0 past the limit is over", req: request("web", withHits(u("h"), 0)), over: true, want: []st{{true, 3, 0, 50}}},
 		}},
+		{"a check sees the hits before it in the request, not those after", []step{
+			{req: request("web", withHits(u("c"), 1), withHits(u("c"), 0), withHits(u("c"), 1)), want: []st{{false, 3, 2, 50}, {false, 3, 2, 50}, {false, 3, 1, 50}}},
+			{req: request("web", withHits(u("c"), 0), withHits(u("c"), 1)), want: []st{{false, 3, 1, 50}, {false, 3, 0, 50}}},
+			{req: request("web", withHits(u("d"), 3), withHits(u("d"), 1), withHits(u("d"), 0)), over: true, want: []st{{false, 3, 0, 50}, {true, 3, 0, 50}, {true, 3, 0, 50}}},
+			{name: "another unit is another counter", req: request("web", withHits(u("e"), 3), &ratelimitv3.RateLimitDescriptor{Entries: u("e").Entries, HitsAddend: wrapperspb.UInt64(0),
+				Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3, Unit: typev3.RateLimitUnit_HOUR}}), want: []st{{false, 3, 0, 50}, {false, 3, 3, 3590}}},
+		}},
 		{"unknown domain, unmatched descriptor, unlimited", []step{
 			{req: request("nope", u("a")), want: []st{{false, 0, 0, -1}}},
 			{req: request("web", desc("other", "x"), desc("user", "a", "deeper", "x")), want: []st{{false, 0, 0, -1}, {false, 0, 0, -1}}},
@@ -427,4 +434,30 @@ func TestSetConfigKeepsCounts(t *testing.T) {
 	require.NoError(t, err)
 	f.srv.SetConfig(cfg)
 	run(t, f, []step{{req: request("web", desc("user", "a")), want: []st{{false, 5, 3, 50}}}})
+}
+
+func TestHugeHitsAddend(t *testing.T) {
+	f := newFixture(t, decisions+`
+  - key: bucket
+    rate_limit: {algorithm: gcra, unit: minute, requests_per_unit: 5}
+`, service.Options{})
+	for _, key := range []string{"user", "bucket"} {
+		resp, err := f.srv.ShouldRateLimit(context.Background(), request("web", withHits(desc(key, "x"), math.MaxUint64)))
+		require.NoError(t, err, key)
+		assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.OverallCode, key)
+		assert.Equal(t, uint32(0), resp.Statuses[0].LimitRemaining, key)
+	}
+	resp, err := f.srv.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "web", HitsAddend: math.MaxUint32,
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "y")}})
+	require.NoError(t, err)
+	assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.OverallCode)
+}
+
+func TestCanceledRequest(t *testing.T) {
+	f := newFixture(t, decisions, service.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := f.srv.ShouldRateLimit(ctx, request("web", desc("user", "a")))
+	require.Error(t, err)
+	assert.Equal(t, codes.Canceled, status.Code(err))
 }

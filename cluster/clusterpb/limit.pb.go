@@ -211,7 +211,25 @@ type DecideRequest struct {
 	Partition uint32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// key_print is the sender's partition key fingerprint: a member refuses
 	// a request whose fingerprint differs from its own.
-	KeyPrint      uint64 `protobuf:"fixed64,3,opt,name=key_print,json=keyPrint,proto3" json:"key_print,omitempty"`
+	KeyPrint uint64 `protobuf:"fixed64,3,opt,name=key_print,json=keyPrint,proto3" json:"key_print,omitempty"`
+	// request_id names the request (random, unique to its sender; 0: none):
+	// the owner remembers its decisions for a bounded time, and answers a
+	// request sent again with the same id from them, counting nothing twice.
+	RequestId uint64 `protobuf:"fixed64,100,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// sent_ns is the sender's clock (Unix ns) when it first sent the
+	// request, and late_ns how long after that it stops waiting for the
+	// answer and decides the checks itself, on its share of the policy
+	// (0: it waits, the request is never late). An owner that gets the
+	// request more than late_ns after sent_ns, by its own clock, decides
+	// nothing and answers late: the sender's charge of its own decisions
+	// follows.
+	SentNs int64 `protobuf:"varint,101,opt,name=sent_ns,json=sentNs,proto3" json:"sent_ns,omitempty"`
+	LateNs int64 `protobuf:"varint,102,opt,name=late_ns,json=lateNs,proto3" json:"late_ns,omitempty"`
+	// charges are requests whose checks the sender decided itself while
+	// their owner did not answer: the owner charges the hits the sender
+	// allowed (whatever its limit says: they happened) and applies the
+	// resets, each request once (by its id), and answers with no decision.
+	Charges       []*Charge `protobuf:"bytes,103,rep,name=charges,proto3" json:"charges,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,22 +285,128 @@ func (x *DecideRequest) GetKeyPrint() uint64 {
 	return 0
 }
 
+func (x *DecideRequest) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *DecideRequest) GetSentNs() int64 {
+	if x != nil {
+		return x.SentNs
+	}
+	return 0
+}
+
+func (x *DecideRequest) GetLateNs() int64 {
+	if x != nil {
+		return x.LateNs
+	}
+	return 0
+}
+
+func (x *DecideRequest) GetCharges() []*Charge {
+	if x != nil {
+		return x.Charges
+	}
+	return nil
+}
+
+// Charge is one request a member decided itself, on its share of the
+// policy, while the partition's owner did not answer (see DecideRequest).
+// allowed[i] says whether the i-th check, a hit, was allowed.
+type Charge struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"fixed64,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	SentNs        int64                  `protobuf:"varint,2,opt,name=sent_ns,json=sentNs,proto3" json:"sent_ns,omitempty"`
+	Checks        []*Check               `protobuf:"bytes,3,rep,name=checks,proto3" json:"checks,omitempty"`
+	Allowed       []bool                 `protobuf:"varint,4,rep,packed,name=allowed,proto3" json:"allowed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Charge) Reset() {
+	*x = Charge{}
+	mi := &file_limit_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Charge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Charge) ProtoMessage() {}
+
+func (x *Charge) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Charge.ProtoReflect.Descriptor instead.
+func (*Charge) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Charge) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *Charge) GetSentNs() int64 {
+	if x != nil {
+		return x.SentNs
+	}
+	return 0
+}
+
+func (x *Charge) GetChecks() []*Check {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+func (x *Charge) GetAllowed() []bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return nil
+}
+
 // DecideReply is the owner's answer: one decision per check, or an error;
 // or, refused, that the member asked does not own the partition (now), and
 // owner, the member that it takes for its owner ("" if it knows none).
 type DecideReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Decisions     []*Decision            `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
-	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	Refused       bool                   `protobuf:"varint,3,opt,name=refused,proto3" json:"refused,omitempty"`
-	Owner         string                 `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Decisions []*Decision            `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	Error     string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Refused   bool                   `protobuf:"varint,3,opt,name=refused,proto3" json:"refused,omitempty"`
+	Owner     string                 `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	// late says the owner did not decide the request: it came after the
+	// sender stopped waiting (see DecideRequest.late_ns).
+	Late bool `protobuf:"varint,100,opt,name=late,proto3" json:"late,omitempty"`
+	// moving, with refused, says the partition is on its way between two
+	// live members (the member asked hands it on, or waits for it): the
+	// sender keeps waiting for it rather than falling back.
+	Moving        bool `protobuf:"varint,101,opt,name=moving,proto3" json:"moving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DecideReply) Reset() {
 	*x = DecideReply{}
-	mi := &file_limit_proto_msgTypes[3]
+	mi := &file_limit_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +418,7 @@ func (x *DecideReply) String() string {
 func (*DecideReply) ProtoMessage() {}
 
 func (x *DecideReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[3]
+	mi := &file_limit_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +431,7 @@ func (x *DecideReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideReply.ProtoReflect.Descriptor instead.
 func (*DecideReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{3}
+	return file_limit_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DecideReply) GetDecisions() []*Decision {
@@ -338,6 +462,20 @@ func (x *DecideReply) GetOwner() string {
 	return ""
 }
 
+func (x *DecideReply) GetLate() bool {
+	if x != nil {
+		return x.Late
+	}
+	return false
+}
+
+func (x *DecideReply) GetMoving() bool {
+	if x != nil {
+		return x.Moving
+	}
+	return false
+}
+
 // Total is what one node has counted for one fixed window of one key, in
 // all, since its copy of the window began: sent again it changes nothing.
 // epoch names the copy: a node that drops its copy and makes another in the
@@ -359,7 +497,7 @@ type Total struct {
 
 func (x *Total) Reset() {
 	*x = Total{}
-	mi := &file_limit_proto_msgTypes[4]
+	mi := &file_limit_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +509,7 @@ func (x *Total) String() string {
 func (*Total) ProtoMessage() {}
 
 func (x *Total) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[4]
+	mi := &file_limit_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +522,7 @@ func (x *Total) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Total.ProtoReflect.Descriptor instead.
 func (*Total) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{4}
+	return file_limit_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Total) GetId() string {
@@ -453,7 +591,7 @@ type PartSync struct {
 
 func (x *PartSync) Reset() {
 	*x = PartSync{}
-	mi := &file_limit_proto_msgTypes[5]
+	mi := &file_limit_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +603,7 @@ func (x *PartSync) String() string {
 func (*PartSync) ProtoMessage() {}
 
 func (x *PartSync) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[5]
+	mi := &file_limit_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +616,7 @@ func (x *PartSync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartSync.ProtoReflect.Descriptor instead.
 func (*PartSync) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{5}
+	return file_limit_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PartSync) GetPartition() uint32 {
@@ -559,7 +697,7 @@ type Hits struct {
 
 func (x *Hits) Reset() {
 	*x = Hits{}
-	mi := &file_limit_proto_msgTypes[6]
+	mi := &file_limit_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +709,7 @@ func (x *Hits) String() string {
 func (*Hits) ProtoMessage() {}
 
 func (x *Hits) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[6]
+	mi := &file_limit_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +722,7 @@ func (x *Hits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hits.ProtoReflect.Descriptor instead.
 func (*Hits) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{6}
+	return file_limit_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Hits) GetCheck() *Check {
@@ -652,7 +790,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_limit_proto_msgTypes[7]
+	mi := &file_limit_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +802,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[7]
+	mi := &file_limit_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +815,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{7}
+	return file_limit_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SyncRequest) GetNode() string {
@@ -712,7 +850,7 @@ type Count struct {
 
 func (x *Count) Reset() {
 	*x = Count{}
-	mi := &file_limit_proto_msgTypes[8]
+	mi := &file_limit_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +862,7 @@ func (x *Count) String() string {
 func (*Count) ProtoMessage() {}
 
 func (x *Count) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[8]
+	mi := &file_limit_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +875,7 @@ func (x *Count) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Count.ProtoReflect.Descriptor instead.
 func (*Count) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{8}
+	return file_limit_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Count) GetWindow() int64 {
@@ -778,7 +916,7 @@ type PartReply struct {
 
 func (x *PartReply) Reset() {
 	*x = PartReply{}
-	mi := &file_limit_proto_msgTypes[9]
+	mi := &file_limit_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +928,7 @@ func (x *PartReply) String() string {
 func (*PartReply) ProtoMessage() {}
 
 func (x *PartReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[9]
+	mi := &file_limit_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +941,7 @@ func (x *PartReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartReply.ProtoReflect.Descriptor instead.
 func (*PartReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{9}
+	return file_limit_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PartReply) GetIncarnation() uint64 {
@@ -871,7 +1009,7 @@ type Reset struct {
 
 func (x *Reset) Reset() {
 	*x = Reset{}
-	mi := &file_limit_proto_msgTypes[10]
+	mi := &file_limit_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +1021,7 @@ func (x *Reset) String() string {
 func (*Reset) ProtoMessage() {}
 
 func (x *Reset) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[10]
+	mi := &file_limit_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1034,7 @@ func (x *Reset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reset.ProtoReflect.Descriptor instead.
 func (*Reset) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{10}
+	return file_limit_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Reset) GetAlgorithm() uint32 {
@@ -948,7 +1086,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_limit_proto_msgTypes[11]
+	mi := &file_limit_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1098,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[11]
+	mi := &file_limit_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1111,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{11}
+	return file_limit_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *State) GetDone() int64 {
@@ -1007,7 +1145,7 @@ type SyncReply struct {
 
 func (x *SyncReply) Reset() {
 	*x = SyncReply{}
-	mi := &file_limit_proto_msgTypes[12]
+	mi := &file_limit_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1157,7 @@ func (x *SyncReply) String() string {
 func (*SyncReply) ProtoMessage() {}
 
 func (x *SyncReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[12]
+	mi := &file_limit_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1170,7 @@ func (x *SyncReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncReply.ProtoReflect.Descriptor instead.
 func (*SyncReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{12}
+	return file_limit_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SyncReply) GetParts() []*PartReply {
@@ -1066,7 +1204,7 @@ type PartState struct {
 
 func (x *PartState) Reset() {
 	*x = PartState{}
-	mi := &file_limit_proto_msgTypes[13]
+	mi := &file_limit_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1216,7 @@ func (x *PartState) String() string {
 func (*PartState) ProtoMessage() {}
 
 func (x *PartState) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[13]
+	mi := &file_limit_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1229,7 @@ func (x *PartState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartState.ProtoReflect.Descriptor instead.
 func (*PartState) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{13}
+	return file_limit_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PartState) GetPartition() uint32 {
@@ -1165,7 +1303,7 @@ type Window struct {
 
 func (x *Window) Reset() {
 	*x = Window{}
-	mi := &file_limit_proto_msgTypes[14]
+	mi := &file_limit_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1315,7 @@ func (x *Window) String() string {
 func (*Window) ProtoMessage() {}
 
 func (x *Window) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[14]
+	mi := &file_limit_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1328,7 @@ func (x *Window) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Window.ProtoReflect.Descriptor instead.
 func (*Window) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{14}
+	return file_limit_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Window) GetId() string {
@@ -1242,7 +1380,7 @@ type NodeTotal struct {
 
 func (x *NodeTotal) Reset() {
 	*x = NodeTotal{}
-	mi := &file_limit_proto_msgTypes[15]
+	mi := &file_limit_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1392,7 @@ func (x *NodeTotal) String() string {
 func (*NodeTotal) ProtoMessage() {}
 
 func (x *NodeTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[15]
+	mi := &file_limit_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1405,7 @@ func (x *NodeTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTotal.ProtoReflect.Descriptor instead.
 func (*NodeTotal) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{15}
+	return file_limit_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeTotal) GetNode() string {
@@ -1312,7 +1450,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_limit_proto_msgTypes[16]
+	mi := &file_limit_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1462,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[16]
+	mi := &file_limit_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1475,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{16}
+	return file_limit_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Record) GetAlgorithm() uint32 {
@@ -1390,7 +1528,7 @@ type Charged struct {
 
 func (x *Charged) Reset() {
 	*x = Charged{}
-	mi := &file_limit_proto_msgTypes[17]
+	mi := &file_limit_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1540,7 @@ func (x *Charged) String() string {
 func (*Charged) ProtoMessage() {}
 
 func (x *Charged) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[17]
+	mi := &file_limit_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1553,7 @@ func (x *Charged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Charged.ProtoReflect.Descriptor instead.
 func (*Charged) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{17}
+	return file_limit_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Charged) GetAlgorithm() uint32 {
@@ -1465,7 +1603,7 @@ type NodeCharged struct {
 
 func (x *NodeCharged) Reset() {
 	*x = NodeCharged{}
-	mi := &file_limit_proto_msgTypes[18]
+	mi := &file_limit_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1615,7 @@ func (x *NodeCharged) String() string {
 func (*NodeCharged) ProtoMessage() {}
 
 func (x *NodeCharged) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[18]
+	mi := &file_limit_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1628,7 @@ func (x *NodeCharged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCharged.ProtoReflect.Descriptor instead.
 func (*NodeCharged) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{18}
+	return file_limit_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NodeCharged) GetNode() string {
@@ -1534,7 +1672,7 @@ type HandOff struct {
 
 func (x *HandOff) Reset() {
 	*x = HandOff{}
-	mi := &file_limit_proto_msgTypes[19]
+	mi := &file_limit_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1684,7 @@ func (x *HandOff) String() string {
 func (*HandOff) ProtoMessage() {}
 
 func (x *HandOff) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[19]
+	mi := &file_limit_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1697,7 @@ func (x *HandOff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandOff.ProtoReflect.Descriptor instead.
 func (*HandOff) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{19}
+	return file_limit_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HandOff) GetFrom() string {
@@ -1609,7 +1747,7 @@ type HandOffReply struct {
 
 func (x *HandOffReply) Reset() {
 	*x = HandOffReply{}
-	mi := &file_limit_proto_msgTypes[20]
+	mi := &file_limit_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1759,7 @@ func (x *HandOffReply) String() string {
 func (*HandOffReply) ProtoMessage() {}
 
 func (x *HandOffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[20]
+	mi := &file_limit_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1772,7 @@ func (x *HandOffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandOffReply.ProtoReflect.Descriptor instead.
 func (*HandOffReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{20}
+	return file_limit_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HandOffReply) GetTaken() []uint32 {
@@ -1670,16 +1808,29 @@ const file_limit_proto_rawDesc = "" +
 	"\tremaining\x18\x03 \x01(\x03R\tremaining\x12$\n" +
 	"\x0eretry_after_ns\x18\x04 \x01(\x03R\fretryAfterNs\x12$\n" +
 	"\x0ereset_after_ns\x18\x05 \x01(\x03R\fresetAfterNs\x12\x19\n" +
-	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\"}\n" +
+	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\"\x84\x02\n" +
 	"\rDecideRequest\x121\n" +
 	"\x06checks\x18\x01 \x03(\v2\x19.actorlimit.cluster.CheckR\x06checks\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x1b\n" +
-	"\tkey_print\x18\x03 \x01(\x06R\bkeyPrint\"\x8f\x01\n" +
+	"\tkey_print\x18\x03 \x01(\x06R\bkeyPrint\x12\x1d\n" +
+	"\n" +
+	"request_id\x18d \x01(\x06R\trequestId\x12\x17\n" +
+	"\asent_ns\x18e \x01(\x03R\x06sentNs\x12\x17\n" +
+	"\alate_ns\x18f \x01(\x03R\x06lateNs\x124\n" +
+	"\acharges\x18g \x03(\v2\x1a.actorlimit.cluster.ChargeR\acharges\"\x8d\x01\n" +
+	"\x06Charge\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x06R\trequestId\x12\x17\n" +
+	"\asent_ns\x18\x02 \x01(\x03R\x06sentNs\x121\n" +
+	"\x06checks\x18\x03 \x03(\v2\x19.actorlimit.cluster.CheckR\x06checks\x12\x18\n" +
+	"\aallowed\x18\x04 \x03(\bR\aallowed\"\xbb\x01\n" +
 	"\vDecideReply\x12:\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x1c.actorlimit.cluster.DecisionR\tdecisions\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x18\n" +
 	"\arefused\x18\x03 \x01(\bR\arefused\x12\x14\n" +
-	"\x05owner\x18\x04 \x01(\tR\x05owner\"\x8a\x01\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x12\n" +
+	"\x04late\x18d \x01(\bR\x04late\x12\x16\n" +
+	"\x06moving\x18e \x01(\bR\x06moving\"\x8a\x01\n" +
 	"\x05Total\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x16\n" +
@@ -1788,54 +1939,57 @@ func file_limit_proto_rawDescGZIP() []byte {
 	return file_limit_proto_rawDescData
 }
 
-var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_limit_proto_goTypes = []any{
 	(*Check)(nil),         // 0: actorlimit.cluster.Check
 	(*Decision)(nil),      // 1: actorlimit.cluster.Decision
 	(*DecideRequest)(nil), // 2: actorlimit.cluster.DecideRequest
-	(*DecideReply)(nil),   // 3: actorlimit.cluster.DecideReply
-	(*Total)(nil),         // 4: actorlimit.cluster.Total
-	(*PartSync)(nil),      // 5: actorlimit.cluster.PartSync
-	(*Hits)(nil),          // 6: actorlimit.cluster.Hits
-	(*SyncRequest)(nil),   // 7: actorlimit.cluster.SyncRequest
-	(*Count)(nil),         // 8: actorlimit.cluster.Count
-	(*PartReply)(nil),     // 9: actorlimit.cluster.PartReply
-	(*Reset)(nil),         // 10: actorlimit.cluster.Reset
-	(*State)(nil),         // 11: actorlimit.cluster.State
-	(*SyncReply)(nil),     // 12: actorlimit.cluster.SyncReply
-	(*PartState)(nil),     // 13: actorlimit.cluster.PartState
-	(*Window)(nil),        // 14: actorlimit.cluster.Window
-	(*NodeTotal)(nil),     // 15: actorlimit.cluster.NodeTotal
-	(*Record)(nil),        // 16: actorlimit.cluster.Record
-	(*Charged)(nil),       // 17: actorlimit.cluster.Charged
-	(*NodeCharged)(nil),   // 18: actorlimit.cluster.NodeCharged
-	(*HandOff)(nil),       // 19: actorlimit.cluster.HandOff
-	(*HandOffReply)(nil),  // 20: actorlimit.cluster.HandOffReply
+	(*Charge)(nil),        // 3: actorlimit.cluster.Charge
+	(*DecideReply)(nil),   // 4: actorlimit.cluster.DecideReply
+	(*Total)(nil),         // 5: actorlimit.cluster.Total
+	(*PartSync)(nil),      // 6: actorlimit.cluster.PartSync
+	(*Hits)(nil),          // 7: actorlimit.cluster.Hits
+	(*SyncRequest)(nil),   // 8: actorlimit.cluster.SyncRequest
+	(*Count)(nil),         // 9: actorlimit.cluster.Count
+	(*PartReply)(nil),     // 10: actorlimit.cluster.PartReply
+	(*Reset)(nil),         // 11: actorlimit.cluster.Reset
+	(*State)(nil),         // 12: actorlimit.cluster.State
+	(*SyncReply)(nil),     // 13: actorlimit.cluster.SyncReply
+	(*PartState)(nil),     // 14: actorlimit.cluster.PartState
+	(*Window)(nil),        // 15: actorlimit.cluster.Window
+	(*NodeTotal)(nil),     // 16: actorlimit.cluster.NodeTotal
+	(*Record)(nil),        // 17: actorlimit.cluster.Record
+	(*Charged)(nil),       // 18: actorlimit.cluster.Charged
+	(*NodeCharged)(nil),   // 19: actorlimit.cluster.NodeCharged
+	(*HandOff)(nil),       // 20: actorlimit.cluster.HandOff
+	(*HandOffReply)(nil),  // 21: actorlimit.cluster.HandOffReply
 }
 var file_limit_proto_depIdxs = []int32{
 	0,  // 0: actorlimit.cluster.DecideRequest.checks:type_name -> actorlimit.cluster.Check
-	1,  // 1: actorlimit.cluster.DecideReply.decisions:type_name -> actorlimit.cluster.Decision
-	4,  // 2: actorlimit.cluster.PartSync.totals:type_name -> actorlimit.cluster.Total
-	6,  // 3: actorlimit.cluster.PartSync.hits:type_name -> actorlimit.cluster.Hits
-	0,  // 4: actorlimit.cluster.PartSync.resets:type_name -> actorlimit.cluster.Check
-	0,  // 5: actorlimit.cluster.Hits.check:type_name -> actorlimit.cluster.Check
-	5,  // 6: actorlimit.cluster.SyncRequest.parts:type_name -> actorlimit.cluster.PartSync
-	8,  // 7: actorlimit.cluster.PartReply.counts:type_name -> actorlimit.cluster.Count
-	11, // 8: actorlimit.cluster.PartReply.states:type_name -> actorlimit.cluster.State
-	10, // 9: actorlimit.cluster.PartReply.resets:type_name -> actorlimit.cluster.Reset
-	9,  // 10: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
-	14, // 11: actorlimit.cluster.PartState.windows:type_name -> actorlimit.cluster.Window
-	16, // 12: actorlimit.cluster.PartState.records:type_name -> actorlimit.cluster.Record
-	17, // 13: actorlimit.cluster.PartState.charged:type_name -> actorlimit.cluster.Charged
-	10, // 14: actorlimit.cluster.PartState.resets:type_name -> actorlimit.cluster.Reset
-	15, // 15: actorlimit.cluster.Window.nodes:type_name -> actorlimit.cluster.NodeTotal
-	18, // 16: actorlimit.cluster.Charged.nodes:type_name -> actorlimit.cluster.NodeCharged
-	13, // 17: actorlimit.cluster.HandOff.parts:type_name -> actorlimit.cluster.PartState
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	3,  // 1: actorlimit.cluster.DecideRequest.charges:type_name -> actorlimit.cluster.Charge
+	0,  // 2: actorlimit.cluster.Charge.checks:type_name -> actorlimit.cluster.Check
+	1,  // 3: actorlimit.cluster.DecideReply.decisions:type_name -> actorlimit.cluster.Decision
+	5,  // 4: actorlimit.cluster.PartSync.totals:type_name -> actorlimit.cluster.Total
+	7,  // 5: actorlimit.cluster.PartSync.hits:type_name -> actorlimit.cluster.Hits
+	0,  // 6: actorlimit.cluster.PartSync.resets:type_name -> actorlimit.cluster.Check
+	0,  // 7: actorlimit.cluster.Hits.check:type_name -> actorlimit.cluster.Check
+	6,  // 8: actorlimit.cluster.SyncRequest.parts:type_name -> actorlimit.cluster.PartSync
+	9,  // 9: actorlimit.cluster.PartReply.counts:type_name -> actorlimit.cluster.Count
+	12, // 10: actorlimit.cluster.PartReply.states:type_name -> actorlimit.cluster.State
+	11, // 11: actorlimit.cluster.PartReply.resets:type_name -> actorlimit.cluster.Reset
+	10, // 12: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
+	15, // 13: actorlimit.cluster.PartState.windows:type_name -> actorlimit.cluster.Window
+	17, // 14: actorlimit.cluster.PartState.records:type_name -> actorlimit.cluster.Record
+	18, // 15: actorlimit.cluster.PartState.charged:type_name -> actorlimit.cluster.Charged
+	11, // 16: actorlimit.cluster.PartState.resets:type_name -> actorlimit.cluster.Reset
+	16, // 17: actorlimit.cluster.Window.nodes:type_name -> actorlimit.cluster.NodeTotal
+	19, // 18: actorlimit.cluster.Charged.nodes:type_name -> actorlimit.cluster.NodeCharged
+	14, // 19: actorlimit.cluster.HandOff.parts:type_name -> actorlimit.cluster.PartState
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_limit_proto_init() }
@@ -1849,7 +2003,7 @@ func file_limit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_limit_proto_rawDesc), len(file_limit_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

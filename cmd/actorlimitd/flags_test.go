@@ -38,3 +38,12 @@ func TestFlags(t *testing.T) {
 	cfgTLS.tlsCert = "c"
 	assert.ErrorContains(t, clusterTLS(nil, cfgTLS), "needs all of -cluster-tls-cert, -cluster-tls-key and -cluster-tls-ca")
 }
+
+func TestBeyondLoopback(t *testing.T) {
+	for host, want := range map[string]bool{
+		"127.0.0.1": false, "127.0.0.2": false, "localhost": false, "::1": false,
+		"": true, "0.0.0.0": true, "::": true, "10.0.0.1": true, "example.com": true,
+	} {
+		assert.Equal(t, want, beyondLoopback(host), host)
+	}
+}

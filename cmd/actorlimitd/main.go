@@ -4,7 +4,7 @@
 // actorlimit, on its embedded table (no other program needed), on Redis, or
 // as a cluster of actorlimitd processes.
 //
-//	go run ./cmd/actorlimitd -config examples/ratelimit/config.yaml
+//	go run ./cmd/actorlimitd -config examples/actorlimitd/config.yaml
 //
 // It serves gRPC (envoy.service.ratelimit.v3.RateLimitService and the gRPC
 // health service) on -grpc-addr, and HTTP on -http-addr: POST /json, GET
@@ -343,7 +343,7 @@ func listen(what, addr string, log *slog.Logger) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s address %q: %w", what, addr, err)
 	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && !ip.IsLoopback()) || (ip == nil && host != "localhost") {
+	if beyondLoopback(host) {
 		log.Warn("listening beyond loopback: anyone who reaches this address can use the service", "listener", what, "addr", addr)
 	}
 	l, err := net.Listen("tcp", addr)
@@ -351,6 +351,14 @@ func listen(what, addr string, log *slog.Logger) (net.Listener, error) {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return l, nil
+}
+
+// beyondLoopback reports whether listening on host reaches beyond this
+// machine: every interface (""), an address that is not loopback, or a
+// name other than localhost.
+func beyondLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && !ip.IsLoopback()) || (ip == nil && host != "localhost")
 }
 
 // splitList splits a comma-separated flag, dropping empty items.

@@ -67,6 +67,11 @@ func Partition(id string, n int) int {
 	return newPartitioner(defaultPartitionKey(DefaultName)).of(id, n)
 }
 
+// TestPartitionKey is the partition key of a member with the default Name
+// and no PartitionKey: the one Partition places ids with. Members of
+// another Name given it place ids as Partition does.
+var TestPartitionKey = defaultPartitionKey(DefaultName)
+
 // PartitionOf returns the partition of id on m.
 func (m *Member) PartitionOf(id string) int { return m.partition(id) }
 

@@ -134,6 +134,9 @@ func startMembersWith(t testing.TB, n int, base cluster.Config) ([]*cluster.Memb
 			defer wg.Done()
 			cfg := base
 			cfg.Name = "test-" + t.Name()
+			if cfg.PartitionKey == nil {
+				cfg.PartitionKey = cluster.TestPartitionKey // cluster.Partition places ids as these members do
+			}
 			cfg.Provider = test.NewTestProvider(agent)
 			members[i], errs[i] = cluster.Start(cfg)
 		}()

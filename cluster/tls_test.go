@@ -37,6 +37,9 @@ func startTLSMembers(t *testing.T, base cluster.Config, settings ...*cluster.TLS
 		wg.Go(func() {
 			cfg := base
 			cfg.Name = "test-" + t.Name()
+			if cfg.PartitionKey == nil {
+				cfg.PartitionKey = cluster.TestPartitionKey // cluster.Partition places ids as these members do
+			}
 			cfg.Provider = test.NewTestProvider(agent)
 			cfg.TLS = s
 			members[i], errs[i] = cluster.Start(cfg)

@@ -33,7 +33,8 @@ func ExampleCollector_SetCluster() {
 			QueuedResets: s.QueuedResets, HandOffs: s.HandOffs, Refusals: s.Refusals,
 			TakeOvers: s.TakeOvers, Backups: s.Backups, Rejected: s.Rejected,
 			OwnerFallbacks: s.OwnerFallbacks, Charged: s.Charged, ChargesDropped: s.ChargesDropped,
-			Retries: s.Retries, Deduplicated: s.Deduplicated}
+			Retries: s.Retries, Deduplicated: s.Deduplicated,
+			KeyMismatches: s.KeyMismatches, RefusedResets: s.RefusedResets}
 	}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col)
@@ -51,6 +52,7 @@ func ExampleCollector_SetCluster() {
 	// actorlimit_cluster_decide_retries_total 2
 	// actorlimit_cluster_fallbacks_total 4
 	// actorlimit_cluster_hand_offs_total 85
+	// actorlimit_cluster_key_mismatches_total 0
 	// actorlimit_cluster_outages_total 1
 	// actorlimit_cluster_owner_charged_total 40
 	// actorlimit_cluster_owner_charges_dropped_total 0
@@ -59,6 +61,7 @@ func ExampleCollector_SetCluster() {
 	// actorlimit_cluster_rebuilds_total 0
 	// actorlimit_cluster_recoveries_total 1
 	// actorlimit_cluster_refusals_total 3
+	// actorlimit_cluster_refused_resets_total 0
 	// actorlimit_cluster_rejected_total 0
 	// actorlimit_cluster_sync_failures_total 2
 	// actorlimit_cluster_sync_requests_total 240

@@ -126,6 +126,10 @@ type ClusterStats struct {
 	// same id, for want of an answer; Deduplicated the requests it answered,
 	// as an owner, from its first decision of them.
 	Retries, Deduplicated uint64
+	// KeyMismatches is the requests the member refused because their
+	// sender's partition key differs; RefusedResets the resets it refused
+	// because those kept for unreachable owners were at their bound.
+	KeyMismatches, RefusedResets uint64
 }
 
 // ClusterStatsSource is what [Collector.SetCluster] reads at scrape time.
@@ -147,7 +151,8 @@ type ClusterStatsSource interface {
 //			QueuedResets: s.QueuedResets, HandOffs: s.HandOffs, Refusals: s.Refusals,
 //			TakeOvers: s.TakeOvers, Backups: s.Backups, Rejected: s.Rejected,
 //			OwnerFallbacks: s.OwnerFallbacks, Charged: s.Charged, ChargesDropped: s.ChargesDropped,
-//			Retries: s.Retries, Deduplicated: s.Deduplicated}
+//			Retries: s.Retries, Deduplicated: s.Deduplicated,
+//			KeyMismatches: s.KeyMismatches, RefusedResets: s.RefusedResets}
 //	}))
 type ClusterStatsFunc func() ClusterStats
 
@@ -207,6 +212,7 @@ type Collector struct {
 	clusterRejected                                                                 *prometheus.Desc
 	clusterOwnerFallbacks, clusterCharged, clusterChargesDropped                    *prometheus.Desc
 	clusterRetries, clusterDeduplicated                                             *prometheus.Desc
+	clusterKeyMismatches, clusterRefusedResets                                      *prometheus.Desc
 }
 
 type ruleKey struct {
@@ -305,6 +311,8 @@ func New(cfg Config) (*Collector, error) {
 	c.clusterChargesDropped = clusterDesc("owner_charges_dropped_total", "Owner-mode checks decided on the member's share that were dropped, beyond the bound of those kept for owners.")
 	c.clusterRetries = clusterDesc("decide_retries_total", "Owner-mode requests the cluster member sent again, under the same id, for want of an answer.")
 	c.clusterDeduplicated = clusterDesc("decide_deduplicated_total", "Owner-mode requests the cluster member, as an owner, answered from its first decision of them.")
+	c.clusterKeyMismatches = clusterDesc("key_mismatches_total", "Requests the cluster member refused because their sender's partition key differs from its own.")
+	c.clusterRefusedResets = clusterDesc("refused_resets_total", "Resets the cluster member refused because those kept for unreachable owners were at their bound.")
 	return c, nil
 }
 
@@ -482,7 +490,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.clusterOutages, c.clusterRecoveries, c.clusterRebuilds, c.clusterQueuedResets,
 		c.clusterHandOffs, c.clusterRefusals, c.clusterTakeOvers, c.clusterBackups,
 		c.clusterRejected,
-		c.clusterOwnerFallbacks, c.clusterCharged, c.clusterChargesDropped, c.clusterRetries, c.clusterDeduplicated} {
+		c.clusterOwnerFallbacks, c.clusterCharged, c.clusterChargesDropped, c.clusterRetries, c.clusterDeduplicated,
+		c.clusterKeyMismatches, c.clusterRefusedResets} {
 		ch <- d
 	}
 	c.latency.Describe(ch)
@@ -566,6 +575,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.clusterChargesDropped, st.ChargesDropped)
 		counter(c.clusterRetries, st.Retries)
 		counter(c.clusterDeduplicated, st.Deduplicated)
+		counter(c.clusterKeyMismatches, st.KeyMismatches)
+		counter(c.clusterRefusedResets, st.RefusedResets)
 	}
 }
 

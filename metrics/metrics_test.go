@@ -234,7 +234,8 @@ func TestCollectorClusterCounters(t *testing.T) {
 	stats := metrics.ClusterStats{Fallbacks: 3, Rounds: 17, Requests: 29, Failures: 5,
 		Outages: 2, Recoveries: 1, Rebuilds: 7, QueuedResets: 11,
 		HandOffs: 13, Refusals: 19, TakeOvers: 23, Backups: 31, Rejected: 59,
-		OwnerFallbacks: 37, Charged: 41, ChargesDropped: 43, Retries: 47, Deduplicated: 53}
+		OwnerFallbacks: 37, Charged: 41, ChargesDropped: 43, Retries: 47, Deduplicated: 53,
+		KeyMismatches: 61, RefusedResets: 67}
 	tests := []struct {
 		name, help string
 		want       uint64
@@ -257,6 +258,8 @@ func TestCollectorClusterCounters(t *testing.T) {
 		{"cluster_owner_charges_dropped_total", "Owner-mode checks decided on the member's share that were dropped, beyond the bound of those kept for owners.", stats.ChargesDropped},
 		{"cluster_decide_retries_total", "Owner-mode requests the cluster member sent again, under the same id, for want of an answer.", stats.Retries},
 		{"cluster_decide_deduplicated_total", "Owner-mode requests the cluster member, as an owner, answered from its first decision of them.", stats.Deduplicated},
+		{"cluster_key_mismatches_total", "Requests the cluster member refused because their sender's partition key differs from its own.", stats.KeyMismatches},
+		{"cluster_refused_resets_total", "Resets the cluster member refused because those kept for unreachable owners were at their bound.", stats.RefusedResets},
 	}
 	for _, ns := range []string{"", "app_rl"} {
 		c, err := metrics.New(metrics.Config{Namespace: ns})

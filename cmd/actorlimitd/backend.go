@@ -50,7 +50,10 @@ func openBackend(f flags, col *metrics.Collector, log *slog.Logger) (*backend, e
 			s := m.SyncStats()
 			return metrics.ClusterStats{Fallbacks: s.Fallbacks, Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
 				Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds, QueuedResets: s.QueuedResets,
-				HandOffs: s.HandOffs, Refusals: s.Refusals, TakeOvers: s.TakeOvers, Backups: s.Backups}
+				HandOffs: s.HandOffs, Refusals: s.Refusals, TakeOvers: s.TakeOvers, Backups: s.Backups,
+				Rejected: s.Rejected, KeyMismatches: s.KeyMismatches, RefusedResets: s.RefusedResets,
+				OwnerFallbacks: s.OwnerFallbacks, Charged: s.Charged, ChargesDropped: s.ChargesDropped,
+				Retries: s.Retries, Deduplicated: s.Deduplicated}
 		}))
 		return b, nil
 	case f.redis != "":

@@ -138,6 +138,7 @@ func TestMemberKilledUnderLoad(t *testing.T) {
 	}
 	t.Logf("GCRA: %d of the survivors' hits missing from the rebuilt counts", lost)
 }
+
 // TestMemberLeaves: a member that closes leaves every other member's list
 // (gubernator kept departed members in its peer list), and the others go
 // on answering for its partitions.

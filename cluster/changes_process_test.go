@@ -202,7 +202,7 @@ func (c *child) ask(t *testing.T, cmd string) []string {
 // the 3 others; one gets SIGKILL, and once the 2 survivors have dropped it
 // 256 fresh ids get theirs on them. Every id allows exactly its limit in
 // Owner mode, between the limit and the stated bound in LocalFirst; no
-// call errs, and none takes a second.
+// call errs, and none hangs (the slowest is logged).
 func TestMembershipChangesAsProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes")
@@ -372,7 +372,13 @@ func testChangesAsProcesses(t *testing.T, mode string) {
 			}
 		}
 		assert.Zero(t, errs, "%s: errors %v", name, last)
-		assert.Less(t, slowest, time.Second, "%s: slowest call", name)
+		// The slowest call is logged above, and asserted only against a
+		// hang: four member processes and their callers on a shared
+		// 2-CPU machine can take a second or more to schedule (as
+		// TestMembershipChanges, the in-process twin, only logs it). A
+		// call waits by design at most for a dead owner to be detected
+		// (procDetect) and one request to the new owner.
+		assert.Less(t, slowest, procDetect+cluster.DefaultRequestTimeout, "%s: slowest call", name)
 	}
 	for _, c := range members {
 		c.ask(t, "stats") // the start's calls are not the phases'

@@ -93,6 +93,13 @@ func TestImportRules(t *testing.T) {
 		})
 	}
 	assert.Equal(t, []string{""}, direct["httpadapter"], "httpadapter imports the root only")
+	assert.Equal(t, []string{""}, direct["service"], "the service's core imports the root only")
+	for pkg, deps := range all {
+		if pkg == "service" || strings.HasPrefix(pkg, "cmd/") {
+			continue
+		}
+		assert.NotContains(t, deps, "service", "%s imports the service: the library never does", name(pkg))
+	}
 	for _, pkg := range []string{"algo", "janitor"} {
 		assert.Empty(t, direct[pkg], "%s imports nothing of ours", pkg)
 	}

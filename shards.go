@@ -224,7 +224,7 @@ func parseShards(b []byte) (n int, seed shardSeed, err error) {
 // renamed over, and the directory synced.
 func writeShards(fsys persist.FS, dir string, n int, seed shardSeed) error {
 	if fsys == persist.OS {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
 	}

@@ -155,3 +155,29 @@ func TestShardedPersistenceUnwritable(t *testing.T) {
 	want := hitShardedIDs(t, lim, 10)
 	assertShardedIDs(t, lim, 10, want, "in memory")
 }
+
+// TestShardedPersistenceOwnerOnly: a sharded limiter creates its state's
+// directory, and each shard's, open to their owner only (0700), and writes
+// every file 0600: the state holds the limiter's ids.
+func TestShardedPersistenceOwnerOnly(t *testing.T) {
+	clk, dir := newFakeClock(), filepath.Join(t.TempDir(), "state")
+	lim, err := startPersisted(t, clk, dir, actorlimit.PersistConfig{}, actorlimit.WithShards(2))
+	require.NoError(t, err)
+	hitShardedIDs(t, lim, 10)
+	require.NoError(t, lim.Close())
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := os.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		}
+		assert.Equal(t, want, fi.Mode().Perm(), path)
+		return nil
+	}))
+}

@@ -167,6 +167,11 @@ func (c *Client) readClock() (at int64) {
 	if !c.h.turns {
 		return 0
 	}
+	if _, ok := c.h.cfg.Clock.(wallClock); ok {
+		// The default clock cannot panic: no deferred recover (about 80
+		// instructions of a check's 1 800, bench/results/instructions.md).
+		return time.Now().UnixNano()
+	}
 	defer func() {
 		if recover() != nil {
 			at = 0

@@ -2,6 +2,8 @@ package analytics
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/actorlimit/actorlimit/httpadapter"
 )
@@ -161,24 +164,52 @@ func (a *Analytics) currentSlot() int64 {
 
 var _ httpadapter.Observer = (*Analytics)(nil)
 
+// MaxGroupLength bounds the bytes of a group's id that the analytics keep:
+// a longer id is kept as its first bytes (at most 96, whole characters),
+// "…" and 16 hex digits of its SHA-256, so that its groups stay apart and
+// a rule's memory stays within [Analytics.MemoryPerRule] whatever the ids.
+const MaxGroupLength = 128
+
+// shortGroup is the part of a long id kept as it is.
+const shortGroup = 96
+
+// keptGroup returns the form of id the analytics keep: id itself when it
+// is at most MaxGroupLength bytes (the caller copies it before keeping
+// it), else a new string of at most MaxGroupLength bytes.
+func keptGroup(id string) string {
+	if len(id) <= MaxGroupLength {
+		return id
+	}
+	cut := shortGroup
+	for cut > 0 && !utf8.RuneStart(id[cut]) {
+		cut--
+	}
+	sum := sha256.Sum256([]byte(id))
+	return id[:cut] + "…" + hex.EncodeToString(sum[:8])
+}
+
 // Sizes used by MemoryPerRule: a slot's two histograms and its numbers; a
 // tracked group (its entry in the slot's slice: the id's string header,
-// count and remaining; and in the index map: the id's header, the index and
-// the map's own overhead, about 12 bytes); a sketch counter with its index
-// entry.
+// count and remaining, 32 bytes, twice that while the slice has room to
+// grow; and in the index map: the id's header and the index, padded to 24
+// bytes, about twice that in a map just grown, with its control bytes); a
+// sketch counter with its index entry. Each kept id adds its bytes, at most
+// MaxGroupLength (a size class of the allocator: no rounding up).
 const (
 	slotBytes    = 2*Buckets*4 + 16
-	groupBytes   = 32 + 16 + 4 + 12
+	groupBytes   = 2*32 + 2*24 + 16
 	counterBytes = 16 + 16 + 16 + 16
 	topBytes     = 16 + 8 + 8 // a TopGroup kept with its slot
 )
 
 // MemoryPerRule returns the most memory one rule's analytics take, in
-// bytes, not counting the bytes of the group ids (strings the limiter holds
-// too): History slots with their top K each, MaxGroups tracked groups and
-// 4*TopK sketch counters.
+// bytes: History slots with their top K each, MaxGroups tracked groups and
+// 4*TopK sketch counters, each group id in them counted at MaxGroupLength
+// bytes. The analytics keep copies of the ids, never the strings the
+// middleware passes (which may hold every key of the request).
 func (a *Analytics) MemoryPerRule() int {
-	return a.history*(slotBytes+a.topK*topBytes) + a.maxGroups*groupBytes + 4*a.topK*counterBytes
+	return a.history*(slotBytes+a.topK*(topBytes+MaxGroupLength)) +
+		a.maxGroups*(groupBytes+MaxGroupLength) + 4*a.topK*(counterBytes+MaxGroupLength)
 }
 
 // group is one group's state in the current slot.
@@ -223,16 +254,18 @@ func (a *Analytics) Observe(o httpadapter.Observation) {
 	r.mu.Lock()
 	r.advance(a, now)
 	r.action, r.limit = o.Action, o.Result.Limit
-	if i, ok := r.index[o.Group]; ok {
+	id := keptGroup(o.Group)
+	if i, ok := r.index[id]; ok {
 		g := &r.groups[i]
 		g.n++
 		g.remaining = o.Result.Remaining
 	} else if len(r.groups) < a.maxGroups {
-		r.index[o.Group] = int32(len(r.groups))
-		r.groups = append(r.groups, group{key: o.Group, n: 1, remaining: o.Result.Remaining})
+		id = strings.Clone(id) // never a slice of the middleware's string
+		r.index[id] = int32(len(r.groups))
+		r.groups = append(r.groups, group{key: id, n: 1, remaining: o.Result.Remaining})
 	} else {
 		r.untracked++
-		r.sk.add(o.Group)
+		r.sk.add(id)
 	}
 	r.mu.Unlock()
 }

@@ -147,8 +147,8 @@ func TestMemoryPerRule(t *testing.T) {
 	a, err := analytics.New(analytics.Config{Clock: testkit.NewClock(t0)})
 	require.NoError(t, err)
 	// 360 slots of 208 bytes and 10 top entries of 32 each, 4096 groups
-	// of 64, 40 counters of 64.
-	assert.Equal(t, 360*(208+10*32)+4096*64+40*64, a.MemoryPerRule())
+	// of 128, 40 counters of 64; every entry's id at most 128 bytes.
+	assert.Equal(t, 360*(208+10*(32+128))+4096*(128+128)+40*(64+128), a.MemoryPerRule())
 }
 
 func TestConcurrentObserveAndSnapshot(t *testing.T) {

@@ -23,15 +23,18 @@
 // Per rule, bounded whatever the traffic:
 //
 //   - History slots of 2*Buckets 4-byte counts plus 16 bytes, and the
-//     slot's top K of 32 bytes each: 528 bytes a slot with the default
-//     TopK, 190,080 bytes for the default hour;
+//     slot's top K of 32 bytes each plus its id: 1,808 bytes a slot with
+//     the default TopK, 650,880 bytes for the default hour;
 //   - the current slot's groups: at most MaxGroups (4096 by default) of
-//     about 64 bytes each, an index from the group's id (a string the
-//     limiter already holds) and its counts; groups beyond it are counted
-//     as untracked;
-//   - the sketch: TopK*4 counters.
+//     at most 128 bytes each (an index from the group's id, and its
+//     counts) plus the id; groups beyond it are counted as untracked;
+//   - the sketch: TopK*4 counters;
+//   - the ids: copies, never the middleware's strings (which may hold
+//     every key of a request), each at most [MaxGroupLength] bytes (a
+//     longer one is kept as its start and a hash).
 //
-// [Analytics.MemoryPerRule] computes the fixed part for a configuration.
+// [Analytics.MemoryPerRule] computes the bound for a configuration: 1.63
+// MiB with the defaults.
 // A rule's analytics are kept after it leaves the rule set, so the total is
 // that times the rule names seen since the analytics were made.
 // Groups are the middleware's counter ids: they may be addresses, and are

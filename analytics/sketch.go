@@ -1,6 +1,9 @@
 package analytics
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // sketch is a space-saving sketch (Metwally, Agrawal, El Abbadi 2005): m
 // counters, each a key, a count and the most it may overcount. A key
@@ -24,13 +27,14 @@ func newSketch(m int) *sketch {
 	return &sketch{heap: make([]counter, 0, m), pos: make(map[string]int, m)}
 }
 
-// add counts one hit of key.
+// add counts one hit of key; it keeps a copy of key, never key itself.
 func (s *sketch) add(key string) {
 	if i, ok := s.pos[key]; ok {
 		s.heap[i].count++
 		s.down(i)
 		return
 	}
+	key = strings.Clone(key)
 	if len(s.heap) < cap(s.heap) {
 		s.heap = append(s.heap, counter{key: key, count: 1})
 		s.pos[key] = len(s.heap) - 1

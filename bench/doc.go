@@ -37,6 +37,9 @@
 // 100 000 (and, with BENCH_FULL=1, 1 000 000) once, divided by the keys,
 // read once the empty implementation is built; "empty-B" is what it held
 // then. The ids are made before any reading, so nobody is charged for them.
+// BenchmarkMemoryID16/impl=<name>/keys=<n> is the same for actorlimit and
+// mutex-btree with ids of 16 bytes ("user-00000012345", added in order),
+// the longest id a fixed-window key of actorlimit holds in its node.
 //
 // BenchmarkSweepUnderLoad/keys=<n>/callers=<c> fills a limiter on a fake
 // clock with 100 000 entries (1 000 000 with BENCH_FULL=1), a tenth of them
@@ -128,6 +131,66 @@
 //
 // results/redis.md holds a run and the command that made it.
 //
+// # Rate Limit Service: actorlimitd, envoy ratelimit, gubernator
+//
+// rls/ (package rls, all in test files) measures and checks actorlimitd,
+// the Rate Limit Service of cmd/actorlimitd, against the service it
+// replaces. The peers are programs, started on loopback: envoy ratelimit
+// (github.com/envoyproxy/ratelimit at v1.4.1-0.20260122083618-3fb702589d36)
+// and gubernator (github.com/gubernator-io/gubernator/v2 at v2.13.0), built
+// with go install pkg@version on first use into $(go env GOCACHE)/../NAME/
+// VERSION and kept there (so neither enters any go.mod); actorlimitd built
+// from ../cmd/actorlimitd (RLS_ACTORLIMITD names another binary); the floor,
+// cmd/rlsfloor, a gRPC server that answers every ShouldRateLimit OK without
+// deciding anything; real redis-servers (internal/redistest). envoy
+// ratelimit runs with its defaults but for loopback listeners, Redis over
+// TCP, RUNTIME_ROOT holding ratelimit/config/*.yaml (RUNTIME_WATCH_ROOT
+// false) and USE_STATSD=false.
+//
+// TestDifferential sends the same random request stream to envoy
+// ratelimit and to actorlimitd on the embedded table and on Redis, all on
+// the same random configuration (five domains: nested descriptors, values,
+// wildcards, keys alone, every unit, requests_per_unit 0, unlimited, names,
+// replaces, shadow_mode; requests with unknown domains and keys, one to four
+// descriptors, repeated descriptors, hits_addend of the request and of each
+// descriptor, 0 included, limit overrides), and compares every answer
+// exactly: overall_code, each status's code, current_limit with its name,
+// limit_remaining and duration_until_reset, and every other field. Both read
+// the real clock and count in windows aligned to the epoch; a status whose
+// window started while the request went from one server to the next is left
+// out, and its counter until that window ends (rls/compare_test.go says
+// how; RLS_DIFF_SELF=1 adds a second envoy ratelimit as a candidate, which
+// must agree with the first). It runs with the defaults, then with the
+// RateLimit-* headers asked for (LIMIT_RESPONSE_HEADERS_ENABLED,
+// -response-headers). RLS_DIFF_SEED and RLS_DIFF_REQUESTS change the
+// stream. TestDifferentialCases holds short sequences of the differences
+// found. The first run builds envoy ratelimit (under a minute on two idle
+// cores); then both take about 30 s in CI.
+//
+// BenchmarkRLS/descriptors=<d>/clients=<c>/impl=<name> measures
+// ShouldRateLimit (gubernator: GetRateLimits with the same limits, its
+// messages encoded from its proto's field numbers in rls/gubernator_test.go)
+// with 1 and 3 descriptors a request (the client's; the client's, the
+// path's, the client's and path's, over 10 000 clients and 100 paths, limits
+// never reached) at 1, 16, 64 and 256 clients, each a goroutine with its own
+// gRPC connection in a closed loop: req/s, p50-µs, p99-µs, and for a server
+// on Redis the commands Redis ran per request (redis-cmds/req, INFO
+// commandstats). impl is floor, actorlimitd (embedded table),
+// actorlimitd-redis, envoy-ratelimit (the same redis-server) and
+// gubernator. BenchmarkRLSFlood/impl=<name> sends 64 clients' requests for
+// one key over its limit and reports the Redis commands per denied request:
+// actorlimitd-redis without and with its over-limit cache
+// (actorlimitd-redis-cache: -redis-denied-cache=1s), envoy ratelimit
+// without and with its local cache (LOCAL_CACHE_SIZE_IN_BYTES). envoy ratelimit and
+// gubernator run only with BENCH_RLS_PEERS=1; without it (CI's
+// -benchtime=1x) the benchmarks run the floor and actorlimitd.
+//
+// rls.sh [COUNT] [BENCHTIME] runs both with the peers COUNT times (default
+// 5, 2s each) and writes results/rls.md (cmd/rlsreport: medians and the
+// issue's targets) beside the raw output:
+//
+//	bench/rls.sh
+//
 // # Running them
 //
 // The default set, which CI runs once (-benchtime=1x) in well under two
@@ -151,5 +214,9 @@
 // bytes per key, and the latencies during a sweep. wrk.sh [ROUNDS] writes
 // results/wrk.md. profile.sh writes CPU and allocation profiles of
 // BenchmarkLimiters/impl=actorlimit/keys=10000/callers=256 to results/ and
-// prints their top entries.
+// prints their top entries. ir.sh BENCH [N] counts the instructions of one
+// op of a benchmark with valgrind's callgrind (the runs of N and 2N ops,
+// their difference over N) and the functions they go to: a count is the
+// same on a loaded machine, where times are not, but it is no time (a
+// cache miss is one instruction).
 package bench

@@ -48,6 +48,32 @@ func BenchmarkMemory(b *testing.B) {
 	}
 }
 
+// BenchmarkMemoryID16 is BenchmarkMemory with ids of 16 bytes
+// ("user-00000012345"), the longest a fixed-window key of actorlimit holds
+// in its node, for actorlimit and the plainest peer, mutex-btree.
+func BenchmarkMemoryID16(b *testing.B) {
+	for _, p := range contenders {
+		if p.name != "actorlimit" && p.name != "mutex-btree" {
+			continue
+		}
+		for _, n := range memoryKeys() {
+			b.Run(fmt.Sprintf("impl=%s/keys=%d", p.name, n), func(b *testing.B) {
+				keys := make([]string, n)
+				for i := range keys {
+					keys[i] = fmt.Sprintf("user-%011d", i)
+				}
+				var perKey float64
+				for range b.N {
+					k, _ := bytesPerKey(b, p, keys)
+					perKey += k
+				}
+				b.ReportMetric(perKey/float64(b.N), "B/key")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
+
 // bytesPerKey builds p and hits every key once. It returns the heap that
 // the keys grew, divided by the number of keys, and the heap of p empty.
 func bytesPerKey(b *testing.B, p contender, keys []string) (perKey, empty float64) {

@@ -82,6 +82,10 @@ func TestChangeChild(t *testing.T) {
 	clock.ns.Store(ns)
 	m, err := cluster.Start(cluster.Config{
 		Name: "changes", Port: port, Mode: mode, Clock: clock, DeadAfter: procDeadAfter,
+		// Owner mode is asserted exact: Strict, so that a member the loaded
+		// machine does not run for OwnerWait does not have the others
+		// decide on their shares (TestOwnerFrozenAsProcesses tests that).
+		Strict:      mode == cluster.Owner,
 		Logger:      slog.New(ownLogs{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})}),
 		AutoManaged: &cluster.AutoManaged{Port: am, Hosts: hosts},
 	})

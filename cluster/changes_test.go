@@ -62,6 +62,10 @@ func newChangeCluster(t *testing.T, n int, mode cluster.Mode) *changeCluster {
 		// only after 5 s here; TestMembershipChangesAsProcesses keeps the
 		// default second.
 		RequestTimeout: 5 * time.Second,
+		// For the same reason Owner mode is Strict: the test asserts it
+		// exact, and a member that does not run for OwnerWait would have
+		// the others decide on their shares.
+		Strict: mode == cluster.Owner,
 	}}
 	var wg sync.WaitGroup
 	for range n {

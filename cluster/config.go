@@ -37,8 +37,9 @@ const (
 	DefaultSyncEvery = 50 * time.Millisecond
 	// DefaultRequestTimeout bounds one request to an owner.
 	DefaultRequestTimeout = time.Second
-	// DefaultMaxEntries bounds each partition owner's table.
-	DefaultMaxEntries = 1 << 16
+	// DefaultMaxEntries bounds the owner's state on a member, every
+	// partition it owns together: the single process's default.
+	DefaultMaxEntries = 1 << 20
 	// DefaultMaxCopies bounds a member's own copies.
 	DefaultMaxCopies = 1 << 20
 	// DefaultSweepEvery is how often a LocalFirst member deletes the state
@@ -52,6 +53,15 @@ const (
 	// DefaultAutoManagedRefresh is how often an automanaged member polls
 	// the others' health endpoints.
 	DefaultAutoManagedRefresh = 200 * time.Millisecond
+	// DefaultOwnerWait is how long an Owner-mode check waits for its
+	// owner's answer before the member decides it on its share: a tenth of
+	// DefaultRequestTimeout, and about a thousand times a round trip to
+	// another member (tens of microseconds; under 0.4 s in the slowest
+	// hand-off measured on a loaded machine, which waits regardless, see
+	// Config.OwnerWait), so that only an owner that does not run, or a
+	// network that carries nothing, trips it, while the callers of a
+	// frozen owner are held a tenth of a second, not a second.
+	DefaultOwnerWait = 100 * time.Millisecond
 )
 
 // AutoManaged configures the engine's automanaged provider: every member
@@ -113,8 +123,34 @@ type Config struct {
 	// others take it for dead and drop it from their member lists; its
 	// partitions then move. Default [DefaultDeadAfter].
 	DeadAfter time.Duration
-	// MaxEntries bounds each partition owner's table, and its state of
-	// the LocalFirst windows; default [DefaultMaxEntries].
+	// OwnerWait bounds, in Owner mode, how long a check waits for its
+	// owner's answer: an owner that does not answer in that time (stopped,
+	// a long pause, a network that drops everything) has the member
+	// decide the check itself, on its share of the policy (the limit, and
+	// a bucket's burst, divided by the live members), as LocalFirst does
+	// while an owner cannot be reached, without error; the member counts
+	// it (SyncStats.OwnerFallbacks) and charges it to the owner once the
+	// owner answers again, or to the partition's next owner. A check whose
+	// partition is on its way between two live members (a hand-off: the
+	// members asked answer that they hand it on or wait for it) waits for
+	// it, at most RequestTimeout, as before. Default [DefaultOwnerWait], or
+	// RequestTimeout/2 when that is shorter; it must be shorter than
+	// RequestTimeout. Strict, or a context from [WithStrict], turns the
+	// fallback off.
+	OwnerWait time.Duration
+	// Strict makes an Owner-mode check whose owner does not answer wait
+	// up to RequestTimeout and then fail, instead of falling back to the
+	// member's share after OwnerWait: for callers who prefer an error to an
+	// inexact answer. [WithStrict] does it for one call.
+	Strict bool
+	// MaxEntries bounds the owner's state on a member, every partition
+	// it owns together; default [DefaultMaxEntries]. Each partition holds
+	// at most MaxEntries/Partitions keys, plus an eighth for the spread of
+	// the hash, rounded up, in each of the owner's per-key maps (its table
+	// of states, the LocalFirst windows' totals, what it charged of each
+	// member's hits, the marks of resets), evicting the idlest (see the
+	// package doc, Memory): with the partitions keyed by PartitionKey, a
+	// flood of new ids spreads over them as evenly as the keys in use do.
 	MaxEntries int
 	// MaxCopies bounds the member's own state: its LocalFirst copies of fixed
 	// windows, and of the other algorithms' states (each up to MaxCopies).
@@ -133,6 +169,30 @@ type Config struct {
 	Clock actorlimit.TickerClock
 	// Logger gets the actor system's and the engine's logs; default silent.
 	Logger *slog.Logger
+	// TLS, when set, makes the members authenticate each other with
+	// mutual TLS (see [TLS]): every member of the cluster must set it,
+	// with certificates from the same CA. Without it the members' port
+	// takes any message from anyone who reaches it, and a member whose
+	// Host is not loopback logs a warning when it starts.
+	TLS *TLS
+	// PartitionKey is the secret key of the hash that places ids in
+	// partitions (SipHash-2-4): at least [MinPartitionKeyLen] bytes,
+	// random, the same on every member, and kept from the callers, so that
+	// nobody can choose ids that land in one partition. Every request
+	// carries a fingerprint of it; a member refuses, counts
+	// (SyncStats.KeyMismatches) and logs at ERROR the requests of a member
+	// whose key differs. Empty is allowed only when Host is loopback (all
+	// members on one machine): the key is then derived from Name, which
+	// anyone who knows the name can compute. With any other Host, Start
+	// fails without one.
+	PartitionKey []byte
+}
+
+// partEntries is the most keys the owner's state of one partition holds in
+// each of its maps: MaxEntries/Partitions, plus an eighth, rounded up.
+func (c Config) partEntries() int {
+	n := (c.MaxEntries + c.Partitions - 1) / c.Partitions
+	return n + (n+7)/8
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -161,13 +221,22 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: cluster.Config: MaxEntries %d is negative", actorlimit.ErrInvalidArgument, c.MaxEntries)
 	case c.MaxCopies < 0:
 		return c, fmt.Errorf("%w: cluster.Config: MaxCopies %d is negative", actorlimit.ErrInvalidArgument, c.MaxCopies)
+	case c.OwnerWait < 0:
+		return c, fmt.Errorf("%w: cluster.Config: OwnerWait %v is negative", actorlimit.ErrInvalidArgument, c.OwnerWait)
 	case c.SweepEvery < 0:
 		return c, fmt.Errorf("%w: cluster.Config: SweepEvery %v is negative", actorlimit.ErrInvalidArgument, c.SweepEvery)
 	case c.Port < 0 || c.Port > 65535:
 		return c, fmt.Errorf("%w: cluster.Config: Port %d is not a port", actorlimit.ErrInvalidArgument, c.Port)
+	case len(c.PartitionKey) > 0 && len(c.PartitionKey) < MinPartitionKeyLen:
+		return c, fmt.Errorf("%w: cluster.Config: PartitionKey is %d bytes, shorter than %d", actorlimit.ErrInvalidArgument, len(c.PartitionKey), MinPartitionKeyLen)
+	case len(c.PartitionKey) == 0 && c.Host != "" && !isLoopback(c.Host):
+		return c, fmt.Errorf("%w: cluster.Config: PartitionKey is empty and Host %q is not loopback: give every member the same random key of at least %d bytes", actorlimit.ErrInvalidArgument, c.Host, MinPartitionKeyLen)
 	}
 	if c.Name == "" {
 		c.Name = DefaultName
+	}
+	if len(c.PartitionKey) == 0 {
+		c.PartitionKey = defaultPartitionKey(c.Name)
 	}
 	if c.AutoManaged != nil && c.AutoManaged.Refresh == 0 {
 		am := *c.AutoManaged
@@ -188,6 +257,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
+	}
+	switch {
+	case c.OwnerWait == 0:
+		c.OwnerWait = min(DefaultOwnerWait, c.RequestTimeout/2)
+	case c.OwnerWait >= c.RequestTimeout:
+		return c, fmt.Errorf("%w: cluster.Config: OwnerWait %v is not shorter than RequestTimeout %v", actorlimit.ErrInvalidArgument, c.OwnerWait, c.RequestTimeout)
 	}
 	if c.DeadAfter == 0 {
 		c.DeadAfter = DefaultDeadAfter

@@ -25,6 +25,8 @@ func TestStartRejectsBadConfig(t *testing.T) {
 		{"too many partitions", cluster.Config{Provider: noProvider{}, Partitions: cluster.MaxPartitions + 1}, "Partitions"},
 		{"sync", cluster.Config{Provider: noProvider{}, SyncEvery: -time.Second}, "SyncEvery"},
 		{"timeout", cluster.Config{Provider: noProvider{}, RequestTimeout: -1}, "RequestTimeout"},
+		{"owner wait", cluster.Config{Provider: noProvider{}, OwnerWait: -1}, "OwnerWait"},
+		{"owner wait not under the timeout", cluster.Config{Provider: noProvider{}, OwnerWait: time.Second}, "OwnerWait 1s is not shorter than RequestTimeout 1s"},
 		{"dead after", cluster.Config{Provider: noProvider{}, DeadAfter: -1}, "DeadAfter"},
 		{"max entries", cluster.Config{Provider: noProvider{}, MaxEntries: -1}, "MaxEntries"},
 		{"port", cluster.Config{Provider: noProvider{}, Port: 70000}, "Port"},

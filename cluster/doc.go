@@ -5,7 +5,8 @@
 // # Owners
 //
 // Ids are hashed onto a fixed number of partitions (Config.Partitions,
-// 1024 by default). Each member places them itself, by rendezvous hashing
+// 1024 by default) by SipHash-2-4 keyed by Config.PartitionKey, which the
+// members share: nobody without the key can choose ids of one partition. Each member places them itself, by rendezvous hashing
 // over the members it takes for live (its view, from the engine's member
 // list): a partition's owner is the member of highest score for it, its
 // backup the next one ([Member.OwnerOf]). A member answers as a
@@ -40,6 +41,13 @@
 //     waits for the hand-off; one that no live member holds (the cluster
 //     starts, an owner died without a backup) starts empty.
 //
+// No message between members is larger than [MaxMessageBytes]: a state
+// larger than that goes in pieces, which the receiver takes only once it
+// has them all, so a hand-off never starts a partition with part of its
+// state, and a backup replaces the one before only whole; a sync sends an
+// owner its partitions' parts in several requests, and what does not fit
+// goes at the next round (see pieces.go).
+//
 // [Member.SyncStats] counts the hand-offs, the refusals, the take-overs
 // and the backups sent.
 //
@@ -47,7 +55,15 @@
 //
 // In [Owner] mode every check goes to the owner of its partition and waits
 // for the answer: exact, at the cost of a round trip when the owner is
-// another member.
+// another member. An owner that does not answer within Config.OwnerWait
+// (100 ms by default: stopped, paused, cut off) has the member decide the
+// check itself, on its share of the policy (limit and burst divided by the
+// live members), without error; the member charges what it allowed to the
+// owner, or to the partition's next owner, once one answers. Config.Strict,
+// or a context from [WithStrict], makes such a check wait RequestTimeout
+// and fail instead. Each request carries an id the owner remembers for a
+// while (at most [MaxRemembered] requests): a request sent again after its
+// answer was lost is answered from the first decision, counted once.
 //
 // In [LocalFirst] mode (the default) every hit, of every algorithm, and
 // every peek of an id the member holds a copy of, is answered at once by
@@ -127,6 +143,15 @@
 // # Memory
 //
 // Each member's sync deletes, every Config.SweepEvery, the state of ended
-// windows: its copies, and the owner's state of the partitions it owns. Config.MaxCopies bounds a member's copies and
-// Config.MaxEntries each partition's owner state.
+// windows: its copies, and the owner's state of the partitions it owns.
+// Config.MaxCopies bounds a member's copies, and Config.MaxEntries the
+// owner's state on a member, every partition it owns together (each
+// partition holds MaxEntries/Partitions keys, plus an eighth, in each of
+// its per-key maps). Each map evicts the idlest first: the table by its
+// CLOCK, the other algorithms' copies the one hit least lately, what the
+// owner charged a key whose state the table evicted, so that a flood of
+// new ids never evicts an active key before an idle one. An owner that
+// evicted a key's state answers with none; a member whose copy holds a
+// live state keeps it and sends it whole. The resets kept for owners that
+// cannot be reached are bounded by MaxQueuedResetBytes.
 package cluster

@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"errors"
 	"sync"
 
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 
+	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
 
@@ -41,7 +43,7 @@ func DetachedBatched(cfg Config, node string, send func(partition int, msg any) 
 // partition (one at a time, as a grain's mailbox would). release undoes
 // it, as the grain stopping would.
 func (m *Member) Own(p int) (handle func(msg any) any, release func()) {
-	o := newOwner(m.cfg.Clock, m.cfg.MaxEntries)
+	o := newOwner(m.cfg.Clock, m.cfg.partEntries())
 	o.m, o.part.self = m, m.local
 	o.p = p
 	m.claim(p, o.part)
@@ -54,10 +56,22 @@ func (m *Member) Own(p int) (handle func(msg any) any, release func()) {
 }
 
 // HandleSync answers a batched sync as m's sync actor would.
-func (m *Member) HandleSync(msg any) any { return m.handleSync(msg.(*clusterpb.SyncRequest)) }
+func (m *Member) HandleSync(msg any) any {
+	stampKey(m, msg)
+	return m.handleSync(msg.(*clusterpb.SyncRequest))
+}
 
-// Partition returns the partition of id in a cluster of n partitions.
-func Partition(id string, n int) int { return int(fnv1a(id) % uint64(n)) }
+// Partition returns the partition of id in a cluster of n partitions
+// whose members have the default Name and PartitionKey.
+func Partition(id string, n int) int {
+	return newPartitioner(defaultPartitionKey(DefaultName)).of(id, n)
+}
+
+// PartitionOf returns the partition of id on m.
+func (m *Member) PartitionOf(id string) int { return m.partition(id) }
+
+// KeyPrint is the fingerprint of m's partition key.
+func (m *Member) KeyPrint() uint64 { return m.hash.print }
 
 // Owners are the partitions' owners of a detached cluster, in memory: a
 // request to partition p is handled by the p-th owner, one at a time, as
@@ -107,3 +121,93 @@ func (m *Member) SystemID() string { return m.cluster.ActorSystem.ID }
 // SetLive sets the number of live members a detached member divides its
 // limit by while an owner cannot be reached.
 func (m *Member) SetLive(n int) { m.live.Store(int64(n)) }
+
+// OwnerSizes is the size of the owner's state on a member, every
+// partition it owns together: the keys of its table, its windows, what it
+// charged, its marks of resets.
+type OwnerSizes struct{ Table, Windows, Charged, Marks int }
+
+// OwnerSizes returns the size of the owner's state on m.
+func (m *Member) OwnerSizes() OwnerSizes {
+	var s OwnerSizes
+	for p := range m.parts {
+		if op := m.parts[p].owned.Load(); op != nil {
+			op.mu.Lock()
+			s.Table += op.table.Len()
+			s.Windows += len(op.windows)
+			s.Charged += len(op.charged)
+			s.Marks += len(op.marks)
+			op.mu.Unlock()
+		}
+	}
+	return s
+}
+
+// Unsettled returns how many partitions m has yet to settle: those it
+// owns whose state its backup has not taken since it changed, those it
+// hands on, those it waits for.
+func (m *Member) Unsettled() int {
+	n := 0
+	for p := range m.parts {
+		if op := m.parts[p].owned.Load(); op != nil && op.dirty.Load() {
+			if v := m.view.Load(); v != nil && v.backup(p) != "" && v.backup(p) != m.node {
+				n++
+			}
+		}
+	}
+	m.own.mu.Lock()
+	defer m.own.mu.Unlock()
+	return n + len(m.own.handing) + len(m.own.waiting)
+}
+
+// Backups returns how many partitions m's view makes it the backup of
+// (owned by another member), and of how many it holds a backup.
+func (m *Member) Backups() (want, held int) {
+	v := m.view.Load()
+	if v == nil {
+		return 0, 0
+	}
+	m.own.mu.Lock()
+	defer m.own.mu.Unlock()
+	for p := range m.parts {
+		if v.backup(p) == m.node && v.owner(p) != m.node {
+			want++
+			if m.own.backups[p] != nil {
+				held++
+			}
+		}
+	}
+	return want, held
+}
+
+// PendingCharges is how many checks the member decided on its share, in
+// Owner mode, that wait for their owner.
+func (m *Member) PendingCharges() int { return m.pendingCharges() }
+
+// Remembered is how many requests the member remembers as an owner.
+func (m *Member) Remembered() int { return m.fb.mem.len() }
+
+// ErrDropped is the error of a request whose answer DropReplies dropped.
+var ErrDropped = errors.New("the answer was dropped on purpose")
+
+// DropReplies makes the member's transport drop the answer of every request
+// for which drop reports true, after the owner has answered it: the
+// request's sender sees ErrDropped, as when an answer is lost. Call it
+// before the member's first check.
+func (m *Member) DropReplies(drop func(msg any) bool) {
+	send := m.send
+	m.send = func(p int, msg any) (any, error) {
+		resp, err := send(p, msg)
+		if err == nil && drop(msg) {
+			return nil, ErrDropped
+		}
+		return resp, err
+	}
+}
+
+// SetOwnersClock makes the in-memory owners read clock, not the members'.
+func (o *Owners) SetOwnersClock(clock actorlimit.TickerClock) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.clock.Clock = clock
+}

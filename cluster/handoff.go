@@ -113,8 +113,12 @@ func (o *ownerPart) load(st *clusterpb.PartState, now int64, node string, own fu
 			}
 			w.nodes[n.GetNode()] = t
 		}
-		if old := o.windows[k]; old != nil && (old.window > w.window || old.window == w.window && old.sum >= w.sum) {
+		old := o.windows[k]
+		if old != nil && (old.window > w.window || old.window == w.window && old.sum >= w.sum) {
 			continue
+		}
+		if old == nil && o.limit > 0 && len(o.windows) >= o.limit {
+			o.evict(now)
 		}
 		o.windows[k] = w
 	}
@@ -134,7 +138,10 @@ func (o *ownerPart) load(st *clusterpb.PartState, now int64, node string, own fu
 		k := stateKey{alg: algo.Algorithm(pc.GetAlgorithm()), period: pc.GetPeriodNs(), id: pc.GetId()}
 		ch := o.charged[k]
 		if ch == nil {
-			ch = &chargedHits{nodes: make(map[string]nodeCharged, len(pc.GetNodes()))}
+			if o.limit > 0 && len(o.charged) >= o.limit {
+				o.evictCharged()
+			}
+			ch = &chargedHits{last: now, nodes: make(map[string]nodeCharged, len(pc.GetNodes()))}
 			o.charged[k] = ch
 		}
 		ch.death = max(ch.death, pc.GetDeath())

@@ -37,6 +37,7 @@ type Member struct {
 	parts    []partState  // partition number -> what the member knows of it
 	live     atomic.Int64 // the live members in the view: the fallback's divisor
 	ids      []string     // partition number -> identity
+	hash     partitioner  // places ids in partitions
 	topology *eventstream.Subscription
 	view     atomic.Pointer[view] // the members this member takes for live; nil before the first
 	viewMu   sync.Mutex
@@ -52,10 +53,19 @@ type Member struct {
 	sweeps    atomic.Uint64
 	expired   atomic.Uint64
 	outage    atomic.Bool // a partition was cut off and logged; see cutOff
-	counters  counters
+	rejects   rejectLog   // the logging of rejected peer messages
+	// mismatchLogged says a request with another partition key was logged.
+	mismatchLogged atomic.Bool
+	counters       counters
 
-	resetMu sync.Mutex
-	resets  map[int][]queuedReset // partition -> resets the owner has yet to apply
+	resetMu    sync.Mutex
+	resets     map[int][]queuedReset // partition -> resets the owner has yet to apply
+	resetBytes int64                 // the resets' queuedCost, in all
+	// resetsFullLogged says a refused reset was logged since the last
+	// outage began.
+	resetsFullLogged bool
+
+	fb ownerFallback // Owner mode: the fallback while an owner does not answer (ownerwait.go)
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -83,7 +93,12 @@ func Start(cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
+	remoteOpts, err := cfg.remoteOptions()
+	if err != nil {
+		return nil, err
+	}
 	logger := cfg.Logger
+	cfg.warnOpen(logger)
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
 	m := newMember(cfg, "", nil)
@@ -100,7 +115,7 @@ func Start(cfg Config) (*Member, error) {
 		return nil, fmt.Errorf("cluster: starting member: %w", err)
 	}
 	pc := protocluster.Configure(cfg.Name, cfg.Provider, cfg.Lookup,
-		remote.Configure(cfg.Host, cfg.Port),
+		remote.Configure(cfg.Host, cfg.Port, remoteOpts...),
 		protocluster.WithRequestTimeout(cfg.RequestTimeout),
 		protocluster.WithHeartbeatExpiration(cfg.DeadAfter))
 	c := protocluster.New(system, pc)
@@ -178,12 +193,14 @@ func newMember(cfg Config, node string, send func(partition int, msg any) (any, 
 		own: ownership{handing: make(map[int]*handing), waiting: make(map[int]waiting),
 			backups: make(map[int]*backupState), accepted: make(map[int]string)},
 	}
+	m.fb.init(cfg)
 	m.local = newLocal(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()), m.parts)
 	m.states = newStates(cfg.MaxCopies, epochStart(cfg.Clock.Now().UnixNano()))
 	if node != "" {
 		m.local.setName(node)
 	}
 	m.live.Store(1)
+	m.hash = newPartitioner(cfg.PartitionKey)
 	m.ids = make([]string, cfg.Partitions)
 	for i := range m.ids {
 		m.ids[i] = strconv.Itoa(i)
@@ -245,8 +262,9 @@ func (m *Member) Members() []string {
 	return out
 }
 
-// fnv1a is the 64-bit FNV-1a hash of s: the same on every member, as a
-// partition's number must be (maphash's seeds differ between processes).
+// fnv1a is the 64-bit FNV-1a hash of s: the same on every member, as the
+// members' scores for a partition must be (maphash's seeds differ between
+// processes). Ids are placed by a keyed hash (partkey.go).
 func fnv1a(s string) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(s); i++ {
@@ -256,10 +274,8 @@ func fnv1a(s string) uint64 {
 	return h
 }
 
-// partition returns the partition of id.
-func (m *Member) partition(id string) int {
-	return int(fnv1a(id) % uint64(len(m.ids)))
-}
+// partition returns the partition of id: its keyed hash (partkey.go).
+func (m *Member) partition(id string) int { return m.hash.of(id, len(m.ids)) }
 
 // isLocal reports whether c is decided by this member at once, without a
 // request: LocalFirst's hits and peeks.
@@ -330,6 +346,7 @@ func (m *Member) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 		for j < len(checks) && !m.isLocal(&checks[j]) && m.partition(checks[j].ID) == p {
 			j++
 		}
+		j = i + runEnd(checks[i:], j-i) // a request fits one message
 		if err := m.decideRemote(ctx, p, checks[i:j], res[i:j]); err != nil {
 			return err
 		}
@@ -340,21 +357,22 @@ func (m *Member) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 }
 
 // decideRemote has partition p's owner decide checks, writing its
-// decisions to out. In LocalFirst mode only resets come here: a reset
+// decisions to out: in Owner mode, see decideOwner. In LocalFirst mode only resets come here: a reset
 // forgets the member's copy of the key too, and while the owner cannot be
 // reached (or when the request fails) it is kept for the next sync to
 // carry to the owner, instead of failing: the owner applies it before
 // the hits counted after it.
 func (m *Member) decideRemote(ctx context.Context, p int, checks []algo.Check, out []algo.Decision) error {
+	if m.cfg.Mode == Owner {
+		return m.decideOwner(ctx, p, checks, out)
+	}
 	if m.cfg.Mode == LocalFirst && m.parts[p].cut.Load() && m.parts[p].owned.Load() == nil {
-		m.resetLocally(p, checks, out)
-		return nil
+		return m.resetLocally(p, checks, out)
 	}
 	err := m.remote(ctx, p, checks, out)
 	if err != nil && m.cfg.Mode == LocalFirst && ctx.Err() == nil {
 		m.cutOff(p, err)
-		m.resetLocally(p, checks, out)
-		return nil
+		return m.resetLocally(p, checks, out)
 	}
 	if err != nil {
 		return err
@@ -385,10 +403,15 @@ type queuedReset struct {
 
 // resetLocally resets checks (LocalFirst resets of partition p, whose owner
 // cannot be reached) in the member's copies, and keeps them for the next
-// sync to carry to the owner.
-func (m *Member) resetLocally(p int, checks []algo.Check, out []algo.Decision) {
+// sync to carry to the owner; when the resets kept would pass
+// MaxQueuedResetBytes, it refuses them all and changes nothing (see
+// queueFull).
+func (m *Member) resetLocally(p int, checks []algo.Check, out []algo.Decision) error {
 	m.resetMu.Lock()
 	defer m.resetMu.Unlock()
+	if err := m.queueFull(p, checks); err != nil {
+		return err
+	}
 	if m.resets == nil {
 		m.resets = make(map[int][]queuedReset)
 	}
@@ -396,9 +419,11 @@ func (m *Member) resetLocally(p int, checks []algo.Check, out []algo.Decision) {
 	for i := range checks {
 		m.forget(&checks[i], now)
 		m.resets[p] = append(m.resets[p], queuedReset{checks[i], now})
+		m.resetBytes += queuedCost(&checks[i])
 		m.counters.queuedResets.Add(1)
 		out[i] = algo.Decision{}
 	}
+	return nil
 }
 
 // enter takes the read lock unless the member is closed or ctx has ended.
@@ -419,7 +444,7 @@ func (m *Member) enter(ctx context.Context) error {
 
 // remote has partition p's owner decide checks, writing its decisions to out.
 func (m *Member) remote(ctx context.Context, p int, checks []algo.Check, out []algo.Decision) error {
-	req := &clusterpb.DecideRequest{Checks: make([]*clusterpb.Check, len(checks))}
+	req := &clusterpb.DecideRequest{Checks: make([]*clusterpb.Check, len(checks)), KeyPrint: m.hash.print}
 	for i := range checks {
 		req.Checks[i] = checkToWire(&checks[i])
 	}

@@ -20,13 +20,14 @@ type owner struct {
 	m      *Member // the member it runs on; nil for a test's in-memory owner
 	p      int     // the partition; -1 until named
 	part   *ownerPart
+	mem    *remembered // the requests it answered, by id
 	seen   int
-	out    []algo.Decision
 	checks []algo.Check
 }
 
 func newOwner(clock interface{ Now() time.Time }, maxEntries int) *owner {
-	return &owner{clock: clock, p: -1, part: newOwnerPart(maxEntries)}
+	return &owner{clock: clock, p: -1, part: newOwnerPart(maxEntries),
+		mem: newRemembered(rememberFactor * DefaultRequestTimeout)}
 }
 
 // handle answers one request, or returns nil for a message that is none.
@@ -53,16 +54,7 @@ func (o *owner) decide(m *clusterpb.DecideRequest) *clusterpb.DecideReply {
 		}
 		o.checks = append(o.checks, chk)
 	}
-	if cap(o.out) < len(o.checks) {
-		o.out = make([]algo.Decision, len(o.checks))
-	}
-	out := o.out[:len(o.checks)]
-	o.part.decide(o.clock.Now().UnixNano(), o.checks, out)
-	reply := &clusterpb.DecideReply{Decisions: make([]*clusterpb.Decision, len(out))}
-	for i, d := range out {
-		reply.Decisions[i] = decisionToWire(d)
-	}
-	return reply
+	return o.part.answer(m, o.checks, o.clock.Now().UnixNano(), o.mem, nil, false)
 }
 
 // sync applies a member's totals for this partition (see ownerPart.add);

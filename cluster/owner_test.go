@@ -109,10 +109,15 @@ func TestOwnerModeAlgorithms(t *testing.T) {
 }
 
 // startMembers starts n members of one cluster on loopback with the
-// engine's in-memory test provider and waits until each sees all n.
+// engine's in-memory test provider and waits until each sees all n. In
+// Owner mode they are Strict: the tests assert exact counts, and three
+// members and their callers in one process on a loaded machine may not
+// run for longer than OwnerWait, which would have a member decide on its
+// share (ownerwait_test.go and TestOwnerModeFrozenOwnerAsProcesses test
+// that).
 func startMembers(t *testing.T, n int, clock *fakeClock, mode cluster.Mode) []*cluster.Member {
 	t.Helper()
-	members, _ := startMembersWith(t, n, cluster.Config{Clock: clock, Mode: mode})
+	members, _ := startMembersWith(t, n, cluster.Config{Clock: clock, Mode: mode, Strict: mode == cluster.Owner})
 	return members
 }
 

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 
-	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
 
@@ -106,6 +106,10 @@ type ownership struct {
 	backups  map[int]*backupState
 	accepted map[int]string // partition -> the member that handed it here
 	pushMu   sync.Mutex     // held by a push of hand-offs
+	// assembling holds the states arriving in pieces (pieces.go); version
+	// numbers this member's exports sent in pieces.
+	assembling map[assemblyKey]*assembly
+	version    atomic.Uint64
 }
 
 // setView makes addrs the members this member takes for live (itself
@@ -229,7 +233,7 @@ func (m *Member) takeOver(p int, now int64) {
 // empty), under a new incarnation: the members send it what they hold
 // there again. m.own.mu is held.
 func (m *Member) install(p int, st *clusterpb.PartState, now int64) {
-	op := newOwnerPart(m.cfg.MaxEntries)
+	op := newOwnerPart(m.cfg.partEntries())
 	op.self = m.local
 	if st != nil {
 		op.load(st, now, m.node, m.local.copyEpoch)
@@ -237,6 +241,8 @@ func (m *Member) install(p int, st *clusterpb.PartState, now int64) {
 	op.dirty.Store(true)
 	delete(m.own.waiting, p)
 	delete(m.own.backups, p)
+	delete(m.own.assembling, assemblyKey{part: p})
+	delete(m.own.assembling, assemblyKey{part: p, backup: true})
 	m.parts[p].owned.Store(op)
 }
 
@@ -294,15 +300,14 @@ func (m *Member) pushHandOffs() bool {
 	var wg sync.WaitGroup
 	for to, parts := range byTo {
 		wg.Go(func() {
-			resp, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: parts}, m.cfg.RequestTimeout).Result()
-			reply, ok := resp.(*clusterpb.HandOffReply)
-			if err != nil || !ok {
+			taken, err := m.sendStates(to, parts, func(ps []*clusterpb.PartState) *clusterpb.HandOff {
+				return &clusterpb.HandOff{Parts: ps}
+			}, m.cfg.RequestTimeout)
+			if err != nil {
 				m.cfg.Logger.Debug("actorlimit cluster: hand-off failed, will retry", "member", to, "partitions", len(parts), "error", err)
-				return
 			}
 			m.own.mu.Lock()
-			for _, p := range reply.GetTaken() {
+			for _, p := range taken {
 				if h := m.own.handing[int(p)]; h != nil && h == sent[int(p)] {
 					delete(m.own.handing, int(p))
 				}
@@ -348,7 +353,7 @@ func (m *Member) askWaiting() bool {
 		}
 		wg.Go(func() {
 			resp, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: ask, Ask: true}, m.cfg.syncTimeout()).Result()
+				&clusterpb.HandOff{From: m.node, Parts: ask, Ask: true, KeyPrint: m.hash.print}, m.cfg.syncTimeout()).Result()
 			reply, ok := resp.(*clusterpb.HandOffReply)
 			mu.Lock()
 			defer mu.Unlock()
@@ -386,23 +391,49 @@ const settlePause = 20 * time.Millisecond
 // handleHandOff takes partitions' states from another member: as their
 // owner from now on, or, for a backup, keeps them for when their owner
 // dies. A member that is leaving takes none.
+//
+// A hand-off that fails the checks (see check.go) is rejected whole. Each
+// partition is then taken as the member's view allows (handOffPart,
+// backupFrom); one refused is left out of the answer, and its sender sends
+// it again.
 func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 	reply := &clusterpb.HandOffReply{}
+	if !m.keyOK(h.GetFrom(), h.GetKeyPrint()) {
+		return reply
+	}
+	if err := m.peerCheck().checkHandOff(h); err != nil {
+		m.reject("hand-off", err)
+		return reply
+	}
 	m.own.mu.Lock()
 	defer m.own.mu.Unlock()
 	now := m.cfg.Clock.Now().UnixNano()
+	v := m.view.Load()
+	var without *view
+	withoutFrom := func() *view {
+		if without == nil {
+			without = v.without(h.GetFrom(), m.ids)
+		}
+		return without
+	}
 	for _, st := range h.GetParts() {
 		p := int(st.GetPartition())
-		if p >= len(m.parts) {
-			continue
-		}
 		if h.GetAsk() {
 			if m.parts[p].owned.Load() != nil || m.own.handing[p] != nil {
 				reply.Held = append(reply.Held, uint32(p))
 			}
 			continue
 		}
+		// Each piece is checked against the view before it is kept, so
+		// that a sender the view gives no part cannot fill the assembly.
 		if h.GetBackup() {
+			if !m.backupFrom(h.GetFrom(), p, v) {
+				m.counters.refusals.Add(1)
+				continue
+			}
+			if st = m.assemble(h.GetFrom(), st, true); st == nil {
+				continue // a piece: the state is taken with its last one
+			}
 			if m.parts[p].owned.Load() == nil {
 				m.own.backups[p] = &backupState{from: h.GetFrom(), state: st}
 			}
@@ -410,6 +441,24 @@ func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 			continue
 		}
 		if m.leaving.Load() || !m.named() {
+			continue
+		}
+		take := m.handOffPart(h.GetFrom(), p, v, withoutFrom)
+		if take == refuseHandOff {
+			m.counters.refusals.Add(1)
+			continue
+		}
+		if st = m.assemble(h.GetFrom(), st, false); st == nil {
+			continue // a piece: the state is taken with its last one
+		}
+		if take == keepHandOff {
+			// Its owner is leaving, ahead of this member's view: the state
+			// is kept as the backup, taken over when the view drops the
+			// owner (reassign), so that the partition never has two owners.
+			if m.parts[p].owned.Load() == nil {
+				m.own.backups[p] = &backupState{from: h.GetFrom(), state: st}
+			}
+			reply.Taken = append(reply.Taken, uint32(p))
 			continue
 		}
 		if op := m.parts[p].owned.Load(); op != nil {
@@ -492,15 +541,22 @@ func (m *Member) sendBackups(now int64) {
 	var wg sync.WaitGroup
 	for to, parts := range byBackup {
 		wg.Go(func() {
-			_, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: parts, Backup: true}, m.cfg.syncTimeout()).Result()
+			taken, err := m.sendStates(to, parts, func(ps []*clusterpb.PartState) *clusterpb.HandOff {
+				return &clusterpb.HandOff{Parts: ps, Backup: true}
+			}, m.cfg.syncTimeout())
 			if err != nil {
-				for _, st := range parts {
-					ops[int(st.GetPartition())].dirty.Store(true)
-				}
-				return
+				m.cfg.Logger.Debug("actorlimit cluster: backup failed, will retry", "member", to, "partitions", len(parts), "error", err)
 			}
-			m.counters.backups.Add(uint64(len(parts)))
+			done := make(map[int]bool, len(taken))
+			for _, p := range taken {
+				done[int(p)] = true
+			}
+			for _, st := range parts {
+				if p := int(st.GetPartition()); !done[p] {
+					ops[p].dirty.Store(true)
+				}
+			}
+			m.counters.backups.Add(uint64(len(done)))
 		})
 	}
 	wg.Wait()
@@ -567,31 +623,27 @@ func (m *Member) hint(p int) string {
 // refuses it, naming the owner it knows, when this member does not own the
 // partition (now).
 func (m *Member) serveDecide(req *clusterpb.DecideRequest) *clusterpb.DecideReply {
-	p := int(req.GetPartition())
-	if p >= len(m.parts) {
-		return &clusterpb.DecideReply{Error: fmt.Sprintf("partition %d of %d", p, len(m.parts))}
+	if !m.keyOK("", req.GetKeyPrint()) {
+		return &clusterpb.DecideReply{Error: "the partition key differs: give every member the same Config.PartitionKey"}
 	}
+	checks, err := m.peerCheck().checkDecide(req)
+	if err != nil {
+		m.reject("decide", err)
+		return &clusterpb.DecideReply{Error: err.Error()}
+	}
+	p := int(req.GetPartition())
 	if !m.named() {
 		m.counters.refusals.Add(1)
 		return &clusterpb.DecideReply{Refused: true}
 	}
 	op := m.parts[p].owned.Load()
-	checks := make([]algo.Check, len(req.GetChecks()))
-	for i, w := range req.GetChecks() {
-		c, err := checkFromWire(w)
-		if err != nil {
-			return &clusterpb.DecideReply{Error: err.Error()}
-		}
-		checks[i] = c
+	var reply *clusterpb.DecideReply
+	if op != nil && !m.leaving.Load() {
+		reply = op.answer(req, checks, m.cfg.Clock.Now().UnixNano(), m.fb.mem, &m.counters.deduped, true)
 	}
-	out := make([]algo.Decision, len(checks))
-	if op == nil || m.leaving.Load() || !op.decideLive(m.cfg.Clock.Now().UnixNano(), checks, out) {
+	if reply == nil {
 		m.counters.refusals.Add(1)
-		return &clusterpb.DecideReply{Refused: true, Owner: m.hint(p)}
-	}
-	reply := &clusterpb.DecideReply{Decisions: make([]*clusterpb.Decision, len(out))}
-	for i, d := range out {
-		reply.Decisions[i] = decisionToWire(d)
+		return &clusterpb.DecideReply{Refused: true, Owner: m.hint(p), Moving: m.moving(p)}
 	}
 	return reply
 }
@@ -679,7 +731,11 @@ func (m *Member) request(p int, msg any) (any, error) {
 	if _, ok := msg.(*clusterpb.SyncRequest); ok {
 		timeout = m.cfg.syncTimeout()
 	}
-	if d, ok := msg.(*clusterpb.DecideRequest); ok {
+	d, decide := msg.(*clusterpb.DecideRequest)
+	if decide && len(d.GetCharges()) > 0 {
+		timeout = m.cfg.syncTimeout() // sent again by the next sync
+	}
+	if decide && d.GetPartition() != uint32(p) {
 		d.Partition = uint32(p)
 	}
 	deadline := time.Now().Add(timeout)
@@ -704,6 +760,9 @@ func (m *Member) request(p int, msg any) (any, error) {
 		}
 		if err == nil {
 			h, refused := refusal(resp)
+			if refused && decide {
+				m.noteMoving(d, resp)
+			}
 			if !refused {
 				if resp == nil {
 					return nil, fmt.Errorf("cluster: partition %d: no answer", p)

@@ -79,9 +79,11 @@ type ownerPart struct {
 }
 
 // chargedHits is, for one key, how many hits of each member's copy the
-// owner has charged, until the key's state dies.
+// owner has charged, until the key's state dies, or the bound evicts it
+// (see evictCharged).
 type chargedHits struct {
 	death int64
+	last  int64 // when (Unix ns) the owner last charged hits to it
 	nodes map[string]nodeCharged
 }
 
@@ -256,9 +258,13 @@ func (o *ownerPart) charge(node string, h *clusterpb.Hits, now int64) *clusterpb
 	defer o.mu.Unlock()
 	ch := o.charged[k]
 	if ch == nil {
+		if o.limit > 0 && len(o.charged) >= o.limit {
+			o.evictCharged()
+		}
 		ch = &chargedHits{nodes: make(map[string]nodeCharged, 4)}
 		o.charged[k] = ch
 	}
+	ch.last = now
 	nc := ch.nodes[node]
 	if h.GetEpoch() > nc.epoch {
 		// A new copy: the hits before base were charged to an earlier
@@ -290,6 +296,34 @@ func (o *ownerPart) charge(node string, h *clusterpb.Hits, now int64) *clusterpb
 	r := o.table.Record(&c)
 	ch.death = max(ch.death, r.Death, now+int64(c.Period))
 	return &clusterpb.State{Done: nc.done, State: r.State, Death: r.Death}
+}
+
+// evictCharged deletes the record of what the owner charged of one key,
+// chosen among a few: the first whose state the table no longer holds
+// (evicted, idlest first, or dead), else the one charged least lately; so
+// that of a key the members hit, it goes only after those of idle keys, as
+// in the table. Forgetting it costs little: a member's next hits of the key
+// carry how many of its copy's hits came before them (Hits.base), and only
+// a sync whose answer was lost is charged twice. o.mu is held.
+func (o *ownerPart) evictCharged() {
+	var (
+		victim stateKey
+		oldest int64
+		seen   int
+	)
+	for k, ch := range o.charged {
+		if _, ok := o.table.Get(k.table()); !ok {
+			victim = k
+			break
+		}
+		if seen == 0 || ch.last < oldest {
+			victim, oldest = k, ch.last
+		}
+		if seen++; seen == evictSample {
+			break
+		}
+	}
+	delete(o.charged, victim)
 }
 
 // merge keeps the fuller of the owner's state of c's key and state, a
@@ -350,17 +384,6 @@ func (o *ownerPart) touch() {
 	if !o.dirty.Load() {
 		o.dirty.Store(true)
 	}
-}
-
-// decideLive is decide while the state is the owner's; it reports false,
-// deciding nothing, once it is gone.
-func (o *ownerPart) decideLive(now int64, checks []algo.Check, out []algo.Decision) bool {
-	if !o.enter() {
-		return false
-	}
-	defer o.leave()
-	o.decide(now, checks, out)
-	return true
 }
 
 // applyLive is apply while the state is the owner's; it reports false once

@@ -35,7 +35,7 @@ func (m *Member) seedPeek(ctx context.Context, c *algo.Check, now int64, p int) 
 		w.hits = []statePending{sp}
 	}
 	m.counters.seeds.Add(1)
-	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{m.part(p, w, true)}}
+	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{m.part(p, w, true)}, KeyPrint: m.hash.print}
 	resp, err := m.call(ctx, p, req)
 	reply, ok := resp.(*clusterpb.SyncReply)
 	if err != nil || !ok || len(reply.GetParts()) != 1 {

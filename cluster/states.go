@@ -64,6 +64,9 @@ type stateCopy struct {
 	// reset is the time (Unix ns) of the latest reset of the key that the
 	// copy has honoured: its hits before it are not charged to its state.
 	reset int64
+	// used is the shard's count of hits at the copy's latest hit, allowed
+	// or denied: the bound evicts the copy used least lately.
+	used uint64
 }
 
 // add records n hits allowed at now.
@@ -103,6 +106,7 @@ type stateShard struct {
 	share  *table.Table // while an owner cannot be reached: the member's share
 	copies map[stateKey]*stateCopy
 	active []stateKey
+	hits   uint64 // the hits decided on the shard's copies, in all
 }
 
 // states holds a member's copies of the keys of the algorithms other than
@@ -157,6 +161,10 @@ func (st *states) decide(c *algo.Check, now int64, p int, ps *partState, members
 	d := s.t.Apply(c, now)
 	k := keyOf(c)
 	cp := s.copies[k]
+	s.hits++
+	if cp != nil {
+		cp.used = s.hits
+	}
 	if !d.Allowed {
 		if cp != nil {
 			// Nothing to send, but the copy is synced again, to learn
@@ -172,7 +180,7 @@ func (st *states) decide(c *algo.Check, now int64, p int, ps *partState, members
 		if st.perShard > 0 && len(s.copies) >= st.perShard {
 			st.evict(s)
 		}
-		cp = &stateCopy{epoch: st.epoch.Add(1), part: int32(p)}
+		cp = &stateCopy{epoch: st.epoch.Add(1), part: int32(p), used: s.hits}
 		s.copies[k] = cp
 	}
 	cp.policy = *c
@@ -192,18 +200,20 @@ func (s *stateShard) activate(k stateKey, cp *stateCopy) {
 	}
 }
 
-// evict deletes one copy of a full shard, chosen among a few: the one with
-// the fewest hits the owner has not charged yet, which it loses. The
-// shard's lock is held.
+// evict deletes one copy of a full shard, chosen among a few: the one hit
+// least lately, allowed or denied, as the table evicts the idlest first;
+// so a flood of new ids, each hit once, evicts its own copies, never the
+// copy of a key hit since (a denied key's, above all, whose state is what
+// holds it back). The shard's lock is held.
 func (st *states) evict(s *stateShard) {
 	var (
 		victim stateKey
-		best   int64
+		best   uint64
 		seen   int
 	)
 	for k, cp := range s.copies {
-		if cost := cp.total - cp.acked; seen == 0 || cost < best {
-			victim, best = k, cost
+		if seen == 0 || cp.used < best {
+			victim, best = k, cp.used
 		}
 		if seen++; seen == evictSample {
 			break
@@ -421,6 +431,19 @@ func (st *states) applied(sp statePending, r *clusterpb.State, now int64, replac
 		return
 	}
 	k := sp.key.table()
+	if len(r.GetState()) == 0 {
+		if mine := s.t.Record(&cp.policy); mine.State != nil && mine.Death > now {
+			// The owner holds no state of the key and the copy holds a
+			// live one: the owner's bound evicted it (a reset is honoured
+			// before this answer, and forgets the copy's state). The copy
+			// keeps its state and sends it whole with the next sync, so a
+			// flood of new ids at the owner cannot reset a key the members
+			// still hold.
+			cp.rebuild = true
+			s.activate(sp.key, cp)
+			return
+		}
+	}
 	s.t.Delete(k)
 	s.share.Delete(k)
 	if len(r.GetState()) > 0 && r.GetDeath() > now {

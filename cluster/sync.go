@@ -1,10 +1,13 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
@@ -63,8 +66,15 @@ func (m *Member) SyncNow() {
 	m.maintain(now)
 	if m.cfg.Mode == LocalFirst {
 		m.syncRound(now)
+		m.sendBackups(m.cfg.Clock.Now().UnixNano())
+		return
 	}
+	// Owner mode: the charges of the checks decided on this member's share
+	// go to their owners while the backups go to theirs.
+	var wg sync.WaitGroup
+	wg.Go(func() { m.sendCharges(now) })
 	m.sendBackups(m.cfg.Clock.Now().UnixNano())
+	wg.Wait()
 }
 
 // syncRound is a LocalFirst sync round at now (see SyncNow).
@@ -195,7 +205,18 @@ func (m *Member) exchange(work partWorks, now int64) map[int]bool {
 		replies[p] = r
 		mu.Unlock()
 	}
-	one := func(p int) { record(p, m.syncPartition(p, work[p])) }
+	// The requests to partitions' owners found one by one go at once, as
+	// many as MaxMessageBytes of them in all: the engine may send those
+	// to one member in one gRPC message.
+	inFlight := semaphore.NewWeighted(MaxMessageBytes)
+	one := func(p int) {
+		req, _ := work[p].fit()
+		n := int64(min(req, MaxMessageBytes))
+		_ = inFlight.Acquire(context.Background(), n)
+		defer inFlight.Release(n)
+		record(p, m.syncPartition(p, work[p]))
+	}
+	work.fitAll()
 	byOwner := make(map[string][]int)
 	for p := range work {
 		if addr := m.ownerAt(p); addr != "" && addr != m.node && m.sendTo != nil {
@@ -258,10 +279,15 @@ func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64)
 	}
 	if len(w.resets) > 0 {
 		m.resetMu.Lock()
-		if rs := m.resets[p]; len(rs) <= len(w.resets) {
+		rs := m.resets[p]
+		done := min(len(rs), len(w.resets))
+		for i := range rs[:done] {
+			m.resetBytes -= queuedCost(&rs[i].check)
+		}
+		if done == len(rs) {
 			delete(m.resets, p)
 		} else {
-			m.resets[p] = rs[len(w.resets):]
+			m.resets[p] = slices.Clone(rs[done:]) // lets the sent ones go
 		}
 		m.resetMu.Unlock()
 	}
@@ -276,6 +302,9 @@ func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64)
 func (m *Member) cutOff(p int, err error) {
 	if m.parts[p].cut.CompareAndSwap(false, true) && m.outage.CompareAndSwap(false, true) {
 		m.counters.outages.Add(1)
+		m.resetMu.Lock()
+		m.resetsFullLogged = false
+		m.resetMu.Unlock()
 		m.cfg.Logger.Warn("actorlimit cluster: owner unreachable, its partitions' checks fall back to this member's share until it answers (logged once)",
 			"partition", p, "error", err)
 	}
@@ -309,7 +338,7 @@ func (m *Member) ownerAt(p int) string {
 // syncPartition sends partition p's work w to its owner and returns its
 // answer, nil if it failed.
 func (m *Member) syncPartition(p int, w *partWork) *clusterpb.PartReply {
-	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{m.part(p, w, true)}}
+	req := &clusterpb.SyncRequest{Node: m.node, Parts: []*clusterpb.PartSync{m.part(p, w, true)}, KeyPrint: m.hash.print}
 	m.counters.requests.Add(1)
 	resp, err := m.send(p, req)
 	reply, ok := resp.(*clusterpb.SyncReply)
@@ -321,24 +350,28 @@ func (m *Member) syncPartition(p int, w *partWork) *clusterpb.PartReply {
 	return reply.GetParts()[0]
 }
 
-// syncMember sends the work of partitions parts in one request to the
-// member at addr, which owns them, and returns its answer for each, nil
-// where it failed.
+// syncMember sends the work of partitions parts to the member at addr,
+// which owns them, in requests of at most MaxMessageBytes, one after
+// another, and returns its answer for each, nil where it failed; after a
+// request that fails it sends no more.
 func (m *Member) syncMember(addr string, parts []int, work partWorks) []*clusterpb.PartReply {
-	req := &clusterpb.SyncRequest{Node: m.node, Parts: make([]*clusterpb.PartSync, len(parts))}
-	for i, p := range parts {
-		req.Parts[i] = m.part(p, work[p], true)
+	out := make([]*clusterpb.PartReply, 0, len(parts))
+	for _, batch := range work.batches(parts) {
+		req := &clusterpb.SyncRequest{Node: m.node, Parts: make([]*clusterpb.PartSync, len(batch)), KeyPrint: m.hash.print}
+		for i, p := range batch {
+			req.Parts[i] = m.part(p, work[p], true)
+		}
+		m.counters.requests.Add(1)
+		resp, err := m.sendTo(addr, req)
+		reply, ok := resp.(*clusterpb.SyncReply)
+		if err != nil || !ok || len(reply.GetParts()) != len(batch) {
+			m.counters.failures.Add(1)
+			m.cfg.Logger.Debug("actorlimit cluster: sync failed, will retry", "member", addr, "partitions", len(parts), "error", err)
+			break
+		}
+		out = append(out, reply.GetParts()...)
 	}
-	out := make([]*clusterpb.PartReply, len(parts))
-	m.counters.requests.Add(1)
-	resp, err := m.sendTo(addr, req)
-	reply, ok := resp.(*clusterpb.SyncReply)
-	if err != nil || !ok || len(reply.GetParts()) != len(parts) {
-		m.counters.failures.Add(1)
-		m.cfg.Logger.Debug("actorlimit cluster: sync failed, will retry", "member", addr, "partitions", len(parts), "error", err)
-		return out
-	}
-	return reply.GetParts()
+	return out[:len(parts)]
 }
 
 // requestMember is the default sendTo: a request to the sync actor of the
@@ -355,7 +388,23 @@ func (m *Member) requestMember(addr string, msg *clusterpb.SyncRequest) (any, er
 // handleSync answers a batched sync as the owner of the partitions it
 // names: those it does not hold (now) are refused, answered absent with
 // the owner it knows.
+//
+// A request that fails the checks (see check.go) is rejected whole, and
+// one from a member not in this member's view refused whole: both are
+// answered with no parts, which the sender counts as a failure.
 func (m *Member) handleSync(req *clusterpb.SyncRequest) *clusterpb.SyncReply {
+	if !m.keyOK(req.GetNode(), req.GetKeyPrint()) {
+		return &clusterpb.SyncReply{} // no part: the sender takes it for failed
+	}
+	if err := m.peerCheck().checkSync(req); err != nil {
+		m.reject("sync", err)
+		return &clusterpb.SyncReply{}
+	}
+	if !m.peerSync(req.GetNode()) {
+		m.counters.refusals.Add(1)
+		m.cfg.Logger.Debug("actorlimit cluster: refused a sync from a member not in the view", "member", req.GetNode())
+		return &clusterpb.SyncReply{}
+	}
 	reply := &clusterpb.SyncReply{Parts: make([]*clusterpb.PartReply, len(req.GetParts()))}
 	for i, ps := range req.GetParts() {
 		var op *ownerPart

@@ -3,6 +3,7 @@ package cluster
 import (
 	"time"
 
+	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
@@ -34,7 +35,7 @@ func checkFromWire(w *clusterpb.Check) (algo.Check, error) {
 	if w.GetOp() > uint32(algo.OpReset) {
 		return c, algo.ErrInvalid
 	}
-	if c.ID == "" || c.N <= 0 {
+	if c.ID == "" || len(c.ID) > actorlimit.MaxIDLength || c.N <= 0 {
 		return c, algo.ErrInvalid
 	}
 	return c, algo.Validate(c.Algorithm, c.Limit, c.Period, c.Burst)

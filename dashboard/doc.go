@@ -26,7 +26,11 @@
 //     falling to 0 slot after slot.
 //
 // The tables show a group by its values ("203.0.113.66", or
-// "192.0.2.1 · example.com" for ip and host); the JSON keeps the
-// middleware's ids as they are. The page shows client addresses: it is for operators,
-// so mount it behind whatever guards the rest of the admin interface.
+// "192.0.2.1 · example.com" for ip and host); the JSON keeps the groups as
+// the analytics keep them (the middleware's ids, or for one longer than
+// analytics.MaxGroupLength its start and a hash). A secret value (a cookie,
+// a token) is shown as the 32 hex digits of its HMAC, which
+// docs/security.md says how to match. The page shows client addresses: it
+// is for operators, so mount it behind whatever guards the rest of the
+// admin interface.
 package dashboard

@@ -19,7 +19,14 @@
 // host, method, path, header:NAME, query:NAME, cookie:NAME) make the key of
 // the request's counter, together with the rule's name, policy and
 // characteristics, so two rules never share a counter and values cannot be
-// forged into another group's key. Rules come from Go or from a YAML or
+// forged into another group's key. Every value but the client IP is the
+// client's to choose, so a per-client limit groups by ip; "host" is taken
+// in lower case without port or trailing dots, and "header:Host" is
+// refused (Go moves that header to Request.Host). A value that may be a
+// credential (every cookie, the Authorization, Proxy-Authorization and
+// Cookie headers, what Rule.Secret lists) enters the key only as 32 hex
+// digits of its HMAC-SHA256 under [Config.SecretKey]. A
+// condition on GET holds for HEAD too. Rules come from Go or from a YAML or
 // JSON file ([ParseRules], [LoadRules]) and can be replaced at run time
 // ([Middleware.SetRules]) without losing the counts of unchanged rules.
 // Every rule is checked when it is parsed or set, its policy with

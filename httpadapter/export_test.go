@@ -13,10 +13,5 @@ func SetSleep(m *Middleware, f func(context.Context, time.Duration) error) { m.s
 // can make the limiter refuse a rule's hits at run time.
 func SetRulesUnchecked(m *Middleware, rules []Rule) error { return m.setRules(rules, false) }
 
-// SetYAMLColumnLimit sets the size past which YAML syntax errors name no
-// column, and returns what restores it.
-func SetYAMLColumnLimit(n int) (restore func()) {
-	old := yamlColumnLimit
-	yamlColumnLimit = n
-	return func() { yamlColumnLimit = old }
-}
+// YAMLParses returns how many times a YAML rules file was parsed.
+func YAMLParses() int64 { return yamlParses.Load() }

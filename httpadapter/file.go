@@ -27,6 +27,7 @@ type fileRule struct {
 	Name        string          `yaml:"name" json:"name"`
 	When        []fileCondition `yaml:"when" json:"when"`
 	GroupBy     []string        `yaml:"group_by" json:"group_by"`
+	Secret      []string        `yaml:"secret" json:"secret"`
 	Policy      *filePolicy     `yaml:"policy" json:"policy"`
 	Action      string          `yaml:"action" json:"action"`
 	Status      int             `yaml:"status" json:"status"`
@@ -90,6 +91,7 @@ type fileHeader struct {
 //	        not: true
 //	      - country: [RU]
 //	    group_by: [ip, host]   # ip host method path header:N query:N cookie:N
+//	    secret: [header:X-Api-Key]  # group_by values hashed (cookies, Authorization always are)
 //	    policy: {algorithm: fixed_window, limit: 5, period: 1m}  # burst: for buckets
 //	    action: block          # block (default), monitor or shadow
 //	    status: 429            # block: 4xx/5xx, default 429; shadow: 2xx, default 200
@@ -198,7 +200,7 @@ func convert(file string, frs []fileRule, lines []int) ([]Rule, error) {
 
 // rule converts a decoded rule; errors name the field.
 func (fr *fileRule) rule() (Rule, error) {
-	r := Rule{Name: fr.Name, GroupBy: fr.GroupBy}
+	r := Rule{Name: fr.Name, GroupBy: fr.GroupBy, Secret: fr.Secret}
 	switch {
 	case fr.Name == "":
 		return r, errors.New("name: missing")
@@ -234,12 +236,15 @@ func (fr *fileRule) rule() (Rule, error) {
 		}
 		r.When = append(r.When, c)
 	}
+	chars := make([]characteristic, len(fr.GroupBy))
 	for i, s := range fr.GroupBy {
-		if _, err := parseCharacteristic(s); err != nil {
+		c, err := parseCharacteristic(s)
+		if err != nil {
 			return r, fmt.Errorf("group_by[%d]: %w", i, err)
 		}
+		chars[i] = c
 	}
-	return r, nil
+	return r, markSecrets(chars, fr.Secret)
 }
 
 func (fp *filePolicy) policy() (actorlimit.Policy, error) {

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
-
-	"gopkg.in/yaml.v3"
 )
 
 // This file words the decoders' errors for the person who wrote the rules
@@ -79,101 +80,75 @@ func yamlTypeMessage(msg string) string {
 	return fmt.Sprintf("%s where %s is wanted", kind, wanted(goType))
 }
 
-// yamlSyntaxError words a YAML syntax error of data. yaml.v3 reports the
-// line of the construct the error is in, zero-based for some errors and
-// one-based for others, and no column; so the place is found again here:
-// the shortest prefix of data that fails with the same message as the
-// whole file ends where the parser meets the problem. Its line is at or
-// after the reported one, usually on it or the next: those are tried
-// first, then a binary search over the lines after them (a prefix that
-// holds the problem fails as the whole file does). A binary search over
-// that line's characters then finds the column, for files of up to
-// yamlColumnLimit bytes (each try parses the prefix again, and yaml.v3
-// takes about a second a megabyte).
-func yamlSyntaxError(data []byte, file string, err error) error {
-	full := err.Error()
-	msg := strings.TrimPrefix(full, "yaml: ")
-	hint := 0
+// yamlParses counts the parses of YAML rules files, for tests.
+var yamlParses atomic.Int64
+
+// byteReader reads data one byte a call, and counts the bytes read: the
+// YAML parser reads only as far as it needs, so when it fails, the count
+// says where it stopped.
+type byteReader struct {
+	data []byte
+	n    int
+}
+
+func (r *byteReader) Read(p []byte) (int, error) {
+	if r.n >= len(r.data) {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	p[0] = r.data[r.n]
+	r.n++
+	return 1, nil
+}
+
+// yamlParserErrors are the messages of yaml.v3's parser (its scanner has
+// the others): the parser names its construct's line counted from 0, the
+// scanner from 1.
+var yamlParserErrors = []string{
+	"did not find expected <stream-start>",
+	"did not find expected <document start>",
+	"did not find expected node content",
+	"did not find expected key",
+	"did not find expected '-' indicator",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found duplicate %TAG directive",
+	"found undefined tag handle",
+}
+
+// yamlSyntaxError words a YAML syntax error of data, whose parse stopped
+// after reading its first read bytes. No second parse: the place is what
+// that one says. The bytes it read say where the parser gave up: at or
+// after the mistake, by at most two tokens; the error names that place
+// (the last character read that is not a space). yaml.v3 names the line
+// of the construct the error is in (the mapping, list or quoted string
+// that starts there): when it is an earlier line, the error names it too.
+func yamlSyntaxError(data []byte, read int, file string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	construct := 0
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if n, m, ok := strings.Cut(rest, ": "); ok {
 			msg = m
-			_, _ = fmt.Sscan(n, &hint)
+			_, _ = fmt.Sscan(n, &construct)
+			if slices.Contains(yamlParserErrors, m) {
+				construct++
+			}
 		}
 	}
 	msg = "YAML syntax: " + msg
-	same := func(n int) bool {
-		var node yaml.Node
-		e := yaml.Unmarshal(data[:n], &node)
-		return e != nil && e.Error() == full
+	stop := len(bytes.TrimRight(data[:min(read, len(data))], " \t\r\n")) - 1
+	if stop < 0 {
+		return fileError(file, construct, errors.New(msg))
 	}
-	ends := lineEnds(data)
-	if len(ends) == 0 {
-		return fileError(file, 0, errors.New(msg))
-	}
-	first := min(max(hint, 1), len(ends)) // the line, counted from 1, is at least this
-	line := 0
-	for k := first; k <= min(first+2, len(ends)) && line == 0; k++ {
-		if same(ends[k-1]) {
-			line = k
-		}
-	}
-	if line == 0 {
-		from := min(first+3, len(ends))
-		if !same(ends[len(ends)-1]) {
-			return fileError(file, 0, errors.New(msg))
-		}
-		line = from + firstTrue(len(ends)-from, func(i int) bool { return same(ends[from-1+i]) })
-	}
-	if len(data) > yamlColumnLimit {
-		return fileError(file, line, errors.New(msg))
-	}
-	start := 0
-	if line > 1 {
-		start = ends[line-2]
-	}
-	// The shortest prefix ending on the line; its last character is where
-	// the parser stopped.
-	n := start + 1 + firstTrue(ends[line-1]-start, func(i int) bool { return same(start + i + 1) })
-	col := utf8.RuneCount(data[start:n])
-	if col < 1 || n > ends[line-1] {
-		return fileError(file, line, errors.New(msg))
+	line, col := position(data, int64(stop))
+	if construct > 0 && construct < line {
+		msg += fmt.Sprintf(" (in what starts at line %d)", construct)
 	}
 	return fmt.Errorf("%w: %s column %d: %s", ErrInvalidConfig, where(file, line), col, msg)
-}
-
-// yamlColumnLimit is the largest rules file whose YAML syntax errors get a
-// column; tests lower it.
-var yamlColumnLimit = 256 << 10
-
-// firstTrue returns the least i in [0, n) for which f holds, f being false
-// and then true (n when it never holds).
-func firstTrue(n int, f func(int) bool) int {
-	lo, hi := 0, n
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if f(mid) {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	return lo
-}
-
-// lineEnds returns the offset just past each line of data, the last line
-// included even without a final newline.
-func lineEnds(data []byte) []int {
-	var ends []int
-	for off := 0; off < len(data); {
-		i := bytes.IndexByte(data[off:], '\n')
-		if i < 0 {
-			ends = append(ends, len(data))
-			break
-		}
-		off += i + 1
-		ends = append(ends, off)
-	}
-	return ends
 }
 
 // position returns the line and column (both from 1; the column in

@@ -18,7 +18,9 @@ import (
 var goNames = regexp.MustCompile(`httpadapter\.[a-z]|\[\][a-z]|\*[a-z]+\.|!!|\bint64\b|\bstruct\b|cannot unmarshal`)
 
 // TestRulesFileErrorsSayWhere: a syntax error of a YAML or JSON rules file
-// names the line where it is (JSON: and the column), one-based; a value of
+// names the line and column where it is, one-based (YAML: where the parser
+// stopped, at most two tokens after the mistake, and the line where the
+// construct it is in starts when that is earlier); a value of
 // the wrong kind names the field and what it wants, in the file's terms,
 // never a Go type. The whole message is checked, after the file name.
 func TestRulesFileErrorsSayWhere(t *testing.T) {
@@ -26,21 +28,21 @@ func TestRulesFileErrorsSayWhere(t *testing.T) {
 		name, data, want string
 	}{
 		{"yaml unclosed flow mapping", "rules:\n  - name: a\n    policy: {limit: 1, period: 1m\n  - name: b\n",
-			`line 3 column 14: YAML syntax: did not find expected ',' or '}'`},
+			`line 4 column 11: YAML syntax: did not find expected ',' or '}' (in what starts at line 3)`},
 		{"yaml bad indentation", "rules:\n  - name: a\n    policy: {limit: 1, period: 1m}\n   bad: [\n",
-			`line 4 column 4: YAML syntax: did not find expected '-' indicator`},
+			`line 4 column 9: YAML syntax: did not find expected '-' indicator (in what starts at line 2)`},
 		{"yaml tab", "rules:\n  - name: a\n\tpolicy: x\n",
-			`line 3 column 1: YAML syntax: found a tab character that violates indentation`},
+			`line 3 column 2: YAML syntax: found a tab character that violates indentation (in what starts at line 2)`},
 		{"yaml unclosed list on line 1", "rules: [\n",
 			`line 1 column 8: YAML syntax: did not find expected node content`},
 		{"yaml error after many lines", "rules:\n" + repeat("  - name: r\n    policy: {limit: 1, period: 1m}\n", 40) + "  - name: x\n    policy: {limit: 1, period: 1m]\n",
-			`line 83 column 14: YAML syntax: did not find expected ',' or '}'`},
+			`line 83 column 34: YAML syntax: did not find expected ',' or '}'`},
 		{"yaml reserved character", "rules:\n  - name: a\n    policy: {limit: 1, period: 1m}\n    body: @x\n",
-			`line 4 column 11: YAML syntax: found character that cannot start any token`},
+			`line 4 column 12: YAML syntax: found character that cannot start any token`},
 		{"yaml colon in a value", "rules:\n  - name: a\n    policy: {limit: 1, period: 1m}\n    body: a: b\n",
-			`line 4 column 12: YAML syntax: mapping values are not allowed in this context`},
+			`line 4 column 14: YAML syntax: mapping values are not allowed in this context`},
 		{"yaml unclosed quote", "rules:\n  - name: a\n    body: \"slow\n    policy: {limit: 1, period: 1m}\n",
-			`line 3 column 11: YAML syntax: found unexpected end of stream`},
+			`line 4 column 34: YAML syntax: found unexpected end of stream (in what starts at line 3)`},
 		{"yaml path is a string", "rules:\n  - name: a\n    when:\n      - path: /login\n    policy: {limit: 1, period: 1m}\n",
 			`line 4: rule "a": when[0].path: "/login" is a string where a mapping with one of exact:, prefix:, glob: (such as {prefix: /login}) is wanted`},
 		{"yaml method is a string", "rules:\n  - name: a\n    when:\n      - method: GET\n    policy: {limit: 1, period: 1m}\n",
@@ -82,14 +84,29 @@ func TestRulesFileErrorsSayWhere(t *testing.T) {
 
 func repeat(s string, n int) string { return strings.Repeat(s, n) }
 
-// TestLargeYAMLFileErrorsSayTheLine: past a size, finding a YAML syntax
-// error's column would parse the file too many times (yaml.v3 takes about
-// a second a megabyte): the error names the line only.
-func TestLargeYAMLFileErrorsSayTheLine(t *testing.T) {
-	defer httpadapter.SetYAMLColumnLimit(1 << 10)()
-	data := "rules:\n" + repeat("  - name: r\n    policy: {limit: 1, period: 1m}\n", 40) + "  - name: x\n    policy: {limit: 1, period: 1m\n"
-	require.Greater(t, len(data), 1<<10)
-	_, err := httpadapter.ParseRules([]byte(data))
-	require.ErrorIs(t, err, httpadapter.ErrInvalidConfig)
-	assert.Equal(t, "httpadapter: invalid configuration: line 83: YAML syntax: did not find expected ',' or '}'", err.Error())
+// TestYAMLSyntaxErrorsParseOnce: placing a YAML syntax error parses the
+// file once, however large the file and wherever the error (yaml.v3 takes
+// about a second a megabyte, so each parse more of a 4 MiB file is
+// seconds more).
+func TestYAMLSyntaxErrorsParseOnce(t *testing.T) {
+	item := "  - name: r\n    policy: {limit: 1, period: 1m}\n"
+	tests := []struct {
+		name, data, want string
+	}{
+		{"an error at the end of 1 MiB", "rules:\n" + repeat(item, (1<<20)/len(item)) + "  - name: x\n    policy: {limit: 1, period: 1m\n",
+			`line 44623 column 33: YAML syntax: did not find expected ',' or '}'`},
+		{"a quote left open near the top of 1 MiB", "rules:\n  - name: a\n    body: \"slow\n" + repeat(item, (1<<20)/len(item)),
+			`line 44623 column 34: YAML syntax: found unexpected end of stream (in what starts at line 3)`},
+		{"an error in the middle", "rules:\n" + repeat(item, 1000) + "    body: a: b\n" + repeat(item, 1000),
+			`line 2002 column 14: YAML syntax: mapping values are not allowed in this context`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := httpadapter.YAMLParses()
+			_, err := httpadapter.ParseRules([]byte(tt.data))
+			require.ErrorIs(t, err, httpadapter.ErrInvalidConfig)
+			assert.Equal(t, int64(1), httpadapter.YAMLParses()-before, "parses")
+			assert.Equal(t, "httpadapter: invalid configuration: "+tt.want, err.Error())
+		})
+	}
 }

@@ -12,15 +12,18 @@ import (
 
 func parseYAML(data []byte, file string) ([]Rule, error) {
 	var root yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+	in := &byteReader{data: data}
+	yamlParses.Add(1)
+	dec := yaml.NewDecoder(in)
 	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
-		return nil, yamlSyntaxError(data, file, err)
+		return nil, yamlSyntaxError(data, in.n, file, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, fileError(file, extra.Line, errors.New("more than one YAML document"))
 	}
 	var fr fileRules
+	yamlParses.Add(1)
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)
 	if err := strict.Decode(&fr); err != nil && !errors.Is(err, io.EOF) {

@@ -43,8 +43,9 @@ const (
 
 // characteristic is one part of a grouping key.
 type characteristic struct {
-	kind charKind
-	name string // canonical header name, query or cookie name
+	kind   charKind
+	name   string // canonical header name, query or cookie name
+	secret bool   // its values are hashed (see secret.go)
 }
 
 // parseCharacteristic parses "ip", "host", "method", "path", "header:NAME",
@@ -68,6 +69,9 @@ func parseCharacteristic(s string) (characteristic, error) {
 	case "header":
 		if !validToken(name) {
 			return characteristic{}, fmt.Errorf("%q: %q is not a header name", s, name)
+		}
+		if http.CanonicalHeaderKey(name) == "Host" {
+			return characteristic{}, fmt.Errorf("%q: Go moves the Host header to Request.Host, so it would always be empty (one counter for every client): group by \"host\" instead", s)
 		}
 		return characteristic{kind: charHeader, name: http.CanonicalHeaderKey(name)}, nil
 	case "query":
@@ -123,6 +127,9 @@ func keyPrefix(name string, p actorlimit.Policy, chars []characteristic) string 
 	spec := make([]string, len(chars))
 	for i, c := range chars {
 		spec[i] = c.String()
+		if c.secret {
+			spec[i] += "(hmac)"
+		}
 	}
 	b = appendField(b, strings.Join(spec, ","))
 	return string(b)
@@ -162,8 +169,9 @@ func (q *request) appendValue(b []byte, c *characteristic) []byte {
 		return insertLen(ip.AppendTo(b), pos)
 	case charHost:
 		pos := len(b)
-		for i := 0; i < len(q.r.Host); i++ {
-			ch := q.r.Host[i]
+		h := hostName(q.r.Host)
+		for i := 0; i < len(h); i++ {
+			ch := h[i]
 			if 'A' <= ch && ch <= 'Z' {
 				ch += 'a' - 'A'
 			}
@@ -179,6 +187,9 @@ func (q *request) appendValue(b []byte, c *characteristic) []byte {
 		if len(vs) == 0 {
 			return append(b, '-')
 		}
+		if c.secret {
+			return q.m.hashTail(append(b, vs[0]...), len(b))
+		}
 		return appendField(b, vs[0])
 	case charQuery:
 		if q.r.URL == nil {
@@ -186,8 +197,11 @@ func (q *request) appendValue(b []byte, c *characteristic) []byte {
 		}
 		pos := len(b)
 		b, ok := appendQueryValue(b, q.r.URL.RawQuery, c.name)
-		if !ok {
+		switch {
+		case !ok:
 			return append(b, '-')
+		case c.secret:
+			return q.m.hashTail(b, pos)
 		}
 		return insertLen(b, pos)
 	case charCookie:
@@ -195,9 +209,26 @@ func (q *request) appendValue(b []byte, c *characteristic) []byte {
 		if !ok {
 			return append(b, '-')
 		}
-		return appendField(b, v)
+		return q.m.hashTail(append(b, v...), len(b)) // every cookie is secret
 	}
 	return append(b, '-')
+}
+
+// hostName returns the name of a Host value, so that the spellings of one
+// host make one group: without the port ("a:80" is "a", "[::1]:80" is
+// "::1") and without trailing dots ("a." is "a"); the caller lowers its
+// case.
+func hostName(h string) string {
+	if strings.HasPrefix(h, "[") {
+		if end := strings.IndexByte(h, ']'); end > 0 {
+			return h[1:end]
+		}
+		return h
+	}
+	if i := strings.IndexByte(h, ':'); i >= 0 && strings.IndexByte(h[i+1:], ':') < 0 {
+		h = h[:i] // one colon: a port; more: a bare IPv6 address
+	}
+	return strings.TrimRight(h, ".")
 }
 
 // insertLen turns the bytes of b after pos into a field: it inserts their

@@ -99,6 +99,18 @@ type Config struct {
 	// limit_req nodelay. By default the middleware waits that long, or
 	// until the request's context ends, before calling the next handler.
 	NoDelay bool
+	// SecretKey is the key of the HMAC-SHA256 that hashes secret grouping
+	// values (every cookie, the Authorization, Proxy-Authorization and
+	// Cookie headers, what a rule lists in [Rule.Secret]) before they
+	// become part of a counter id, so that no credential is kept in clear
+	// in the limiter's store, its snapshots or the analytics. Empty, the
+	// default, is a key of 32 random bytes drawn once per process: right
+	// for one server, but servers that share counts (a Redis store, a
+	// cluster) must be given the same key, or each counts a client's
+	// token under an id of its own. Set, it is at least [MinSecretKey]
+	// bytes, and makes a token's group computable by whoever holds it
+	// (docs/security.md gives the command).
+	SecretKey []byte
 	// Observers see every rule's decision for every request (see
 	// [Observer]): a metrics collector, the analytics. None by default.
 	Observers []Observer
@@ -123,6 +135,7 @@ type Middleware struct {
 	log     *slog.Logger
 	sleep   func(context.Context, time.Duration) error // a seam for tests
 	obs     []Observer
+	macs    *sync.Pool // of *macer, HMACs under the secret key
 
 	rules atomic.Pointer[ruleSet]
 
@@ -174,6 +187,14 @@ func New(lim Limiter, cfg Config) (*Middleware, error) {
 		return nil, fmt.Errorf("%w: UnknownIP %d is unknown", ErrInvalidConfig, cfg.UnknownIP)
 	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("%w: Timeout %v is negative", ErrInvalidConfig, cfg.Timeout)
+	}
+	switch n := len(cfg.SecretKey); {
+	case n == 0:
+		m.macs = newMacs(processKey())
+	case n < MinSecretKey:
+		return nil, fmt.Errorf("%w: SecretKey is %d bytes, fewer than the %d wanted", ErrInvalidConfig, n, MinSecretKey)
+	default:
+		m.macs = newMacs(cfg.SecretKey)
 	}
 	for i, o := range cfg.Observers {
 		if o == nil {

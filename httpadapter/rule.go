@@ -26,6 +26,13 @@ type Rule struct {
 	// "query:NAME" and "cookie:NAME", in any combination and order. Empty
 	// means one counter shared by every matching request.
 	GroupBy []string
+	// Secret lists the items of GroupBy ("header:NAME" or "query:NAME")
+	// whose values are credentials: they are hashed before they become
+	// part of a counter id, as every cookie and the Authorization,
+	// Proxy-Authorization and Cookie headers always are (see
+	// [Config.SecretKey]). An item not in GroupBy, or of another kind, is
+	// an error.
+	Secret []string
 	// Policy is the limit of each group. It is checked with
 	// [actorlimit.Policy.Validate] when the rule is parsed or set, so a
 	// policy the limiter would refuse is an error then, not at each request.
@@ -122,7 +129,9 @@ type Condition struct {
 }
 
 // Method holds when the request's method is one of methods (case-sensitive,
-// as HTTP methods are).
+// as HTTP methods are). GET covers HEAD too, since net/http answers a HEAD
+// request with the GET handler: a limit on GET cannot be escaped with
+// HEAD.
 func Method(methods ...string) Condition {
 	return Condition{kind: condMethod, set: methods}
 }
@@ -265,7 +274,7 @@ func (c *Condition) matchPlain(q *request) bool {
 	switch c.kind {
 	case condMethod:
 		for _, m := range c.set {
-			if q.r.Method == m {
+			if q.r.Method == m || m == http.MethodGet && q.r.Method == http.MethodHead {
 				return true
 			}
 		}

@@ -161,7 +161,11 @@ func (m *Middleware) compile(r *Rule, checkPolicy bool) (*rule, error) {
 			return nil, fmt.Errorf("group_by[%d]: %q given twice", i, s)
 		}
 		ru.needsIP = ru.needsIP || c.kind == charIP
+		c.secret = secretByDefault(c)
 		ru.chars = append(ru.chars, c)
+	}
+	if err := markSecrets(ru.chars, r.Secret); err != nil {
+		return nil, err
 	}
 	ru.prefix = keyPrefix(ru.name, ru.policy, ru.chars)
 	if len(ru.prefix) > maxPrefix {
@@ -169,6 +173,26 @@ func (m *Middleware) compile(r *Rule, checkPolicy bool) (*rule, error) {
 	}
 	ru.window = ceilSeconds(ru.policy.Period)
 	return ru, nil
+}
+
+// markSecrets marks the characteristics of chars that secret lists; it
+// says which item of secret is not one of them, or not a header or query.
+func markSecrets(chars []characteristic, secret []string) error {
+	for i, s := range secret {
+		c, err := parseCharacteristic(s)
+		if err != nil {
+			return fmt.Errorf("secret[%d]: %w", i, err)
+		}
+		if c.kind != charHeader && c.kind != charQuery && c.kind != charCookie {
+			return fmt.Errorf("secret[%d]: %q: only header:NAME and query:NAME values are hashed on request (cookies always are)", i, s)
+		}
+		j := slices.IndexFunc(chars, func(g characteristic) bool { return g.kind == c.kind && g.name == c.name })
+		if j < 0 {
+			return fmt.Errorf("secret[%d]: %q is not in group_by", i, s)
+		}
+		chars[j].secret = true
+	}
+	return nil
 }
 
 // policyError rewords an error of [actorlimit.Policy.Validate] to name

@@ -306,10 +306,15 @@ func respond(w http.ResponseWriter, a *Action, nosniff bool) {
 	_, _ = w.Write([]byte(a.Body))
 }
 
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
+// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0. It
+// divides before rounding, so that no duration overflows.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
 }

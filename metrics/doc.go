@@ -21,7 +21,8 @@
 //     [StoreStatsFunc] adapts the store's own counters);
 //   - through [Collector.SetCluster], for a cluster member: its
 //     fallbacks, sync rounds, requests and failures, outages,
-//     recoveries, rebuilds and queued resets, as a [ClusterStats] (declared
+//     recoveries, rebuilds and queued resets, hand-offs, Owner mode's
+//     fallbacks and retries, as a [ClusterStats] (declared
 //     here, so that this package depends on no backend; a
 //     [ClusterStatsFunc] adapts the member's SyncStats).
 //
@@ -66,6 +67,15 @@
 //	actorlimit_cluster_recoveries_total            times it went back
 //	actorlimit_cluster_rebuilds_total              owners found started empty and sent the partition again
 //	actorlimit_cluster_queued_resets_total         resets kept for an unreachable owner, sent with a later sync
+//	actorlimit_cluster_hand_offs_total             partitions taken, with their state, from a live owner
+//	actorlimit_cluster_refusals_total              requests refused for a partition the member did not hold
+//	actorlimit_cluster_take_overs_total            partitions taken from the member's backup after their owner died
+//	actorlimit_cluster_backups_total               partitions' states sent to their backup member
+//	actorlimit_cluster_owner_fallbacks_total       Owner-mode checks decided on the member's share: the owner did not answer in time
+//	actorlimit_cluster_owner_charged_total         of those, the ones their owner has counted since
+//	actorlimit_cluster_owner_charges_dropped_total of those, the ones dropped beyond the bound kept for owners
+//	actorlimit_cluster_decide_retries_total        Owner-mode requests sent again, same id, for want of an answer
+//	actorlimit_cluster_decide_deduplicated_total   Owner-mode requests answered, as an owner, from the first decision
 //
 // Only the one of denied, monitored and shadowed that a rule's action can
 // produce is exported for it.

@@ -114,6 +114,18 @@ type ClusterStats struct {
 	// TakeOvers the partitions it took from its backup of them after their
 	// owner died; Backups the partitions' states it sent to their backup.
 	HandOffs, Refusals, TakeOvers, Backups uint64
+	// Rejected is the messages from other members the member rejected,
+	// changing nothing, because they failed its checks.
+	Rejected uint64
+	// OwnerFallbacks is the Owner-mode checks the member decided on its
+	// share because their owner did not answer in time; Charged those of
+	// them the owner has counted since; ChargesDropped those dropped,
+	// beyond the bound of the checks kept for owners.
+	OwnerFallbacks, Charged, ChargesDropped uint64
+	// Retries is the Owner-mode requests the member sent again, under the
+	// same id, for want of an answer; Deduplicated the requests it answered,
+	// as an owner, from its first decision of them.
+	Retries, Deduplicated uint64
 }
 
 // ClusterStatsSource is what [Collector.SetCluster] reads at scrape time.
@@ -133,7 +145,9 @@ type ClusterStatsSource interface {
 //			Rounds: s.Rounds, Requests: s.Requests, Failures: s.Failures,
 //			Outages: s.Outages, Recoveries: s.Recoveries, Rebuilds: s.Rebuilds,
 //			QueuedResets: s.QueuedResets, HandOffs: s.HandOffs, Refusals: s.Refusals,
-//			TakeOvers: s.TakeOvers, Backups: s.Backups}
+//			TakeOvers: s.TakeOvers, Backups: s.Backups, Rejected: s.Rejected,
+//			OwnerFallbacks: s.OwnerFallbacks, Charged: s.Charged, ChargesDropped: s.ChargesDropped,
+//			Retries: s.Retries, Deduplicated: s.Deduplicated}
 //	}))
 type ClusterStatsFunc func() ClusterStats
 
@@ -190,6 +204,9 @@ type Collector struct {
 	clusterFallbacks, clusterRounds, clusterRequests, clusterFailures               *prometheus.Desc
 	clusterOutages, clusterRecoveries, clusterRebuilds, clusterQueuedResets         *prometheus.Desc
 	clusterHandOffs, clusterRefusals, clusterTakeOvers, clusterBackups              *prometheus.Desc
+	clusterRejected                                                                 *prometheus.Desc
+	clusterOwnerFallbacks, clusterCharged, clusterChargesDropped                    *prometheus.Desc
+	clusterRetries, clusterDeduplicated                                             *prometheus.Desc
 }
 
 type ruleKey struct {
@@ -282,6 +299,12 @@ func New(cfg Config) (*Collector, error) {
 	c.clusterRefusals = clusterDesc("refusals_total", "Requests the cluster member refused for a partition it did not hold.")
 	c.clusterTakeOvers = clusterDesc("take_overs_total", "Partitions the cluster member took from its backup of them after their owner died.")
 	c.clusterBackups = clusterDesc("backups_total", "Partitions' states the cluster member sent to their backup member.")
+	c.clusterRejected = clusterDesc("rejected_total", "Messages from other members the cluster member rejected, changing nothing, because they failed its checks.")
+	c.clusterOwnerFallbacks = clusterDesc("owner_fallbacks_total", "Owner-mode checks the cluster member decided on its share because their owner did not answer in time.")
+	c.clusterCharged = clusterDesc("owner_charged_total", "Owner-mode checks decided on the member's share that their owner has counted since.")
+	c.clusterChargesDropped = clusterDesc("owner_charges_dropped_total", "Owner-mode checks decided on the member's share that were dropped, beyond the bound of those kept for owners.")
+	c.clusterRetries = clusterDesc("decide_retries_total", "Owner-mode requests the cluster member sent again, under the same id, for want of an answer.")
+	c.clusterDeduplicated = clusterDesc("decide_deduplicated_total", "Owner-mode requests the cluster member, as an owner, answered from its first decision of them.")
 	return c, nil
 }
 
@@ -457,7 +480,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.storeErrors, c.storeOutages, c.storeFallbacks, c.storeOpen, c.storeClosed, c.storeCheckErrors, c.storeCached,
 		c.clusterFallbacks, c.clusterRounds, c.clusterRequests, c.clusterFailures,
 		c.clusterOutages, c.clusterRecoveries, c.clusterRebuilds, c.clusterQueuedResets,
-		c.clusterHandOffs, c.clusterRefusals, c.clusterTakeOvers, c.clusterBackups} {
+		c.clusterHandOffs, c.clusterRefusals, c.clusterTakeOvers, c.clusterBackups,
+		c.clusterRejected,
+		c.clusterOwnerFallbacks, c.clusterCharged, c.clusterChargesDropped, c.clusterRetries, c.clusterDeduplicated} {
 		ch <- d
 	}
 	c.latency.Describe(ch)
@@ -535,6 +560,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.clusterRefusals, st.Refusals)
 		counter(c.clusterTakeOvers, st.TakeOvers)
 		counter(c.clusterBackups, st.Backups)
+		counter(c.clusterRejected, st.Rejected)
+		counter(c.clusterOwnerFallbacks, st.OwnerFallbacks)
+		counter(c.clusterCharged, st.Charged)
+		counter(c.clusterChargesDropped, st.ChargesDropped)
+		counter(c.clusterRetries, st.Retries)
+		counter(c.clusterDeduplicated, st.Deduplicated)
 	}
 }
 

@@ -220,7 +220,8 @@ func TestCollectorClusterCounters(t *testing.T) {
 	// shows.
 	stats := metrics.ClusterStats{Fallbacks: 3, Rounds: 17, Requests: 29, Failures: 5,
 		Outages: 2, Recoveries: 1, Rebuilds: 7, QueuedResets: 11,
-		HandOffs: 13, Refusals: 19, TakeOvers: 23, Backups: 31}
+		HandOffs: 13, Refusals: 19, TakeOvers: 23, Backups: 31, Rejected: 59,
+		OwnerFallbacks: 37, Charged: 41, ChargesDropped: 43, Retries: 47, Deduplicated: 53}
 	tests := []struct {
 		name, help string
 		want       uint64
@@ -237,6 +238,12 @@ func TestCollectorClusterCounters(t *testing.T) {
 		{"cluster_refusals_total", "Requests the cluster member refused for a partition it did not hold.", stats.Refusals},
 		{"cluster_take_overs_total", "Partitions the cluster member took from its backup of them after their owner died.", stats.TakeOvers},
 		{"cluster_backups_total", "Partitions' states the cluster member sent to their backup member.", stats.Backups},
+		{"cluster_rejected_total", "Messages from other members the cluster member rejected, changing nothing, because they failed its checks.", stats.Rejected},
+		{"cluster_owner_fallbacks_total", "Owner-mode checks the cluster member decided on its share because their owner did not answer in time.", stats.OwnerFallbacks},
+		{"cluster_owner_charged_total", "Owner-mode checks decided on the member's share that their owner has counted since.", stats.Charged},
+		{"cluster_owner_charges_dropped_total", "Owner-mode checks decided on the member's share that were dropped, beyond the bound of those kept for owners.", stats.ChargesDropped},
+		{"cluster_decide_retries_total", "Owner-mode requests the cluster member sent again, under the same id, for want of an answer.", stats.Retries},
+		{"cluster_decide_deduplicated_total", "Owner-mode requests the cluster member, as an owner, answered from its first decision of them.", stats.Deduplicated},
 	}
 	for _, ns := range []string{"", "app_rl"} {
 		c, err := metrics.New(metrics.Config{Namespace: ns})

@@ -66,3 +66,29 @@ func TestUnwritableDirectory(t *testing.T) {
 		})
 	}
 }
+
+// TestFilesOwnerOnly: the files of the state (snapshot, logs) are created
+// 0600, and a directory Load creates 0700 (the usual umask, 022, would
+// let 0644 and 0755 through): they hold the limiter's ids, which may
+// identify clients.
+func TestFilesOwnerOnly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "state")
+	r, _, err := newRig(t, dir, persist.Config{})
+	require.NoError(t, err)
+	r.hit("alice")
+	require.NoError(t, r.j.Close())
+
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		fi, err := os.Stat(d)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), d)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.NotEmpty(t, entries)
+	for _, e := range entries {
+		fi, err := e.Info()
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), e.Name())
+	}
+}

@@ -11,7 +11,9 @@ type FS interface {
 	// ReadFile returns the whole file; an error that satisfies
 	// errors.Is(err, fs.ErrNotExist) when there is none.
 	ReadFile(name string) ([]byte, error)
-	// Create creates or truncates name for writing.
+	// Create creates or truncates name for writing. The operating
+	// system's creates it readable and writable by its owner only (0600):
+	// the state holds the limiter's ids, which may identify clients.
 	Create(name string) (File, error)
 	// Rename renames oldName to newName, replacing it.
 	Rename(oldName, newName string) error
@@ -19,7 +21,8 @@ type FS interface {
 	Remove(name string) error
 	// SyncDir makes the directory's entries (a rename, a new file) durable.
 	SyncDir(dir string) error
-	// MkdirAll creates the directory dir, and its parents, if missing.
+	// MkdirAll creates the directory dir, and its parents, if missing;
+	// the operating system's makes them open to their owner only (0700).
 	MkdirAll(dir string) error
 	// ReadDirNames returns the names of the entries of the directory dir.
 	ReadDirNames(dir string) ([]string, error)
@@ -38,10 +41,12 @@ var OS FS = osFS{}
 type osFS struct{}
 
 func (osFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
-func (osFS) Create(name string) (File, error)     { return os.Create(name) }
+func (osFS) Create(name string) (File, error) {
+	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+}
 func (osFS) Rename(oldName, newName string) error { return os.Rename(oldName, newName) }
 func (osFS) Remove(name string) error             { return os.Remove(name) }
-func (osFS) MkdirAll(dir string) error            { return os.MkdirAll(dir, 0o750) }
+func (osFS) MkdirAll(dir string) error            { return os.MkdirAll(dir, 0o700) }
 
 func (osFS) ReadDirNames(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)

@@ -73,6 +73,42 @@ func TestClusterSlots(t *testing.T) {
 	assert.Len(t, seen, 5*len(algo.All())*2, fmt.Sprint(seen))
 }
 
+// TestClusterSlotsOfIDsWithBraces: an ID with '}' or '%' is escaped in
+// its hash tag, so that the tag is the whole ID: IDs that share a prefix
+// before a '}' spread over the slots instead of all landing in one, and
+// two IDs never share a key. An ID without them keeps its key.
+func TestClusterSlotsOfIDsWithBraces(t *testing.T) {
+	s, err := redisstore.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
+	require.NoError(t, err)
+	key := func(id string) string {
+		c := algo.Check{Algorithm: algo.FixedWindow, ID: id, Period: time.Minute, Limit: 1, N: 1}
+		return redisstore.Key(s, &c)
+	}
+	slots := map[uint16]bool{}
+	for i := range 200 {
+		slots[slot(key(fmt.Sprintf("4:rule}%d", i)))] = true
+	}
+	assert.Greater(t, len(slots), 150, "200 ids that differ after a '}' spread over the slots")
+
+	tests := []struct{ id, key string }{
+		{"alice", "actorlimit:v4:{alice}:FixedWindow:60000000000"},
+		{"a}b", "actorlimit:v4:{a%7Db}:FixedWindow:60000000000"},
+		{"a%7Db", "actorlimit:v4:{a%257Db}:FixedWindow:60000000000"},
+		{"}", "actorlimit:v4:{%7D}:FixedWindow:60000000000"},
+		{"{x}}", "actorlimit:v4:{{x%7D%7D}:FixedWindow:60000000000"},
+	}
+	seen := map[string]string{}
+	for _, tt := range tests {
+		k := key(tt.id)
+		assert.Equal(t, tt.key, k, "id %q", tt.id)
+		assert.Equal(t, slot("{"+tt.key[len("actorlimit:v4:{"):strings.LastIndex(tt.key, "}")]+"}"), slot(k), "id %q: the tag is the whole escaped id", tt.id)
+		if other, dup := seen[k]; dup {
+			t.Errorf("ids %q and %q share key %s", other, tt.id, k)
+		}
+		seen[k] = tt.id
+	}
+}
+
 // scriptKeys is a go-redis hook that records the keys of every script call
 // (EVALSHA) the client sends, alone or in a pipeline, and counts the calls
 // that declare other than one key.

@@ -32,8 +32,12 @@
 // v2 (the bucket state as text) or v3 (four doubles), are earlier layouts,
 // and their TTLs clear them. The ID is the Cluster hash tag, so one ID's
 // keys live in one slot (with Redis Cluster every script call touches one
-// key, so a call never spans slots). An ID that contains '}' makes a
-// shorter tag: still one slot per key. Every key has a TTL: at least the
+// key, so a call never spans slots). In the tag, '%' is written "%25" and
+// '}' "%7D": a '}' would end the tag early, and then every ID that starts
+// alike (a client's made-up header values behind one rule's prefix) would
+// land in one slot. The layout's version stays v4: an ID without '%' or
+// '}' keeps the key it had; one with them has a new key, and counts
+// apart from servers of the releases before during a rolling deploy. Every key has a TTL: at least the
 // time until it is back to full capacity plus a grace of 1s (a minute with
 // [WithCallerTime], whose clock need not run with Redis's), so Redis never
 // keeps dead state, and Expire has nothing to do. A bucket's key is given

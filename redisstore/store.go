@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -430,16 +431,35 @@ func capacity(c *algo.Check) int64 {
 
 // key returns the Redis key of c's state: the prefix, the layout's version,
 // the ID in a hash tag (one key, one Cluster slot), the algorithm and the
-// Period in ns.
+// Period in ns. In the tag, '%' is written "%25" and '}' "%7D", so that
+// the tag is the whole ID (a '}' would end it early, and every ID that
+// starts alike would share one slot) and two IDs never share a key.
 func (s *Store) key(c *algo.Check) string {
 	b := make([]byte, 0, len(s.cfg.prefix)+len(keyVersion)+len(c.ID)+32)
 	b = append(b, s.cfg.prefix...)
 	b = append(b, keyVersion...)
 	b = append(b, '{')
-	b = append(b, c.ID...)
+	b = appendTag(b, c.ID)
 	b = append(b, "}:"...)
 	b = append(b, c.Algorithm.String()...)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, int64(c.Period), 10)
 	return string(b)
+}
+
+// appendTag appends id to b with '%' and '}' escaped as "%25" and "%7D".
+func appendTag(b []byte, id string) []byte {
+	for {
+		i := strings.IndexAny(id, "%}")
+		if i < 0 {
+			return append(b, id...)
+		}
+		b = append(b, id[:i]...)
+		if id[i] == '%' {
+			b = append(b, "%25"...)
+		} else {
+			b = append(b, "%7D"...)
+		}
+		id = id[i+1:]
+	}
 }

@@ -1,9 +1,34 @@
 // Package service is actorlimitd's core: envoy ratelimit's configuration
-// format, its matching of descriptors to rules, and the decisions of
-// ShouldRateLimit, made through an actorlimit.Limiter. It opens no socket,
-// so it is tested without a network; cmd/actorlimitd serves it.
+// format (Load, Parse, Config), its matching of descriptors to rules
+// (Config.Match), and the decisions of ShouldRateLimit (Server), made
+// through an actorlimit.Limiter, with their Prometheus metrics (Metrics).
+// It opens no socket, so it is tested without a network; cmd/actorlimitd
+// serves it over gRPC and HTTP.
+//
+// # Configuration
+//
+// A file is envoy ratelimit's: a domain and a tree of descriptors, each with
+// a key, an optional value (ending in '*': a prefix wildcard), an optional
+// rate_limit (unit, requests_per_unit, unlimited, name, replaces) and the
+// flags shadow_mode, quota_mode, detailed_metric, value_to_metric and
+// share_threshold, which mean what they mean there. A rule without
+// extensions is envoy ratelimit's fixed window of one unit, aligned to the
+// Unix epoch. actorlimitd's extensions, all in rate_limit:
+//
+//	algorithm: sliding_window  # fixed_window (default), sliding_window, sliding_log, gcra, token_bucket, leaky_bucket
+//	period: 15s                # any period instead of unit
+//	burst: 20                  # the bucket algorithms' burst (0: requests_per_unit)
+//
+// Unknown fields, duplicate domains and duplicate descriptors are refused
+// with the file, line and column (a *ConfigError wrapping ErrConfig).
+//
+// # Decisions
+//
+// Server.ShouldRateLimit answers as envoy ratelimit does: one status per
+// descriptor with its current_limit, limit_remaining and
+// duration_until_reset; OVER_LIMIT overall when a descriptor is over its
+// limit and not in shadow or quota mode; OK for an unknown domain and for a
+// descriptor no rule matches; hits_addend per request and per descriptor (a
+// descriptor's 0: checked, not counted). Options.AllOrNothing and
+// Options.DeniedNotCounted change that, and are off by default.
 package service
-
-import (
-	_ "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3" // the RLS types
-)

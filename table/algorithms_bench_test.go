@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/actorlimit/actorlimit/algo"
 )
 
 // BenchmarkDecide measures one hit of each algorithm on the table alone,
@@ -13,13 +11,12 @@ import (
 // second per key, the clock moving 1 µs a hit.
 func BenchmarkDecide(b *testing.B) {
 	const keys = 10_000
-	fixed := tableAlgo{name: "FixedWindow", hit: func(t *Table, k Key, l, _, n, now int64) algo.Decision { return t.FixedWindow(k, l, n, now) }}
-	for _, a := range append([]tableAlgo{fixed}, algos...) {
+	for _, a := range allAlgos {
 		b.Run(fmt.Sprintf("alg=%s/keys=%d", a.name, keys), func(b *testing.B) {
 			tbl := New(0)
 			ks := make([]Key, keys)
 			for i := range ks {
-				ks[i] = Key{Kind: 1, Scale: int64(time.Second), ID: fmt.Sprintf("user-%06d", i)}
+				ks[i] = Key{Kind: uint8(a.alg), Scale: int64(time.Second), ID: fmt.Sprintf("user-%06d", i)}
 			}
 			if len(ks) == 0 {
 				b.Fatal("no keys")

@@ -88,7 +88,7 @@ func unknown(a algo.Algorithm) string {
 
 // touchMin is the number of entries from which [Table.Decide] reads the
 // index slots and nodes of all its checks before it decides the first: a
-// table that large no longer fits in a core's caches (64 bytes a node), so
+// table that large no longer fits in a core's caches (48 bytes a node), so
 // each check would otherwise wait in turn for two reads from memory.
 const touchMin = 1 << 15
 
@@ -111,7 +111,7 @@ func (t *Table) touch(checks []algo.Check) {
 		h := t.hash(r.num, c.ID)
 		s := t.sub(h)
 		if v := s.slots[h&uint64(len(s.slots)-1)]; v != 0 {
-			sum += uint32(t.at(v & nodeMask).Count)
+			sum += uint32(t.at(v & nodeMask).Window)
 		}
 	}
 	t.sink += sum

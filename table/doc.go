@@ -16,11 +16,13 @@
 //
 // # Layout
 //
-// An entry is a node of 64 bytes, one cache line, in a slab of fixed
-// chunks, named by a 32-bit number and holding no pointer (so the garbage
-// collector never scans the slab): its state, the links of the eviction
-// ring, and its id when the id has at most 18 bytes (a longer id is a
-// string the node names by number). A hash index finds a key's node: open
+// An entry is a node of 48 bytes in a slab of fixed chunks, named by a
+// 32-bit number and holding no pointer (so the garbage collector never
+// scans the slab): its window, its state packed in 12 bytes relative to
+// that window (a state that does not fit is kept whole beside it, see
+// "Packed states" below), the links of the eviction ring, and its id when
+// the id has at most 16 bytes (a longer id is a string the node names by
+// number). A hash index finds a key's node: open
 // addressing over 32-bit slots, each a node number and a tag of the key's
 // hash, under a seed of the table's own, and a probe compares the id's
 // bytes, so ids an attacker picks neither collide more than others nor get
@@ -58,9 +60,7 @@
 // once per Scale of elapsed time a key, so a hit is mostly one index lookup.
 // Peeks change nothing.
 //
-// The entry's words hold the typed states as follows (the node's first
-// four words are an [algo.FixedState], so that a fixed window's hit works
-// on the entry in place):
+// The entry's words hold the typed states as follows:
 //
 //   - Fixed window ([Table.FixedWindow], [algo.FixedWindowHit]): Bucket is
 //     the window, Count its hits, Created and Modified Unix ms.
@@ -88,6 +88,22 @@
 //     slot (Newest); the death is the end of the newest slot's last window.
 //     Fixed-window entries pay nothing for it: the side map holds only the
 //     entries that have pairs.
+//
+// # Packed states
+//
+// A node keeps the three words of its state (Count, Created, Modified)
+// in 12 bytes, as numbers relative to the start of its window: for a
+// fixed window the count in 32 bits and the two times in milliseconds
+// from the window's start, for the buckets Empty's nanoseconds from the
+// bucket's start and Frac and Rate in the bits the run's scale leaves,
+// for the sliding algorithms the count and the two slots from the
+// window's first slot. A state whose words do not fit (a count past 2^32,
+// a clock stepped back days, a fixed window longer than 37 days, a bucket
+// Limit of more than 2^26 at a scale of an hour, 2^24 at a day) is kept
+// whole, three int64 words, in a wide state the node names by number, and
+// goes back into the node when it fits again: nothing is rounded, only a
+// key whose state does not fit costs 24 bytes more. A hit unpacks the
+// words, runs the algorithm and packs them again: a few shifts and adds.
 //
 // # Snapshots
 //
@@ -133,7 +149,7 @@
 // while it takes 3*limit. Hits on other entries make turns shorter, by one
 // insert per chance they earn.
 //
-// The ring costs each entry two node numbers, 8 bytes, and a byte of
+// The ring costs each entry two node numbers, 56 bits, and two bits of
 // chances. A hit writes one byte of its own entry; an insert into a full
 // table costs amortised O(1) steps of the hand (each either evicts or spends
 // a chance some hit gave) and the victim's O(log n) tree delete; Delete and

@@ -3,7 +3,7 @@ package table
 // The memory bound's eviction, a second-chance CLOCK over every entry of a
 // bounded table (the package doc, "Memory bound", says what it guarantees).
 // The ring is a circular doubly-linked list through the nodes' prev and next
-// links (node numbers), so that Delete and Expire take a node off it in O(1); t.hand is the
+// links (node numbers, packed in their link words), so that Delete and Expire take a node off it in O(1); t.hand is the
 // next candidate, and new nodes go in just before it, where the hand reaches
 // them last. A node's chances is how many more passes of the hand it
 // survives. Tables with no bound keep no ring: their nodes' links stay 0.
@@ -22,9 +22,9 @@ const (
 // hit's decision earns it.
 func record(e *node, allowed bool) {
 	if allowed {
-		e.chances = hitChances
+		e.setChances(hitChances)
 	} else {
-		e.chances = denyChances
+		e.setChances(denyChances)
 	}
 }
 
@@ -34,30 +34,35 @@ func (t *Table) link(i uint32) {
 	e := t.at(i)
 	h := t.hand
 	if h == 0 {
-		e.prev, e.next = i, i
+		e.setPrev(i)
+		e.setNext(i)
 		t.hand = i
 		return
 	}
 	he := t.at(h)
-	e.prev, e.next = he.prev, h
-	t.at(he.prev).next = i
-	he.prev = i
+	p := he.prev()
+	e.setPrev(p)
+	e.setNext(h)
+	t.at(p).setNext(i)
+	he.setPrev(i)
 }
 
 // unlink takes node i out of the ring, moving the hand on if it points at
 // i.
 func (t *Table) unlink(i uint32) {
 	e := t.at(i)
-	if e.next == i {
+	p, n := e.prev(), e.next()
+	if n == i {
 		t.hand = 0
 	} else {
 		if t.hand == i {
-			t.hand = e.next
+			t.hand = n
 		}
-		t.at(e.prev).next = e.next
-		t.at(e.next).prev = e.prev
+		t.at(p).setNext(n)
+		t.at(n).setPrev(p)
 	}
-	e.prev, e.next = 0, 0
+	e.setPrev(0)
+	e.setNext(0)
 }
 
 // evict deletes one entry, the first the hand finds with no chance left,
@@ -67,9 +72,9 @@ func (t *Table) unlink(i uint32) {
 func (t *Table) evict() {
 	for i := t.hand; i != 0; i = t.hand {
 		e := t.at(i)
-		t.hand = e.next
-		if e.chances > 0 {
-			e.chances--
+		t.hand = e.next()
+		if c := e.chances(); c > 0 {
+			e.setChances(c - 1)
 			continue
 		}
 		t.remove(i)

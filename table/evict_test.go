@@ -82,19 +82,19 @@ func checkRing(t *testing.T, tb *Table) {
 	for i := tb.hand; ; {
 		e := tb.at(i)
 		entry := tb.entry(e, tb.idOf(e))
-		if tb.at(e.next).prev != i || tb.at(e.prev).next != i {
+		if tb.at(e.next()).prev() != i || tb.at(e.prev()).next() != i {
 			t.Fatalf("ring links broken at %+v", entry)
 		}
 		if tb.lookup(entry.Key) != i {
 			t.Fatalf("ring holds %+v, which the table does not", entry)
 		}
-		if e.chances > denyChances {
-			t.Fatalf("%+v has %d chances", entry, e.chances)
+		if e.chances() > denyChances {
+			t.Fatalf("%+v has %d chances", entry, e.chances())
 		}
 		if seen++; seen > tb.Len() {
 			t.Fatalf("ring longer than the %d entries", tb.Len())
 		}
-		if i = e.next; i == tb.hand {
+		if i = e.next(); i == tb.hand {
 			break
 		}
 	}
@@ -106,7 +106,7 @@ func checkRing(t *testing.T, tb *Table) {
 // fixedAlgo is the fixed window as a tableAlgo, for the tests that run every
 // algorithm of the table.
 var fixedAlgo = tableAlgo{
-	name: "FixedWindow", window: true,
+	name: "FixedWindow", alg: algo.FixedWindow, window: true,
 	hit:  func(t *Table, k Key, l, _, n, now int64) algo.Decision { return t.FixedWindow(k, l, n, now) },
 	peek: func(t *Table, k Key, l, _, now int64) algo.Decision { return t.PeekFixedWindow(k, l, now) },
 }
@@ -317,12 +317,12 @@ func TestExpireAndDeleteLeaveTheRing(t *testing.T) {
 	}
 }
 
-// TestNodeSize checks the layout of a node: one cache line of 64 bytes,
-// holding the ring's links and an id of up to idInline bytes, and no
-// pointer, so that the garbage collector never scans the slab.
+// TestNodeSize checks the layout of a node: 48 bytes, holding the ring's
+// links and an id of up to idInline bytes, and no pointer, so that the
+// garbage collector never scans the slab.
 func TestNodeSize(t *testing.T) {
-	if n := unsafe.Sizeof(node{}); n != 64 {
-		t.Fatalf("node is %d bytes, want 64", n)
+	if n := unsafe.Sizeof(node{}); n != 48 {
+		t.Fatalf("node is %d bytes, want 48", n)
 	}
 	if n := unsafe.Sizeof([chunkSize]node{}); n%64 != 0 {
 		t.Fatalf("a chunk is %d bytes, not whole cache lines", n)

@@ -106,7 +106,7 @@ type fuzzResult struct {
 // change nothing a peek sees.
 func fuzzRun(t *testing.T, a tableAlgo, p fuzzPolicy, now int64, script []byte) fuzzResult {
 	tbl := New(0)
-	k := Key{Kind: 1, Scale: p.period, ID: "f"}
+	k := Key{Kind: uint8(a.alg), Scale: p.period, ID: "f"}
 	var hits []allowedHit
 	var denied algo.Decision
 	deniedN := int64(0)

@@ -36,12 +36,18 @@ func (t *Table) PeekGCRA(k Key, limit, burst, now int64) algo.Decision {
 
 // bucketOf returns k's node, or 0, and its state as a bucket.
 func (t *Table) bucketOf(k Key) (uint32, algo.BucketState) {
-	i := t.lookup(k)
+	r, i := t.find2(k)
 	if i == 0 {
 		return 0, algo.BucketState{}
 	}
 	e := t.at(i)
-	return i, algo.BucketState{Empty: e.Modified, Frac: e.Created, Rate: e.Count}
+	var rate, frac, empty int64
+	if ref, ok := r.ref(e.Window); ok && !e.wide() && r.codec == codecBucket {
+		rate, frac, empty = r.unpackBucket(e.w, ref)
+	} else {
+		rate, frac, empty = t.words(e, r)
+	}
+	return i, algo.BucketState{Empty: empty, Frac: frac, Rate: rate}
 }
 
 // putBucket stores s, the state of k after a hit at now decided d, in node
@@ -60,7 +66,14 @@ func (t *Table) putBucket(k Key, i uint32, s *algo.BucketState, d *algo.Decision
 	if i == 0 {
 		i = t.insert(k, b)
 	}
-	e := t.at(i)
-	e.Modified, e.Created, e.Count = s.Empty, s.Frac, s.Rate
 	t.move(i, b)
+	e := t.at(i)
+	r := t.runs[e.run]
+	if ref, ok := r.ref(b); ok && !e.wide() && r.codec == codecBucket {
+		if w, ok := r.packBucket(ref, s.Rate, s.Frac, s.Empty); ok {
+			e.w = w
+			return
+		}
+	}
+	t.setWords(e, r, s.Rate, s.Frac, s.Empty)
 }

@@ -15,10 +15,14 @@ import "hash/maphash"
 // The slots are cut into parts by extendible hashing: a directory of
 // 1<<t.depth entries, indexed by the hash's top bits, points at the parts,
 // each of which holds the keys whose hashes share its own top s.depth bits.
-// A part doubles when three quarters full, up to maxSlots slots; past that
-// it splits in two by its next bit (doubling the directory when the part
-// already used all of its bits). So a small table costs a few slots, and
-// no insert rehashes more than one part: maxSlots*3/4 keys, never the whole
+// A key's home in its part is its hash's low 32 bits scaled to the part's
+// size (a multiply and a shift, so a part can have any size, not only a
+// power of two). A part grows by a quarter when three quarters full, up to
+// maxSlots slots; past that it splits in two by its next bit (doubling the
+// directory when the part already used all of its bits), each half sized
+// to be two thirds full. So a part is 60 to 75% full once past its first
+// few keys (about 6 bytes a key), a small table costs a few slots, and no
+// insert rehashes more than one part: maxSlots*3/4 keys, never the whole
 // table at once.
 
 const (
@@ -30,8 +34,7 @@ const (
 	minSlots = 8
 	maxSlots = 4096
 	// tagShift is where in the hash a slot's tag comes from: above the
-	// bits that place a key in its part (at most maxSlots), below those
-	// that choose the part.
+	// bits that place a key in its part, below those that choose the part.
 	tagShift = 32
 )
 
@@ -60,25 +63,30 @@ func tag(h uint64) uint32 { return uint32(h>>tagShift) << nodeBits }
 // one.
 func (t *Table) sub(h uint64) *subIndex { return t.dir[h>>(64-t.depth)] }
 
+// home returns the slot of a part of n slots where a probe for the hash h
+// starts.
+func home(h uint64, n int) int { return int(uint64(uint32(h)) * uint64(n) >> 32) }
+
 // find returns the node of the key (run, id), whose hash is h, or 0.
 func (t *Table) find(run uint32, id string, h uint64) uint32 {
 	if t.dir == nil {
 		return 0
 	}
-	s := t.sub(h)
-	mask := uint64(len(s.slots) - 1)
+	slots := t.sub(h).slots
 	want := tag(h)
-	for p := h & mask; ; p = (p + 1) & mask {
-		v := s.slots[p]
+	for p := home(h, len(slots)); ; {
+		v := slots[p]
 		if v == 0 {
 			return 0
 		}
-		if v&^nodeMask != want {
-			continue
+		if v&^nodeMask == want {
+			i := v & nodeMask
+			if e := t.nodes.at(i); e.run == run && t.idOf(e) == id {
+				return i
+			}
 		}
-		i := v & nodeMask
-		if e := t.nodes.at(i); e.run == run && t.idOf(e) == id {
-			return i
+		if p++; p == len(slots) {
+			p = 0
 		}
 	}
 }
@@ -103,18 +111,23 @@ func (t *Table) place(i uint32, h uint64) {
 
 // put puts slot value v, of hash h, in the first empty slot from its home.
 func put(slots []uint32, v uint32, h uint64) {
-	mask := uint64(len(slots) - 1)
-	p := h & mask
+	p := home(h, len(slots))
 	for slots[p] != 0 {
-		p = (p + 1) & mask
+		if p++; p == len(slots) {
+			p = 0
+		}
 	}
 	slots[p] = v
 }
 
-// grow doubles s's slots.
+// sizeFor returns the slots of a part that holds n keys two thirds full,
+// a multiple of 8, at least minSlots.
+func sizeFor(n int) int { return max(minSlots, (n*3/2+8)&^7) }
+
+// grow makes s's slots a quarter more, at most maxSlots.
 func (t *Table) grow(s *subIndex) {
 	old := s.slots
-	s.slots = make([]uint32, 2*len(old))
+	s.slots = make([]uint32, min(maxSlots, (len(old)*5/4+7)&^7))
 	for _, v := range old {
 		if v != 0 {
 			put(s.slots, v, t.nodeHash(v&nodeMask))
@@ -132,16 +145,26 @@ func (t *Table) split(s *subIndex, h uint64) {
 		t.dir, t.depth = dir, t.depth+1
 	}
 	d := s.depth + 1
-	halves := [2]*subIndex{
-		{slots: make([]uint32, len(s.slots)), depth: d},
-		{slots: make([]uint32, len(s.slots)), depth: d},
-	}
+	// The keys' hashes, computed once: t.hashes is kept for the next split.
+	t.hashes = t.hashes[:0]
+	var counts [2]int
 	for _, v := range s.slots {
 		if v != 0 {
 			vh := t.nodeHash(v & nodeMask)
-			x := halves[vh>>(64-d)&1]
-			x.n++
-			put(x.slots, v, vh)
+			t.hashes = append(t.hashes, vh)
+			counts[vh>>(64-d)&1]++
+		}
+	}
+	halves := [2]*subIndex{
+		{slots: make([]uint32, sizeFor(counts[0])), n: counts[0], depth: d},
+		{slots: make([]uint32, sizeFor(counts[1])), n: counts[1], depth: d},
+	}
+	j := 0
+	for _, v := range s.slots {
+		if v != 0 {
+			vh := t.hashes[j]
+			j++
+			put(halves[vh>>(64-d)&1].slots, v, vh)
 		}
 	}
 	// s had the directory entries of its prefix, a run of span entries:
@@ -158,22 +181,33 @@ func (t *Table) split(s *subIndex, h uint64) {
 // when that brings them no further from their home.
 func (t *Table) unplace(i uint32, h uint64) {
 	s := t.sub(h)
-	mask := uint64(len(s.slots) - 1)
-	p := h & mask
+	n := len(s.slots)
+	// dist is how far slot b lies after slot a, going round.
+	dist := func(a, b int) int {
+		if b < a {
+			return b + n - a
+		}
+		return b - a
+	}
+	p := home(h, n)
 	for s.slots[p]&nodeMask != i {
-		p = (p + 1) & mask
+		if p++; p == n {
+			p = 0
+		}
 	}
 	s.n--
 	for q := p; ; {
 		s.slots[p] = 0
 		for {
-			q = (q + 1) & mask
+			if q++; q == n {
+				q = 0
+			}
 			v := s.slots[q]
 			if v == 0 {
 				return
 			}
 			// v may fill the hole at p if p lies between its home and q.
-			if home := t.nodeHash(v&nodeMask) & mask; (q-home)&mask >= (q-p)&mask {
+			if hv := home(t.nodeHash(v&nodeMask), n); dist(hv, q) >= dist(p, q) {
 				s.slots[p] = v
 				p = q
 				break

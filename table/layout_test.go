@@ -284,3 +284,28 @@ func TestLayoutSnapshotIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestLayoutIndexFull fills a table past many splits of the index and
+// checks how full its parts are: none more than three quarters, none much
+// less than three fifths (a part grows by a quarter, rounded up to 8 slots,
+// at three quarters, and splits into halves sized two thirds full), so that
+// a key costs about 6 bytes of index whatever the number of keys.
+func TestLayoutIndexFull(t *testing.T) {
+	tb := New(0)
+	for i := range 100_000 {
+		tb.Add(key(0, sec, fmt.Sprint("full-", i)), 1, 1, 1000)
+		if i%20_000 != 19_999 {
+			continue
+		}
+		slots, parts := 0, 0
+		for j := 0; j < len(tb.dir); j += 1 << (tb.depth - tb.dir[j].depth) {
+			s := tb.dir[j]
+			parts++
+			slots += len(s.slots)
+			if load := float64(s.n) / float64(len(s.slots)); load > 0.75 || load < 0.58 {
+				t.Fatalf("%d keys: a part of %d slots holds %d (%.2f full)", tb.Len(), len(s.slots), s.n, load)
+			}
+		}
+		t.Logf("%d keys: %d parts, %.2f bytes of index a key", tb.Len(), parts, float64(4*slots)/float64(tb.Len()))
+	}
+}

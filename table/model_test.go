@@ -205,7 +205,8 @@ func (m *logModel) hit(now, limit, _, n int64, peek bool) algo.Decision {
 // tableAlgo is one algorithm of the table, as the tests see it.
 type tableAlgo struct {
 	name   string
-	window bool // whole-millisecond periods, no burst
+	alg    algo.Algorithm // its Kind in the tests that give keys their own algorithm's
+	window bool           // whole-millisecond periods, no burst
 	hit    func(t *Table, k Key, limit, burst, n, now int64) algo.Decision
 	peek   func(t *Table, k Key, limit, burst, now int64) algo.Decision
 	model  func(period int64) algoModel
@@ -213,31 +214,31 @@ type tableAlgo struct {
 
 var algos = []tableAlgo{
 	{
-		name: "SlidingWindow", window: true,
+		name: "SlidingWindow", alg: algo.SlidingWindow, window: true,
 		hit:   func(t *Table, k Key, l, _, n, now int64) algo.Decision { return t.SlidingWindow(k, l, n, now) },
 		peek:  func(t *Table, k Key, l, _, now int64) algo.Decision { return t.PeekSlidingWindow(k, l, now) },
 		model: func(p int64) algoModel { return &logModel{death: slidingDeath(p)} },
 	},
 	{
-		name: "SlidingLog", window: true,
+		name: "SlidingLog", alg: algo.SlidingLog, window: true,
 		hit:   func(t *Table, k Key, l, _, n, now int64) algo.Decision { return t.SlidingLog(k, l, n, now) },
 		peek:  func(t *Table, k Key, l, _, now int64) algo.Decision { return t.PeekSlidingLog(k, l, now) },
 		model: func(p int64) algoModel { return &logModel{death: logDeath(p)} },
 	},
 	{
-		name:  "GCRA",
+		name: "GCRA", alg: algo.GCRA,
 		hit:   func(t *Table, k Key, l, b, n, now int64) algo.Decision { return t.GCRA(k, l, b, n, now) },
 		peek:  func(t *Table, k Key, l, b, now int64) algo.Decision { return t.PeekGCRA(k, l, b, now) },
 		model: func(p int64) algoModel { return &tatModel{period: p} },
 	},
 	{
-		name:  "TokenBucket",
+		name: "TokenBucket", alg: algo.TokenBucket,
 		hit:   func(t *Table, k Key, l, b, n, now int64) algo.Decision { return t.TokenBucket(k, l, b, n, now) },
 		peek:  func(t *Table, k Key, l, b, now int64) algo.Decision { return t.PeekTokenBucket(k, l, b, now) },
 		model: func(p int64) algoModel { return &levelModel{period: p} },
 	},
 	{
-		name:  "LeakyBucket",
+		name: "LeakyBucket", alg: algo.LeakyBucket,
 		hit:   func(t *Table, k Key, l, b, n, now int64) algo.Decision { return t.LeakyBucket(k, l, b, n, now) },
 		peek:  func(t *Table, k Key, l, b, now int64) algo.Decision { return t.PeekLeakyBucket(k, l, b, now) },
 		model: func(p int64) algoModel { return &levelModel{period: p, leaky: true} },
@@ -302,7 +303,14 @@ func runModelSequence(t *testing.T, r *rand.Rand, a tableAlgo, seq int) {
 	}
 	now := int64(1_700_000_000)*int64(time.Second) + r.Int64N(int64(time.Hour))
 	tbl := New(0)
-	k := Key{Kind: 1, Scale: period, ID: "k"}
+	// Every other sequence keys its entry by its own algorithm, whose
+	// nodes pack their states; the others by a kind of no algorithm, whose
+	// packing does not suit them, so that their states are mostly wide.
+	kind := uint8(a.alg)
+	if seq%2 == 1 {
+		kind = 200
+	}
+	k := Key{Kind: kind, Scale: period, ID: "k"}
 	m := a.model(period)
 	for step := range 200 {
 		now += randomGap(r, period)

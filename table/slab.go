@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"unsafe"
-
-	"github.com/actorlimit/actorlimit/algo"
 )
 
 // The nodes live in a slab: fixed chunks of chunkSize nodes that never
@@ -18,38 +16,73 @@ import (
 // not, but a flood of deleted keys leaks nothing.
 //
 // An id of up to idInline bytes (every IPv4 address, most user names) is
-// held in the node itself, so that a hit compares it in the cache line it
-// reads the state from; a longer one is a string in t.long, found by the
-// number the node holds in place of the bytes, and its slot of t.long goes
-// on a free list when the node is deleted.
+// held in the node itself, so that a hit compares it in the node it reads
+// the state from; a longer one is a string in t.long, found by the number
+// the node holds in place of the bytes, and its slot of t.long goes on a
+// free list when the node is deleted.
 
 const (
 	chunkBits = 10
 	chunkSize = 1 << chunkBits
 	// idInline is the longest id a node holds in itself.
-	idInline = 18
+	idInline = 16
 	// longID is a node's idLen when its id lives in t.long.
-	longID = 0xFF
+	longID = 31
 	// maxNodes bounds the node numbers: the index keeps a hash tag in the
-	// top bits of each slot (see index.go).
+	// top bits of each slot (see index.go), and a node's links are
+	// nodeBits wide.
 	maxNodes = 1 << nodeBits
 )
 
-// node is an [Entry] as the table holds it, in 64 bytes, one cache line:
-// its first four words are an [algo.FixedState], so that a fixed window's
-// hit works on the node itself (Window is the bucket the node is filed
-// under in its run's tree, for every algorithm; for the others, the bucket
-// of the state's death, and Count, Created and Modified hold the scalars
-// of their states, see gcra.go and sliding.go); then the links of the
-// eviction ring (see evict.go), the run (kind and scale) it belongs to,
-// its chances against eviction, and its id.
+// node is an [Entry] as the table holds it, in 48 bytes: Window, the bucket
+// it is filed under in its run's tree (for a fixed window the window, for
+// the other algorithms the bucket of the state's death); its state packed
+// in w (see state.go: the three words of the algorithm's state, as 32-bit
+// numbers relative to Window, or, when they do not fit, the number of a
+// wide state that holds them whole); its run (kind and scale); the links
+// of the eviction ring and a few small fields packed in link; and its id.
 type node struct {
-	algo.FixedState
-	prev, next uint32 // the eviction ring, node numbers; next is also the free list
-	run        uint32 // its run's number in t.runs; 0 for a free node
-	chances    uint8
-	idLen      uint8 // the id's length if at most idInline, else longID
-	id         [idInline]byte
+	Window int64
+	w      [3]uint32
+	run    uint32 // its run's number in t.runs; 0 for a free node
+	// link holds prev (bits 0-27) and next (28-55), node numbers of the
+	// eviction ring (next is also the free list; see evict.go), then the
+	// chances against eviction (56-57), whether the state is wide (58),
+	// and the id's length (59-63): at most idInline, or longID.
+	link uint64
+	id   [idInline]byte
+}
+
+// The fields packed in a node's link.
+const (
+	linkMask     = 1<<nodeBits - 1
+	nextShift    = nodeBits
+	chancesShift = 2 * nodeBits
+	chancesMask  = 3
+	wideBit      = 1 << (chancesShift + 2)
+	idLenShift   = chancesShift + 3
+)
+
+func (e *node) prev() uint32 { return uint32(e.link & linkMask) }
+
+func (e *node) next() uint32 { return uint32(e.link >> nextShift & linkMask) }
+
+func (e *node) setPrev(i uint32) { e.link = e.link&^linkMask | uint64(i) }
+
+func (e *node) setNext(i uint32) { e.link = e.link&^(linkMask<<nextShift) | uint64(i)<<nextShift }
+
+func (e *node) chances() uint8 { return uint8(e.link >> chancesShift & chancesMask) }
+
+func (e *node) setChances(c uint8) {
+	e.link = e.link&^(chancesMask<<chancesShift) | uint64(c)<<chancesShift
+}
+
+func (e *node) wide() bool { return e.link&wideBit != 0 }
+
+func (e *node) idLen() uint8 { return uint8(e.link >> idLenShift) }
+
+func (e *node) setIDLen(n uint8) {
+	e.link = e.link&^(0x1F<<idLenShift) | uint64(n)<<idLenShift
 }
 
 // slab holds the nodes of a table.
@@ -68,7 +101,7 @@ func (s *slab) at(i uint32) *node {
 func (s *slab) alloc() uint32 {
 	if i := s.free; i != 0 {
 		e := s.at(i)
-		s.free = e.next
+		s.free = e.next()
 		*e = node{}
 		return i
 	}
@@ -89,7 +122,8 @@ func (s *slab) alloc() uint32 {
 // release puts node i on the free list.
 func (s *slab) release(i uint32) {
 	e := s.at(i)
-	*e = node{next: s.free}
+	*e = node{}
+	e.setNext(s.free)
 	s.free = i
 }
 
@@ -97,20 +131,21 @@ func (s *slab) release(i uint32) {
 // node's bytes: it is valid only until the node is released, and must
 // never be kept (compare it, hash it, copy it).
 func (t *Table) idOf(e *node) string {
-	if e.idLen == longID {
+	n := e.idLen()
+	if n == longID {
 		return t.long[binary.LittleEndian.Uint32(e.id[:4])]
 	}
-	if e.idLen == 0 {
+	if n == 0 {
 		return ""
 	}
-	return unsafe.String(&e.id[0], int(e.idLen))
+	return unsafe.String(&e.id[0], int(n))
 }
 
 // setID gives e, a new node, the id id: a copy, so the table never retains
 // the caller's buffer.
 func (t *Table) setID(e *node, id string) {
 	if len(id) <= idInline {
-		e.idLen = uint8(copy(e.id[:], id))
+		e.setIDLen(uint8(copy(e.id[:], id)))
 		return
 	}
 	var ref uint32
@@ -122,13 +157,13 @@ func (t *Table) setID(e *node, id string) {
 		ref = uint32(len(t.long))
 		t.long = append(t.long, string([]byte(id)))
 	}
-	e.idLen = longID
+	e.setIDLen(longID)
 	binary.LittleEndian.PutUint32(e.id[:4], ref)
 }
 
 // dropID forgets e's id, if it is a long one, so its string can be freed.
 func (t *Table) dropID(e *node) {
-	if e.idLen != longID {
+	if e.idLen() != longID {
 		return
 	}
 	ref := binary.LittleEndian.Uint32(e.id[:4])

@@ -63,14 +63,14 @@ func (t *Table) slotsPeek(peek func(s algo.SlotState, period, limit, now int64) 
 // slotsOf returns k's node, or 0, and its pairs, or nil, and sets s to
 // its state as slots (s is left as it is, the empty state, if k has none).
 func (t *Table) slotsOf(k Key, s *algo.SlotState) (uint32, *algo.Pairs) {
-	i := t.lookup(k)
+	r, i := t.find2(k)
 	if i == 0 {
 		return 0, nil
 	}
 	x := t.ext[i]
 	if x != nil {
-		e := t.at(i)
-		*s = algo.SlotState{Count: e.Count, Base: e.Created, Newest: e.Modified, Pairs: *x}
+		count, base, newest := t.words(t.at(i), r)
+		*s = algo.SlotState{Count: count, Base: base, Newest: newest, Pairs: *x}
 	}
 	return i, x
 }
@@ -92,7 +92,7 @@ func (t *Table) putSlots(k Key, i uint32, x *algo.Pairs, s *algo.SlotState, deat
 		t.ext[i] = x
 	}
 	*x = s.Pairs
-	e := t.at(i)
-	e.Count, e.Created, e.Modified = s.Count, s.Base, s.Newest
 	t.move(i, b)
+	e := t.at(i)
+	t.setWords(e, t.runs[e.run], s.Count, s.Base, s.Newest)
 }

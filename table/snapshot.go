@@ -115,12 +115,13 @@ func (t *Table) Record(c *algo.Check) algo.Record {
 // as the table holds it, a short one copied to the end of ids, which it
 // returns.
 func (t *Table) stableID(e *node, ids []byte) (string, []byte) {
-	if e.idLen == longID || e.idLen == 0 {
+	n := e.idLen()
+	if n == longID || n == 0 {
 		return t.idOf(e), ids
 	}
 	start := len(ids)
-	ids = append(ids, e.id[:e.idLen]...)
-	return unsafe.String(&ids[start], int(e.idLen)), ids
+	ids = append(ids, e.id[:n]...)
+	return unsafe.String(&ids[start], int(n)), ids
 }
 
 // appendState appends the encoding of node i's state to b and returns it
@@ -129,12 +130,14 @@ func (t *Table) stableID(e *node, ids []byte) (string, []byte) {
 func (t *Table) appendState(b []byte, i uint32) (_ []byte, death int64, ok bool) {
 	e := t.at(i)
 	r := t.runs[e.run]
+	w0, w1, w2 := t.words(e, r)
 	switch a := algo.Algorithm(r.kind); a {
 	case algo.FixedWindow:
-		b, _ = e.FixedState.AppendBinary(b)
-		return b, e.FixedState.Death(r.scale), true
+		s := algo.FixedState{Window: e.Window, Count: w0, Created: w1, Modified: w2}
+		b, _ = s.AppendBinary(b)
+		return b, s.Death(r.scale), true
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
-		s := algo.BucketState{Empty: e.Modified, Frac: e.Created, Rate: e.Count}
+		s := algo.BucketState{Empty: w2, Frac: w1, Rate: w0}
 		b, _ = s.AppendBinary(b)
 		return b, s.Death(), true
 	case algo.SlidingWindow, algo.SlidingLog:
@@ -142,7 +145,7 @@ func (t *Table) appendState(b []byte, i uint32) (_ []byte, death int64, ok bool)
 		if x == nil {
 			return b, 0, false
 		}
-		s := algo.SlotState{Count: e.Count, Base: e.Created, Newest: e.Modified, Pairs: *x}
+		s := algo.SlotState{Count: w0, Base: w1, Newest: w2, Pairs: *x}
 		b, _ = s.AppendBinary(b)
 		if a == algo.SlidingLog {
 			return b, algo.SlidingLogDeath(&s, r.scale), true
@@ -185,7 +188,7 @@ func (t *Table) Load(now int64, r algo.Record) error {
 		death, bucket = s.Death(k.Scale), s.Window
 		set = func(i uint32) {
 			e := t.at(i)
-			e.Count, e.Created, e.Modified = s.Count, s.Created, s.Modified
+			t.setWords(e, t.runs[e.run], s.Count, s.Created, s.Modified)
 		}
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
 		var s algo.BucketState
@@ -196,7 +199,7 @@ func (t *Table) Load(now int64, r algo.Record) error {
 		bucket = deathBucket(death, k.Scale)
 		set = func(i uint32) {
 			e := t.at(i)
-			e.Modified, e.Created, e.Count = s.Empty, s.Frac, s.Rate
+			t.setWords(e, t.runs[e.run], s.Rate, s.Frac, s.Empty)
 		}
 	case algo.SlidingWindow, algo.SlidingLog:
 		var s algo.SlotState
@@ -216,7 +219,7 @@ func (t *Table) Load(now int64, r algo.Record) error {
 			}
 			t.ext[i] = &s.Pairs
 			e := t.at(i)
-			e.Count, e.Created, e.Modified = s.Count, s.Base, s.Newest
+			t.setWords(e, t.runs[e.run], s.Count, s.Base, s.Newest)
 		}
 	default: // checkKey let through an algorithm with no case here
 		return fmt.Errorf("%w: %s", ErrRecord, unknown(r.Algorithm))

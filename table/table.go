@@ -15,8 +15,9 @@ import (
 // degree is the B-tree's degree: nodes hold up to 2*degree-1 entries. The
 // entries are 4-byte node numbers, so 64 keeps a node's entries 8 cache
 // lines wide (as 32 pointers did) and the tree shallow at millions of
-// entries. (bench/'s BenchmarkMemory, 1 000 000 fixed-window keys: 79.4
-// bytes a key in all with 64, 81.9 with 32, 77.0 with 128.)
+// entries. (bench/'s BenchmarkMemory, 1 000 000 fixed-window keys, with
+// the 64-byte nodes of before: 79.4 bytes a key in all with 64, 81.9 with
+// 32, 77.0 with 128.)
 const degree = 64
 
 // Key names one limit state: an id under one kind of limit and one window
@@ -77,6 +78,15 @@ type run struct {
 	num  uint32 // its number in t.runs, which its nodes hold
 	n    int    // entries
 	tree *btree.BTreeG[uint32]
+
+	// How its nodes pack their states (state.go): the codec, the units
+	// of its ref per window, the windows whose ref does not overflow, and
+	// for codecBucket the bits of Empty's offset and of Frac and Rate.
+	codec      uint8
+	msDiv      bool // codecFixed with a scale of no whole ms (see ref)
+	off, rate  uint8
+	per        int64
+	minW, maxW int64
 }
 
 // Table is an ordered table of limit entries with a hash index for point
@@ -84,11 +94,13 @@ type run struct {
 // concurrent use.
 type Table struct {
 	nodes    slab
+	wides    wideSlab // the states that do not fit in their nodes (state.go)
 	long     []string // the ids longer than idInline, by the number their node holds
 	longFree []uint32 // the free places of long
 	seed     maphash.Seed
 	dir      []*subIndex // the index's directory (index.go); nil until the first entry
 	depth    uint8       // len(dir) == 1<<depth
+	hashes   []uint64    // a split's scratch (index.go)
 
 	groups   map[group]*run // the runs of the order, one per window length
 	runs     []*run         // the runs by number; runs[0] and the free numbers are nil
@@ -152,9 +164,10 @@ func (t *Table) treeKey(i uint32) (int64, string) {
 // the same bytes).
 func (t *Table) entry(e *node, id string) Entry {
 	r := t.runs[e.run]
+	count, created, modified := t.words(e, r)
 	return Entry{
 		Key:    Key{Kind: r.kind, Scale: r.scale, ID: id},
-		Bucket: e.Window, Count: e.Count, Created: e.Created, Modified: e.Modified,
+		Bucket: e.Window, Count: count, Created: created, Modified: modified,
 	}
 }
 
@@ -176,11 +189,17 @@ func (t *Table) runOf(kind uint8, scale int64) *run {
 
 // lookup returns the number of k's node, or 0.
 func (t *Table) lookup(k Key) uint32 {
+	_, i := t.find2(k)
+	return i
+}
+
+// find2 returns k's run, or nil, and the number of k's node, or 0.
+func (t *Table) find2(k Key) (*run, uint32) {
 	r := t.runOf(k.Kind, k.Scale)
 	if r == nil {
-		return 0
+		return nil, 0
 	}
-	return t.find(r.num, k.ID, t.hash(r.num, k.ID))
+	return r, t.find(r.num, k.ID, t.hash(r.num, k.ID))
 }
 
 // Evictions returns how many entries the memory bound has evicted so far.
@@ -223,17 +242,19 @@ func (t *Table) Add(k Key, bucket, n, now int64) Entry {
 func (t *Table) add(k Key, bucket, n, now int64) (e *node, saturated, inserted bool) {
 	if i := t.lookup(k); i != 0 {
 		e = t.at(i)
+		r := t.runs[e.run]
+		count, created, _ := t.words(e, r)
 		if bucket > e.Window {
 			t.move(i, bucket)
-			e.Count, e.Created = 0, now
+			count, created = 0, now
 		}
-		e.Count, saturated = algo.AddSat(e.Count, n)
-		e.Modified = now
-		e.chances = hitChances
+		count, saturated = algo.AddSat(count, n)
+		t.setWords(e, r, count, created, now)
+		e.setChances(hitChances)
 		return e, saturated, false
 	}
 	e = t.at(t.insert(k, bucket))
-	e.Count, e.Created, e.Modified = n, now, now
+	t.setWords(e, t.runs[e.run], n, now, now)
 	return e, false, true
 }
 
@@ -267,6 +288,7 @@ func (t *Table) insert(k Key, bucket int64) uint32 {
 // newRun adds the empty run of g.
 func (t *Table) newRun(g group) *run {
 	r := &run{group: g, tree: btree.NewG(degree, t.less)}
+	r.setCodec()
 	if n := len(t.freeRuns); n > 0 {
 		r.num = t.freeRuns[n-1]
 		t.freeRuns = t.freeRuns[:n-1]
@@ -327,12 +349,13 @@ func (t *Table) unindex(r *run, i uint32) {
 	t.unplace(i, t.hash(r.num, t.idOf(e)))
 	t.n--
 	r.n--
-	if e.next != 0 {
+	if e.next() != 0 {
 		t.unlink(i)
 	}
 	if len(t.ext) > 0 {
 		delete(t.ext, i)
 	}
+	t.dropWide(e)
 	t.dropID(e)
 	t.nodes.release(i)
 	if r.n == 0 {

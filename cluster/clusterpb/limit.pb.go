@@ -208,7 +208,28 @@ type DecideRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Checks []*Check               `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
 	// partition is the checks' partition, for the member that owns it.
-	Partition     uint32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Partition uint32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// key_print is the sender's partition key fingerprint: a member refuses
+	// a request whose fingerprint differs from its own.
+	KeyPrint uint64 `protobuf:"fixed64,3,opt,name=key_print,json=keyPrint,proto3" json:"key_print,omitempty"`
+	// request_id names the request (random, unique to its sender; 0: none):
+	// the owner remembers its decisions for a bounded time, and answers a
+	// request sent again with the same id from them, counting nothing twice.
+	RequestId uint64 `protobuf:"fixed64,100,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// sent_ns is the sender's clock (Unix ns) when it first sent the
+	// request, and late_ns how long after that it stops waiting for the
+	// answer and decides the checks itself, on its share of the policy
+	// (0: it waits, the request is never late). An owner that gets the
+	// request more than late_ns after sent_ns, by its own clock, decides
+	// nothing and answers late: the sender's charge of its own decisions
+	// follows.
+	SentNs int64 `protobuf:"varint,101,opt,name=sent_ns,json=sentNs,proto3" json:"sent_ns,omitempty"`
+	LateNs int64 `protobuf:"varint,102,opt,name=late_ns,json=lateNs,proto3" json:"late_ns,omitempty"`
+	// charges are requests whose checks the sender decided itself while
+	// their owner did not answer: the owner charges the hits the sender
+	// allowed (whatever its limit says: they happened) and applies the
+	// resets, each request once (by its id), and answers with no decision.
+	Charges       []*Charge `protobuf:"bytes,103,rep,name=charges,proto3" json:"charges,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -257,22 +278,135 @@ func (x *DecideRequest) GetPartition() uint32 {
 	return 0
 }
 
+func (x *DecideRequest) GetKeyPrint() uint64 {
+	if x != nil {
+		return x.KeyPrint
+	}
+	return 0
+}
+
+func (x *DecideRequest) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *DecideRequest) GetSentNs() int64 {
+	if x != nil {
+		return x.SentNs
+	}
+	return 0
+}
+
+func (x *DecideRequest) GetLateNs() int64 {
+	if x != nil {
+		return x.LateNs
+	}
+	return 0
+}
+
+func (x *DecideRequest) GetCharges() []*Charge {
+	if x != nil {
+		return x.Charges
+	}
+	return nil
+}
+
+// Charge is one request a member decided itself, on its share of the
+// policy, while the partition's owner did not answer (see DecideRequest).
+// allowed[i] says whether the i-th check, a hit, was allowed.
+type Charge struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"fixed64,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	SentNs        int64                  `protobuf:"varint,2,opt,name=sent_ns,json=sentNs,proto3" json:"sent_ns,omitempty"`
+	Checks        []*Check               `protobuf:"bytes,3,rep,name=checks,proto3" json:"checks,omitempty"`
+	Allowed       []bool                 `protobuf:"varint,4,rep,packed,name=allowed,proto3" json:"allowed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Charge) Reset() {
+	*x = Charge{}
+	mi := &file_limit_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Charge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Charge) ProtoMessage() {}
+
+func (x *Charge) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Charge.ProtoReflect.Descriptor instead.
+func (*Charge) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Charge) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *Charge) GetSentNs() int64 {
+	if x != nil {
+		return x.SentNs
+	}
+	return 0
+}
+
+func (x *Charge) GetChecks() []*Check {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+func (x *Charge) GetAllowed() []bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return nil
+}
+
 // DecideReply is the owner's answer: one decision per check, or an error;
 // or, refused, that the member asked does not own the partition (now), and
 // owner, the member that it takes for its owner ("" if it knows none).
 type DecideReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Decisions     []*Decision            `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
-	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	Refused       bool                   `protobuf:"varint,3,opt,name=refused,proto3" json:"refused,omitempty"`
-	Owner         string                 `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Decisions []*Decision            `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	Error     string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Refused   bool                   `protobuf:"varint,3,opt,name=refused,proto3" json:"refused,omitempty"`
+	Owner     string                 `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	// late says the owner did not decide the request: it came after the
+	// sender stopped waiting (see DecideRequest.late_ns).
+	Late bool `protobuf:"varint,100,opt,name=late,proto3" json:"late,omitempty"`
+	// moving, with refused, says the partition is on its way between two
+	// live members (the member asked hands it on, or waits for it): the
+	// sender keeps waiting for it rather than falling back.
+	Moving        bool `protobuf:"varint,101,opt,name=moving,proto3" json:"moving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DecideReply) Reset() {
 	*x = DecideReply{}
-	mi := &file_limit_proto_msgTypes[3]
+	mi := &file_limit_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -284,7 +418,7 @@ func (x *DecideReply) String() string {
 func (*DecideReply) ProtoMessage() {}
 
 func (x *DecideReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[3]
+	mi := &file_limit_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -297,7 +431,7 @@ func (x *DecideReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideReply.ProtoReflect.Descriptor instead.
 func (*DecideReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{3}
+	return file_limit_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DecideReply) GetDecisions() []*Decision {
@@ -328,6 +462,20 @@ func (x *DecideReply) GetOwner() string {
 	return ""
 }
 
+func (x *DecideReply) GetLate() bool {
+	if x != nil {
+		return x.Late
+	}
+	return false
+}
+
+func (x *DecideReply) GetMoving() bool {
+	if x != nil {
+		return x.Moving
+	}
+	return false
+}
+
 // Total is what one node has counted for one fixed window of one key, in
 // all, since its copy of the window began: sent again it changes nothing.
 // epoch names the copy: a node that drops its copy and makes another in the
@@ -349,7 +497,7 @@ type Total struct {
 
 func (x *Total) Reset() {
 	*x = Total{}
-	mi := &file_limit_proto_msgTypes[4]
+	mi := &file_limit_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -361,7 +509,7 @@ func (x *Total) String() string {
 func (*Total) ProtoMessage() {}
 
 func (x *Total) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[4]
+	mi := &file_limit_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -374,7 +522,7 @@ func (x *Total) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Total.ProtoReflect.Descriptor instead.
 func (*Total) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{4}
+	return file_limit_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Total) GetId() string {
@@ -443,7 +591,7 @@ type PartSync struct {
 
 func (x *PartSync) Reset() {
 	*x = PartSync{}
-	mi := &file_limit_proto_msgTypes[5]
+	mi := &file_limit_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +603,7 @@ func (x *PartSync) String() string {
 func (*PartSync) ProtoMessage() {}
 
 func (x *PartSync) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[5]
+	mi := &file_limit_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +616,7 @@ func (x *PartSync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartSync.ProtoReflect.Descriptor instead.
 func (*PartSync) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{5}
+	return file_limit_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PartSync) GetPartition() uint32 {
@@ -549,7 +697,7 @@ type Hits struct {
 
 func (x *Hits) Reset() {
 	*x = Hits{}
-	mi := &file_limit_proto_msgTypes[6]
+	mi := &file_limit_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +709,7 @@ func (x *Hits) String() string {
 func (*Hits) ProtoMessage() {}
 
 func (x *Hits) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[6]
+	mi := &file_limit_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +722,7 @@ func (x *Hits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hits.ProtoReflect.Descriptor instead.
 func (*Hits) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{6}
+	return file_limit_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Hits) GetCheck() *Check {
@@ -630,16 +778,19 @@ func (x *Hits) GetResetAt() int64 {
 // (one part), or to the member that owns several partitions (one part for
 // each), batched.
 type SyncRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Parts         []*PartSync            `protobuf:"bytes,3,rep,name=parts,proto3" json:"parts,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Parts []*PartSync            `protobuf:"bytes,3,rep,name=parts,proto3" json:"parts,omitempty"`
+	// key_print is the sender's partition key fingerprint, as in
+	// DecideRequest.
+	KeyPrint      uint64 `protobuf:"fixed64,4,opt,name=key_print,json=keyPrint,proto3" json:"key_print,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_limit_proto_msgTypes[7]
+	mi := &file_limit_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +802,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[7]
+	mi := &file_limit_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +815,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{7}
+	return file_limit_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SyncRequest) GetNode() string {
@@ -681,6 +832,13 @@ func (x *SyncRequest) GetParts() []*PartSync {
 	return nil
 }
 
+func (x *SyncRequest) GetKeyPrint() uint64 {
+	if x != nil {
+		return x.KeyPrint
+	}
+	return 0
+}
+
 // Count is the owner's count of one key's window, all nodes together.
 type Count struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -692,7 +850,7 @@ type Count struct {
 
 func (x *Count) Reset() {
 	*x = Count{}
-	mi := &file_limit_proto_msgTypes[8]
+	mi := &file_limit_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +862,7 @@ func (x *Count) String() string {
 func (*Count) ProtoMessage() {}
 
 func (x *Count) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[8]
+	mi := &file_limit_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +875,7 @@ func (x *Count) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Count.ProtoReflect.Descriptor instead.
 func (*Count) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{8}
+	return file_limit_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Count) GetWindow() int64 {
@@ -758,7 +916,7 @@ type PartReply struct {
 
 func (x *PartReply) Reset() {
 	*x = PartReply{}
-	mi := &file_limit_proto_msgTypes[9]
+	mi := &file_limit_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -770,7 +928,7 @@ func (x *PartReply) String() string {
 func (*PartReply) ProtoMessage() {}
 
 func (x *PartReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[9]
+	mi := &file_limit_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -783,7 +941,7 @@ func (x *PartReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartReply.ProtoReflect.Descriptor instead.
 func (*PartReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{9}
+	return file_limit_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PartReply) GetIncarnation() uint64 {
@@ -851,7 +1009,7 @@ type Reset struct {
 
 func (x *Reset) Reset() {
 	*x = Reset{}
-	mi := &file_limit_proto_msgTypes[10]
+	mi := &file_limit_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +1021,7 @@ func (x *Reset) String() string {
 func (*Reset) ProtoMessage() {}
 
 func (x *Reset) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[10]
+	mi := &file_limit_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +1034,7 @@ func (x *Reset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reset.ProtoReflect.Descriptor instead.
 func (*Reset) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{10}
+	return file_limit_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Reset) GetAlgorithm() uint32 {
@@ -928,7 +1086,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_limit_proto_msgTypes[11]
+	mi := &file_limit_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1098,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[11]
+	mi := &file_limit_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1111,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{11}
+	return file_limit_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *State) GetDone() int64 {
@@ -987,7 +1145,7 @@ type SyncReply struct {
 
 func (x *SyncReply) Reset() {
 	*x = SyncReply{}
-	mi := &file_limit_proto_msgTypes[12]
+	mi := &file_limit_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1157,7 @@ func (x *SyncReply) String() string {
 func (*SyncReply) ProtoMessage() {}
 
 func (x *SyncReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[12]
+	mi := &file_limit_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1170,7 @@ func (x *SyncReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncReply.ProtoReflect.Descriptor instead.
 func (*SyncReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{12}
+	return file_limit_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SyncReply) GetParts() []*PartReply {
@@ -1031,14 +1189,22 @@ type PartState struct {
 	Records   []*Record              `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
 	Charged   []*Charged             `protobuf:"bytes,4,rep,name=charged,proto3" json:"charged,omitempty"`
 	// resets are the owner's latest resets of the partition's keys.
-	Resets        []*Reset `protobuf:"bytes,5,rep,name=resets,proto3" json:"resets,omitempty"`
+	Resets []*Reset `protobuf:"bytes,5,rep,name=resets,proto3" json:"resets,omitempty"`
+	// A state larger than a message may be is sent in pieces, in order,
+	// each with some of its windows, records, charged and resets: piece
+	// numbers them from 0 of pieces, and version names the export they are
+	// pieces of. The receiver takes the state once it has every piece of one
+	// version; pieces 0 (or 1) means the state is whole.
+	Piece         uint32 `protobuf:"varint,6,opt,name=piece,proto3" json:"piece,omitempty"`
+	Pieces        uint32 `protobuf:"varint,7,opt,name=pieces,proto3" json:"pieces,omitempty"`
+	Version       uint64 `protobuf:"varint,8,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartState) Reset() {
 	*x = PartState{}
-	mi := &file_limit_proto_msgTypes[13]
+	mi := &file_limit_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1216,7 @@ func (x *PartState) String() string {
 func (*PartState) ProtoMessage() {}
 
 func (x *PartState) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[13]
+	mi := &file_limit_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1229,7 @@ func (x *PartState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartState.ProtoReflect.Descriptor instead.
 func (*PartState) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{13}
+	return file_limit_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PartState) GetPartition() uint32 {
@@ -1101,6 +1267,27 @@ func (x *PartState) GetResets() []*Reset {
 	return nil
 }
 
+func (x *PartState) GetPiece() uint32 {
+	if x != nil {
+		return x.Piece
+	}
+	return 0
+}
+
+func (x *PartState) GetPieces() uint32 {
+	if x != nil {
+		return x.Pieces
+	}
+	return 0
+}
+
+func (x *PartState) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // Window is the owner's state of one key's fixed window (LocalFirst): each
 // member's total, as in Total, and their sum.
 type Window struct {
@@ -1116,7 +1303,7 @@ type Window struct {
 
 func (x *Window) Reset() {
 	*x = Window{}
-	mi := &file_limit_proto_msgTypes[14]
+	mi := &file_limit_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1315,7 @@ func (x *Window) String() string {
 func (*Window) ProtoMessage() {}
 
 func (x *Window) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[14]
+	mi := &file_limit_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1328,7 @@ func (x *Window) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Window.ProtoReflect.Descriptor instead.
 func (*Window) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{14}
+	return file_limit_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Window) GetId() string {
@@ -1193,7 +1380,7 @@ type NodeTotal struct {
 
 func (x *NodeTotal) Reset() {
 	*x = NodeTotal{}
-	mi := &file_limit_proto_msgTypes[15]
+	mi := &file_limit_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1392,7 @@ func (x *NodeTotal) String() string {
 func (*NodeTotal) ProtoMessage() {}
 
 func (x *NodeTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[15]
+	mi := &file_limit_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1405,7 @@ func (x *NodeTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTotal.ProtoReflect.Descriptor instead.
 func (*NodeTotal) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{15}
+	return file_limit_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeTotal) GetNode() string {
@@ -1263,7 +1450,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_limit_proto_msgTypes[16]
+	mi := &file_limit_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1462,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[16]
+	mi := &file_limit_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1475,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{16}
+	return file_limit_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Record) GetAlgorithm() uint32 {
@@ -1341,7 +1528,7 @@ type Charged struct {
 
 func (x *Charged) Reset() {
 	*x = Charged{}
-	mi := &file_limit_proto_msgTypes[17]
+	mi := &file_limit_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1540,7 @@ func (x *Charged) String() string {
 func (*Charged) ProtoMessage() {}
 
 func (x *Charged) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[17]
+	mi := &file_limit_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1553,7 @@ func (x *Charged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Charged.ProtoReflect.Descriptor instead.
 func (*Charged) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{17}
+	return file_limit_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Charged) GetAlgorithm() uint32 {
@@ -1416,7 +1603,7 @@ type NodeCharged struct {
 
 func (x *NodeCharged) Reset() {
 	*x = NodeCharged{}
-	mi := &file_limit_proto_msgTypes[18]
+	mi := &file_limit_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1615,7 @@ func (x *NodeCharged) String() string {
 func (*NodeCharged) ProtoMessage() {}
 
 func (x *NodeCharged) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[18]
+	mi := &file_limit_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1628,7 @@ func (x *NodeCharged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCharged.ProtoReflect.Descriptor instead.
 func (*NodeCharged) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{18}
+	return file_limit_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NodeCharged) GetNode() string {
@@ -1471,18 +1658,21 @@ func (x *NodeCharged) GetDone() int64 {
 // With ask, the parts carry only their partition: the member from owns
 // them in its view and asks which of them the member asked holds.
 type HandOff struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	Parts         []*PartState           `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
-	Backup        bool                   `protobuf:"varint,3,opt,name=backup,proto3" json:"backup,omitempty"`
-	Ask           bool                   `protobuf:"varint,4,opt,name=ask,proto3" json:"ask,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	From   string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Parts  []*PartState           `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
+	Backup bool                   `protobuf:"varint,3,opt,name=backup,proto3" json:"backup,omitempty"`
+	Ask    bool                   `protobuf:"varint,4,opt,name=ask,proto3" json:"ask,omitempty"`
+	// key_print is the sender's partition key fingerprint, as in
+	// DecideRequest.
+	KeyPrint      uint64 `protobuf:"fixed64,5,opt,name=key_print,json=keyPrint,proto3" json:"key_print,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HandOff) Reset() {
 	*x = HandOff{}
-	mi := &file_limit_proto_msgTypes[19]
+	mi := &file_limit_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +1684,7 @@ func (x *HandOff) String() string {
 func (*HandOff) ProtoMessage() {}
 
 func (x *HandOff) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[19]
+	mi := &file_limit_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +1697,7 @@ func (x *HandOff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandOff.ProtoReflect.Descriptor instead.
 func (*HandOff) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{19}
+	return file_limit_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HandOff) GetFrom() string {
@@ -1538,6 +1728,13 @@ func (x *HandOff) GetAsk() bool {
 	return false
 }
 
+func (x *HandOff) GetKeyPrint() uint64 {
+	if x != nil {
+		return x.KeyPrint
+	}
+	return 0
+}
+
 // HandOffReply names the partitions of a HandOff the member took; or,
 // answering an ask, those it holds (owns, or is handing on).
 type HandOffReply struct {
@@ -1550,7 +1747,7 @@ type HandOffReply struct {
 
 func (x *HandOffReply) Reset() {
 	*x = HandOffReply{}
-	mi := &file_limit_proto_msgTypes[20]
+	mi := &file_limit_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1759,7 @@ func (x *HandOffReply) String() string {
 func (*HandOffReply) ProtoMessage() {}
 
 func (x *HandOffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[20]
+	mi := &file_limit_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1772,7 @@ func (x *HandOffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandOffReply.ProtoReflect.Descriptor instead.
 func (*HandOffReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{20}
+	return file_limit_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HandOffReply) GetTaken() []uint32 {
@@ -1611,15 +1808,29 @@ const file_limit_proto_rawDesc = "" +
 	"\tremaining\x18\x03 \x01(\x03R\tremaining\x12$\n" +
 	"\x0eretry_after_ns\x18\x04 \x01(\x03R\fretryAfterNs\x12$\n" +
 	"\x0ereset_after_ns\x18\x05 \x01(\x03R\fresetAfterNs\x12\x19\n" +
-	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\"`\n" +
+	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\"\x84\x02\n" +
 	"\rDecideRequest\x121\n" +
 	"\x06checks\x18\x01 \x03(\v2\x19.actorlimit.cluster.CheckR\x06checks\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\rR\tpartition\"\x8f\x01\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x1b\n" +
+	"\tkey_print\x18\x03 \x01(\x06R\bkeyPrint\x12\x1d\n" +
+	"\n" +
+	"request_id\x18d \x01(\x06R\trequestId\x12\x17\n" +
+	"\asent_ns\x18e \x01(\x03R\x06sentNs\x12\x17\n" +
+	"\alate_ns\x18f \x01(\x03R\x06lateNs\x124\n" +
+	"\acharges\x18g \x03(\v2\x1a.actorlimit.cluster.ChargeR\acharges\"\x8d\x01\n" +
+	"\x06Charge\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x06R\trequestId\x12\x17\n" +
+	"\asent_ns\x18\x02 \x01(\x03R\x06sentNs\x121\n" +
+	"\x06checks\x18\x03 \x03(\v2\x19.actorlimit.cluster.CheckR\x06checks\x12\x18\n" +
+	"\aallowed\x18\x04 \x03(\bR\aallowed\"\xbb\x01\n" +
 	"\vDecideReply\x12:\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x1c.actorlimit.cluster.DecisionR\tdecisions\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x18\n" +
 	"\arefused\x18\x03 \x01(\bR\arefused\x12\x14\n" +
-	"\x05owner\x18\x04 \x01(\tR\x05owner\"\x8a\x01\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x12\n" +
+	"\x04late\x18d \x01(\bR\x04late\x12\x16\n" +
+	"\x06moving\x18e \x01(\bR\x06moving\"\x8a\x01\n" +
 	"\x05Total\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x16\n" +
@@ -1642,10 +1853,11 @@ const file_limit_proto_rawDesc = "" +
 	"\x02at\x18\x04 \x03(\x03R\x02at\x12\f\n" +
 	"\x01n\x18\x05 \x03(\x03R\x01n\x12\x14\n" +
 	"\x05state\x18\x06 \x01(\fR\x05state\x12\x19\n" +
-	"\breset_at\x18\a \x01(\x03R\aresetAt\"[\n" +
+	"\breset_at\x18\a \x01(\x03R\aresetAt\"x\n" +
 	"\vSyncRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x122\n" +
-	"\x05parts\x18\x03 \x03(\v2\x1c.actorlimit.cluster.PartSyncR\x05partsJ\x04\b\x02\x10\x03\"5\n" +
+	"\x05parts\x18\x03 \x03(\v2\x1c.actorlimit.cluster.PartSyncR\x05parts\x12\x1b\n" +
+	"\tkey_print\x18\x04 \x01(\x06R\bkeyPrintJ\x04\b\x02\x10\x03\"5\n" +
 	"\x05Count\x12\x16\n" +
 	"\x06window\x18\x01 \x01(\x03R\x06window\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\"\x91\x02\n" +
@@ -1668,13 +1880,16 @@ const file_limit_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x14\n" +
 	"\x05death\x18\x03 \x01(\x03R\x05death\"F\n" +
 	"\tSyncReply\x123\n" +
-	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02\"\xff\x01\n" +
+	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02\"\xc7\x02\n" +
 	"\tPartState\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x124\n" +
 	"\awindows\x18\x02 \x03(\v2\x1a.actorlimit.cluster.WindowR\awindows\x124\n" +
 	"\arecords\x18\x03 \x03(\v2\x1a.actorlimit.cluster.RecordR\arecords\x125\n" +
 	"\acharged\x18\x04 \x03(\v2\x1b.actorlimit.cluster.ChargedR\acharged\x121\n" +
-	"\x06resets\x18\x05 \x03(\v2\x19.actorlimit.cluster.ResetR\x06resets\"\x94\x01\n" +
+	"\x06resets\x18\x05 \x03(\v2\x19.actorlimit.cluster.ResetR\x06resets\x12\x14\n" +
+	"\x05piece\x18\x06 \x01(\rR\x05piece\x12\x16\n" +
+	"\x06pieces\x18\a \x01(\rR\x06pieces\x12\x18\n" +
+	"\aversion\x18\b \x01(\x04R\aversion\"\x94\x01\n" +
 	"\x06Window\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x16\n" +
@@ -1701,12 +1916,13 @@ const file_limit_proto_rawDesc = "" +
 	"\vNodeCharged\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x12\n" +
-	"\x04done\x18\x03 \x01(\x03R\x04done\"|\n" +
+	"\x04done\x18\x03 \x01(\x03R\x04done\"\x99\x01\n" +
 	"\aHandOff\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x123\n" +
 	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartStateR\x05parts\x12\x16\n" +
 	"\x06backup\x18\x03 \x01(\bR\x06backup\x12\x10\n" +
-	"\x03ask\x18\x04 \x01(\bR\x03ask\"8\n" +
+	"\x03ask\x18\x04 \x01(\bR\x03ask\x12\x1b\n" +
+	"\tkey_print\x18\x05 \x01(\x06R\bkeyPrint\"8\n" +
 	"\fHandOffReply\x12\x14\n" +
 	"\x05taken\x18\x01 \x03(\rR\x05taken\x12\x12\n" +
 	"\x04held\x18\x02 \x03(\rR\x04heldB4Z2github.com/actorlimit/actorlimit/cluster/clusterpbb\x06proto3"
@@ -1723,54 +1939,57 @@ func file_limit_proto_rawDescGZIP() []byte {
 	return file_limit_proto_rawDescData
 }
 
-var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_limit_proto_goTypes = []any{
 	(*Check)(nil),         // 0: actorlimit.cluster.Check
 	(*Decision)(nil),      // 1: actorlimit.cluster.Decision
 	(*DecideRequest)(nil), // 2: actorlimit.cluster.DecideRequest
-	(*DecideReply)(nil),   // 3: actorlimit.cluster.DecideReply
-	(*Total)(nil),         // 4: actorlimit.cluster.Total
-	(*PartSync)(nil),      // 5: actorlimit.cluster.PartSync
-	(*Hits)(nil),          // 6: actorlimit.cluster.Hits
-	(*SyncRequest)(nil),   // 7: actorlimit.cluster.SyncRequest
-	(*Count)(nil),         // 8: actorlimit.cluster.Count
-	(*PartReply)(nil),     // 9: actorlimit.cluster.PartReply
-	(*Reset)(nil),         // 10: actorlimit.cluster.Reset
-	(*State)(nil),         // 11: actorlimit.cluster.State
-	(*SyncReply)(nil),     // 12: actorlimit.cluster.SyncReply
-	(*PartState)(nil),     // 13: actorlimit.cluster.PartState
-	(*Window)(nil),        // 14: actorlimit.cluster.Window
-	(*NodeTotal)(nil),     // 15: actorlimit.cluster.NodeTotal
-	(*Record)(nil),        // 16: actorlimit.cluster.Record
-	(*Charged)(nil),       // 17: actorlimit.cluster.Charged
-	(*NodeCharged)(nil),   // 18: actorlimit.cluster.NodeCharged
-	(*HandOff)(nil),       // 19: actorlimit.cluster.HandOff
-	(*HandOffReply)(nil),  // 20: actorlimit.cluster.HandOffReply
+	(*Charge)(nil),        // 3: actorlimit.cluster.Charge
+	(*DecideReply)(nil),   // 4: actorlimit.cluster.DecideReply
+	(*Total)(nil),         // 5: actorlimit.cluster.Total
+	(*PartSync)(nil),      // 6: actorlimit.cluster.PartSync
+	(*Hits)(nil),          // 7: actorlimit.cluster.Hits
+	(*SyncRequest)(nil),   // 8: actorlimit.cluster.SyncRequest
+	(*Count)(nil),         // 9: actorlimit.cluster.Count
+	(*PartReply)(nil),     // 10: actorlimit.cluster.PartReply
+	(*Reset)(nil),         // 11: actorlimit.cluster.Reset
+	(*State)(nil),         // 12: actorlimit.cluster.State
+	(*SyncReply)(nil),     // 13: actorlimit.cluster.SyncReply
+	(*PartState)(nil),     // 14: actorlimit.cluster.PartState
+	(*Window)(nil),        // 15: actorlimit.cluster.Window
+	(*NodeTotal)(nil),     // 16: actorlimit.cluster.NodeTotal
+	(*Record)(nil),        // 17: actorlimit.cluster.Record
+	(*Charged)(nil),       // 18: actorlimit.cluster.Charged
+	(*NodeCharged)(nil),   // 19: actorlimit.cluster.NodeCharged
+	(*HandOff)(nil),       // 20: actorlimit.cluster.HandOff
+	(*HandOffReply)(nil),  // 21: actorlimit.cluster.HandOffReply
 }
 var file_limit_proto_depIdxs = []int32{
 	0,  // 0: actorlimit.cluster.DecideRequest.checks:type_name -> actorlimit.cluster.Check
-	1,  // 1: actorlimit.cluster.DecideReply.decisions:type_name -> actorlimit.cluster.Decision
-	4,  // 2: actorlimit.cluster.PartSync.totals:type_name -> actorlimit.cluster.Total
-	6,  // 3: actorlimit.cluster.PartSync.hits:type_name -> actorlimit.cluster.Hits
-	0,  // 4: actorlimit.cluster.PartSync.resets:type_name -> actorlimit.cluster.Check
-	0,  // 5: actorlimit.cluster.Hits.check:type_name -> actorlimit.cluster.Check
-	5,  // 6: actorlimit.cluster.SyncRequest.parts:type_name -> actorlimit.cluster.PartSync
-	8,  // 7: actorlimit.cluster.PartReply.counts:type_name -> actorlimit.cluster.Count
-	11, // 8: actorlimit.cluster.PartReply.states:type_name -> actorlimit.cluster.State
-	10, // 9: actorlimit.cluster.PartReply.resets:type_name -> actorlimit.cluster.Reset
-	9,  // 10: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
-	14, // 11: actorlimit.cluster.PartState.windows:type_name -> actorlimit.cluster.Window
-	16, // 12: actorlimit.cluster.PartState.records:type_name -> actorlimit.cluster.Record
-	17, // 13: actorlimit.cluster.PartState.charged:type_name -> actorlimit.cluster.Charged
-	10, // 14: actorlimit.cluster.PartState.resets:type_name -> actorlimit.cluster.Reset
-	15, // 15: actorlimit.cluster.Window.nodes:type_name -> actorlimit.cluster.NodeTotal
-	18, // 16: actorlimit.cluster.Charged.nodes:type_name -> actorlimit.cluster.NodeCharged
-	13, // 17: actorlimit.cluster.HandOff.parts:type_name -> actorlimit.cluster.PartState
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	3,  // 1: actorlimit.cluster.DecideRequest.charges:type_name -> actorlimit.cluster.Charge
+	0,  // 2: actorlimit.cluster.Charge.checks:type_name -> actorlimit.cluster.Check
+	1,  // 3: actorlimit.cluster.DecideReply.decisions:type_name -> actorlimit.cluster.Decision
+	5,  // 4: actorlimit.cluster.PartSync.totals:type_name -> actorlimit.cluster.Total
+	7,  // 5: actorlimit.cluster.PartSync.hits:type_name -> actorlimit.cluster.Hits
+	0,  // 6: actorlimit.cluster.PartSync.resets:type_name -> actorlimit.cluster.Check
+	0,  // 7: actorlimit.cluster.Hits.check:type_name -> actorlimit.cluster.Check
+	6,  // 8: actorlimit.cluster.SyncRequest.parts:type_name -> actorlimit.cluster.PartSync
+	9,  // 9: actorlimit.cluster.PartReply.counts:type_name -> actorlimit.cluster.Count
+	12, // 10: actorlimit.cluster.PartReply.states:type_name -> actorlimit.cluster.State
+	11, // 11: actorlimit.cluster.PartReply.resets:type_name -> actorlimit.cluster.Reset
+	10, // 12: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
+	15, // 13: actorlimit.cluster.PartState.windows:type_name -> actorlimit.cluster.Window
+	17, // 14: actorlimit.cluster.PartState.records:type_name -> actorlimit.cluster.Record
+	18, // 15: actorlimit.cluster.PartState.charged:type_name -> actorlimit.cluster.Charged
+	11, // 16: actorlimit.cluster.PartState.resets:type_name -> actorlimit.cluster.Reset
+	16, // 17: actorlimit.cluster.Window.nodes:type_name -> actorlimit.cluster.NodeTotal
+	19, // 18: actorlimit.cluster.Charged.nodes:type_name -> actorlimit.cluster.NodeCharged
+	14, // 19: actorlimit.cluster.HandOff.parts:type_name -> actorlimit.cluster.PartState
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_limit_proto_init() }
@@ -1784,7 +2003,7 @@ func file_limit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_limit_proto_rawDesc), len(file_limit_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -11,6 +11,10 @@
 //	go run ./examples/cluster
 //	go run ./examples/cluster -procs
 //	go run ./examples/cluster -mode=owner -limit=500 -window=1s -windows=3
+//
+// In owner mode, -strict makes a check whose owner does not answer within
+// cluster.Config.OwnerWait fail rather than be decided on the member's
+// share: exact, or an error.
 package main
 
 import (
@@ -36,6 +40,7 @@ const members = 3
 // settings are the flags that both the parent and the members read.
 type settings struct {
 	mode      cluster.Mode
+	strict    bool
 	policy    actorlimit.Policy
 	windows   int
 	rate      int
@@ -49,11 +54,12 @@ func main() {
 	windows := flag.Int("windows", 3, "how many windows to drive")
 	rate := flag.Int("rate", 1000, "hits a second offered at each member")
 	syncEvery := flag.Duration("sync", cluster.DefaultSyncEvery, "local-first sync interval")
+	strict := flag.Bool("strict", false, "owner mode: a check whose owner does not answer within OwnerWait fails instead of falling back to the member's share")
 	procs := flag.Bool("procs", false, "run the 3 members as 3 OS processes")
 	member := flag.Int("member", -1, "internal: run as member i of a -procs run")
 	ports := flag.String("ports", "", "internal: the members' ports, for -member")
 	flag.Parse()
-	s := settings{policy: actorlimit.Policy{Limit: *limit, Period: *window}, windows: *windows, rate: *rate, syncEvery: *syncEvery}
+	s := settings{policy: actorlimit.Policy{Limit: *limit, Period: *window}, windows: *windows, rate: *rate, syncEvery: *syncEvery, strict: *strict}
 	switch *mode {
 	case "local-first":
 	case "owner":
@@ -99,7 +105,7 @@ func runInProcess(s settings) ([][]int64, error) {
 	agent := test.NewInMemAgent()
 	ms := make([]*cluster.Member, members)
 	for i := range ms {
-		m, err := cluster.Start(cluster.Config{Name: "example", Provider: test.NewTestProvider(agent), Mode: s.mode, SyncEvery: s.syncEvery})
+		m, err := cluster.Start(cluster.Config{Name: "example", Provider: test.NewTestProvider(agent), Mode: s.mode, SyncEvery: s.syncEvery, Strict: s.strict})
 		if err != nil {
 			return nil, err
 		}

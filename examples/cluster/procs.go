@@ -125,6 +125,7 @@ func (s settings) args() []string {
 	return []string{
 		"-mode", mode, "-limit", strconv.FormatInt(s.policy.Limit, 10), "-window", s.policy.Period.String(),
 		"-windows", strconv.Itoa(s.windows), "-rate", strconv.Itoa(s.rate), "-sync", s.syncEvery.String(),
+		"-strict=" + strconv.FormatBool(s.strict),
 	}
 }
 
@@ -152,6 +153,7 @@ func runMember(s settings, i int, portList string) error {
 		AutoManaged: &cluster.AutoManaged{Port: ports[members+i], Hosts: seeds, Refresh: 200 * time.Millisecond},
 		Mode:        s.mode,
 		SyncEvery:   s.syncEvery,
+		Strict:      s.strict,
 	})
 	if err != nil {
 		return err

@@ -49,7 +49,7 @@ func TestRunAdmin(t *testing.T) {
 	m := fetch(t, adminURL+"/metrics")
 	for _, want := range []string{
 		`actorlimit_rule_matched_total{action="monitor",rule="trial"} 3`,
-		`actorlimit_rule_matched_total{action="block",rule="per-host"} 3`,
+		`actorlimit_rule_matched_total{action="block",rule="per-client"} 3`,
 		`actorlimit_rule_allowed_total{action="block",rule="per-peer"} 2`,
 		`actorlimit_rule_denied_total{action="block",rule="per-peer"} 1`,
 		`actorlimit_check_duration_seconds_count 6`, // the rules' 3 checks and the per-peer limit's 3
@@ -66,7 +66,7 @@ func TestRunAdmin(t *testing.T) {
 	for _, rule := range snap.Rules {
 		names = append(names, rule.Rule)
 	}
-	assert.Equal(t, []string{"trial", "per-host", "per-peer"}, names, "the rules file's order, then the per-peer limit")
+	assert.Equal(t, []string{"trial", "per-client", "per-peer"}, names, "the rules file's order, then the per-peer limit")
 	assert.Contains(t, fetch(t, adminURL+"/limits"), `<svg class="heatmap" data-kind="requests"`)
 }
 

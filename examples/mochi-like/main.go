@@ -53,7 +53,8 @@
 //	-dir    folder to serve, without its dotfiles (default
 //	        examples/mochi-like/public); symbolic links may not leave it
 //	-scale  window length in milliseconds (default 30000)
-//	-limit  requests allowed per peer IP per window (default 500, 5 with -demo)
+//	-limit  requests allowed per peer IP (an IPv6 peer: per /64, as the
+//	        rules group it) per window (default 500, 5 with -demo)
 //	-demo   run the demo instead of serving
 //	-rules  rules file to apply in front of the per-peer limit (default none)
 //	-redis  address (host:port) of a Redis to keep the counts in (default none)
@@ -72,6 +73,12 @@
 //	        ("Authorization: Bearer TOKEN"); default the environment's
 //	        MOCHI_LIKE_ADMIN_TOKEN, else none. /, /healthz and /readyz are
 //	        open, for probes
+//	-secret-key-file  file holding the key (at least 16 bytes; trailing
+//	        newlines are not part of it) of the HMAC that hashes the rules'
+//	        secret grouping values (every cookie, the Authorization header,
+//	        what a rule lists under secret:) before they become counter ids
+//	        (default: a random key per process). Servers that share -redis
+//	        need the same key, or each counts a client's token apart
 //	-log    lowest level logged to stderr: debug, info (default), warn,
 //	        error, or off
 //
@@ -85,6 +92,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -140,8 +148,11 @@ type config struct {
 	// adminToken is the bearer token of /metrics and /limits: -admin-token,
 	// or the environment's MOCHI_LIKE_ADMIN_TOKEN.
 	adminToken string
-	log        slog.Level // the lowest level logged
-	logOff     bool       // -log off
+	// secretKeyFile holds the key that hashes the rules' secret grouping
+	// values (httpadapter.Config.SecretKey).
+	secretKeyFile string
+	log           slog.Level // the lowest level logged
+	logOff        bool       // -log off
 }
 
 func main() {
@@ -171,6 +182,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...a
 	if cfg.rules != "" {
 		if rules, err = httpadapter.LoadRules(cfg.rules); err != nil {
 			return fmt.Errorf("-rules: %w", err)
+		}
+	}
+	var secretKey []byte
+	if cfg.secretKeyFile != "" {
+		if secretKey, err = readSecretKey(cfg.secretKeyFile); err != nil {
+			return err
 		}
 	}
 	root, err := os.OpenRoot(cfg.dir)
@@ -211,7 +228,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...a
 		logger.Info("mochi-like: limiter closed")
 	}()
 	var checker rateChecker = lim
-	mwCfg := httpadapter.Config{Logger: logger}
+	mwCfg := httpadapter.Config{Logger: logger, SecretKey: secretKey}
 	var mwLim httpadapter.Limiter = lim
 	var obs []httpadapter.Observer
 	if cfg.admin != "" {
@@ -301,11 +318,14 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	flags.StringVar(&cfg.addr, "addr", defaultAddr, "`address` to listen on (ignored with -demo)")
 	flags.StringVar(&cfg.dir, "dir", defaultDir, "`folder` to serve, without its dotfiles")
 	flags.Int64Var(&cfg.scaleMs, "scale", defaultScaleMs, "window length in `milliseconds`")
-	flags.Int64Var(&cfg.limit, "limit", defaultLimit, "`requests` allowed per peer IP per window (5 with -demo)")
+	flags.Int64Var(&cfg.limit, "limit", defaultLimit, "`requests` allowed per peer IP (IPv6: per /64) per window (5 with -demo)")
 	flags.BoolVar(&cfg.demo, "demo", false, "send limit+3 requests to a server of its own, print the answers and exit")
 	flags.StringVar(&cfg.admin, "admin", "", "`address` to serve the admin pages on (/, /metrics, /limits, /healthz, /readyz); a port alone (:9090) is on 127.0.0.1 (default: none)")
-	flags.StringVar(&cfg.adminToken, "admin-token", os.Getenv(adminTokenEnv), "bearer `token` that /metrics and /limits require (default: $"+adminTokenEnv+", else none)")
+	// The token's default is read after parsing, never given to the flag:
+	// -h prints a flag's default.
+	flags.StringVar(&cfg.adminToken, "admin-token", "", "bearer `token` that /metrics and /limits require (default: $"+adminTokenEnv+", else none)")
 	flags.StringVar(&cfg.rules, "rules", "", "rules `file` (YAML or JSON, package httpadapter) to apply in front of the per-peer limit")
+	flags.StringVar(&cfg.secretKeyFile, "secret-key-file", "", "`file` holding the key that hashes the rules' secret grouping values (cookies, Authorization...); servers sharing -redis need the same (default: a random key per process)")
 	flags.StringVar(&cfg.redis, "redis", "", "`address` (host:port) of a Redis to keep the counts in, shared with other servers")
 	cfg.log = slog.LevelInfo
 	flags.Func("log", "lowest `level` logged to stderr: debug, info (the default), warn, error, or off", func(s string) error {
@@ -323,8 +343,14 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 		}
 		return config{}, err
 	}
-	limitSet := false
-	flags.Visit(func(f *flag.Flag) { limitSet = limitSet || f.Name == "limit" })
+	limitSet, tokenSet := false, false
+	flags.Visit(func(f *flag.Flag) {
+		limitSet = limitSet || f.Name == "limit"
+		tokenSet = tokenSet || f.Name == "admin-token"
+	})
+	if !tokenSet {
+		cfg.adminToken = os.Getenv(adminTokenEnv)
+	}
 	if cfg.demo && !limitSet {
 		cfg.limit = demoLimit
 	}
@@ -360,6 +386,20 @@ func (cfg config) validate() error {
 		return errors.New("-dir is empty")
 	}
 	return nil
+}
+
+// readSecretKey reads the key of -secret-key-file: the file's bytes
+// without their trailing newlines, as "$(cat FILE)" gives them to a shell.
+func readSecretKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-secret-key-file: %w", err)
+	}
+	b = bytes.TrimRight(b, "\n")
+	if len(b) < httpadapter.MinSecretKey {
+		return nil, fmt.Errorf("-secret-key-file %s: the key is %d bytes, fewer than the %d wanted (make one with: openssl rand -hex 32 > %s)", path, len(b), httpadapter.MinSecretKey, path)
+	}
+	return b, nil
 }
 
 // newLogger returns the logger that cfg asks for: text to stderr from

@@ -182,8 +182,13 @@ func TestHandlerClosedLimiterAnswers503(t *testing.T) {
 func TestPeerIP(t *testing.T) {
 	tests := []struct{ remoteAddr, want string }{
 		{"192.0.2.1:5555", "192.0.2.1"},
-		{"[2001:db8::1]:443", "2001:db8::1"},
+		{"[2001:db8::1]:443", "2001:db8::/64"},
+		{"[2001:db8::ffff:1:2]:443", "2001:db8::/64"}, // one /64, one group
+		{"[2001:db8:0:1::1]:443", "2001:db8:0:1::/64"},
+		{"[fe80::1%eth0]:443", "fe80::/64"},
+		{"[::ffff:192.0.2.1]:80", "192.0.2.1"},
 		{"192.0.2.1", "192.0.2.1"}, // no port: the whole address
+		{"2001:db8::7", "2001:db8::/64"},
 		{"pipe", "pipe"},
 	}
 	for _, tt := range tests {
@@ -296,6 +301,8 @@ func TestRunBadFlags(t *testing.T) {
 	require.NoError(t, os.WriteFile(emptyRules, nil, 0o644))
 	noRules := filepath.Join(t.TempDir(), "none.yaml")
 	require.NoError(t, os.WriteFile(noRules, []byte("rules: []\n"), 0o644))
+	shortKey := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(shortKey, []byte("short\n\n"), 0o600))
 	tests := []struct {
 		args []string
 		want string // a part of the error
@@ -321,6 +328,8 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"-rules", geoRules}, `-rules: httpadapter: invalid configuration: ` + geoRules + ` line 2: rule "geo" uses a country condition (when[0]) but this server has no country lookup`},
 		{[]string{"-rules", emptyRules}, `-rules: httpadapter: invalid configuration: ` + emptyRules + `: no "rules" key`},
 		{[]string{"-rules", noRules}, `-rules: httpadapter: invalid configuration: no rules`},
+		{[]string{"-secret-key-file", filepath.Join(t.TempDir(), "missing")}, "-secret-key-file: open"},
+		{[]string{"-secret-key-file", shortKey}, "-secret-key-file " + shortKey + ": the key is 5 bytes, fewer than the 16 wanted"},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
@@ -335,13 +344,18 @@ func TestRunBadFlags(t *testing.T) {
 	}
 }
 
+// TestRunHelp: -h lists the flags, and never prints the admin token that
+// the environment gives.
 func TestRunHelp(t *testing.T) {
+	const token = "tok-3f9a2c-never-printed"
+	t.Setenv(adminTokenEnv, token)
 	var out bytes.Buffer
 	err := run(t.Context(), []string{"-h"}, &out, io.Discard)
 	assert.True(t, errors.Is(err, flag.ErrHelp), "err = %v", err)
-	for _, name := range []string{"-addr", "-dir", "-scale", "-limit", "-demo", "-rules"} {
+	for _, name := range []string{"-addr", "-dir", "-scale", "-limit", "-demo", "-rules", "-admin-token"} {
 		assert.Contains(t, out.String(), name)
 	}
+	assert.NotContains(t, out.String(), token)
 }
 
 // TestRunDemoWithRules runs the demo with the example's rules file: its
@@ -353,17 +367,17 @@ func TestRunDemoWithRules(t *testing.T) {
 	args := []string{"-demo", "-rules", "rules.yaml", "-dir", newTestDir(t)}
 	err := run(t.Context(), args, &out, io.Discard, limiterOptions(newFakeClock())...)
 	require.NoError(t, err)
-	ok := func(r int) string { return fmt.Sprintf(`200 OK, RateLimit: "per-host";r=%d;t=10`, r) }
-	blocked := `429 Too Many Requests, Retry-After: 10, RateLimit: "per-host";r=0;t=10`
+	ok := func(r int) string { return fmt.Sprintf(`200 OK, RateLimit: "per-client";r=%d;t=10`, r) }
+	blocked := `429 Too Many Requests, Retry-After: 10, RateLimit: "per-client";r=0;t=10`
 	assert.Equal(t, "rules of rules.yaml, checked before the per-peer limit:\n"+
 		"  trial: 3 per 30s per ip (fixed_window); over it: counted only (monitor)\n"+
-		"  per-host: 4 per 30s per ip and host (fixed_window), when method in [\"GET\" \"HEAD\"]; over it: 429 (block)\n"+
+		"  per-client: 4 per 30s per ip (fixed_window), when method in [\"GET\"]; over it: 429 (block)\n"+
 		"demo: after the rules, limit 5 per 30000 ms per peer IP; sending 8 requests\n"+
 		"request 1: "+ok(3)+"\nrequest 2: "+ok(2)+"\nrequest 3: "+ok(1)+"\nrequest 4: "+ok(0)+"\n"+
 		"request 5: "+blocked+"\nrequest 6: "+blocked+"\nrequest 7: "+blocked+"\nrequest 8: "+blocked+"\n"+
 		"demo: 4 allowed, 4 refused\n"+
 		"rule trial: matched 8, allowed 3, blocked 0, monitored 5, shadowed 0, errors 0\n"+
-		"rule per-host: matched 8, allowed 4, blocked 4, monitored 0, shadowed 0, errors 0\n", out.String())
+		"rule per-client: matched 8, allowed 4, blocked 4, monitored 0, shadowed 0, errors 0\n", out.String())
 }
 
 func TestDescribeRule(t *testing.T) {
@@ -394,4 +408,15 @@ func TestDescribeRule(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, describeRule(tt.rule))
 	}
+}
+
+// TestReadSecretKey: the key of -secret-key-file is the file without its
+// trailing newlines, the bytes "$(cat FILE)" gives the documented openssl
+// command.
+func TestReadSecretKey(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(p, []byte("0123456789abcdef-key\n\n"), 0o600))
+	key, err := readSecretKey(p)
+	require.NoError(t, err)
+	assert.Equal(t, "0123456789abcdef-key", string(key))
 }

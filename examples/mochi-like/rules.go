@@ -19,8 +19,8 @@ func printRules(w io.Writer, file string, rules []httpadapter.Rule) {
 	}
 }
 
-// describeRule says what r does, e.g. `per-host: 4 per 30s per ip and host
-// (fixed_window), when method in ["GET" "HEAD"]; over it: 429 (block)`.
+// describeRule says what r does, e.g. `per-client: 4 per 30s per ip
+// (fixed_window), when method in ["GET"]; over it: 429 (block)`.
 func describeRule(r httpadapter.Rule) string {
 	var b strings.Builder
 	p := r.Policy

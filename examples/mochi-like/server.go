@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -98,16 +99,33 @@ func (h *limitHandler) logAnswering() {
 	}
 }
 
-// peerIP is the host part of a request's RemoteAddr ("192.0.2.1:5555" gives
-// "192.0.2.1", "[2001:db8::1]:443" gives "2001:db8::1"), or the whole
-// RemoteAddr when it has no port.
+// peerIP is the group of a request's peer for the per-peer limit, as the
+// rules' "ip" groups it: an IPv4 peer is its address ("192.0.2.1:5555"
+// gives "192.0.2.1", and so does "[::ffff:192.0.2.1]:80"), an IPv6 peer
+// its /64 ("[2001:db8::1]:443" gives "2001:db8::/64"), so that a client
+// rotating addresses within its network stays in one group. A RemoteAddr
+// without a port is taken whole; one that is not an address is its own
+// group.
 func peerIP(remoteAddr string) string {
 	host, _, err := net.SplitHostPort(remoteAddr)
 	if err != nil {
-		return remoteAddr
+		host = remoteAddr
 	}
-	return host
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, _ := ip.Prefix(peerIPv6Bits) // an IPv6 address without zone: no error
+	return p.String()
 }
+
+// peerIPv6Bits is how many leading bits of an IPv6 peer make its group,
+// as httpadapter.DefaultIPv6Prefix for the rules.
+const peerIPv6Bits = httpadapter.DefaultIPv6Prefix
 
 // retryAfter formats d as a Retry-After value: whole seconds, rounded up.
 // It reports false when d is negative (actorlimit.Never): no wait will do,

@@ -1,0 +1,118 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/cluster/clusterpb"
+)
+
+// SyncActor is the name of each member's actor that takes the other
+// members' messages.
+const SyncActor = syncActor
+
+// Send sends msg to the sync actor of the member at addr, from m's actor
+// system, as m's own requests go, and returns the answer.
+func (m *Member) Send(addr string, msg any, timeout time.Duration) (any, error) {
+	stampKey(m, msg)
+	return m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(addr, syncActor), msg, timeout).Result()
+}
+
+// Owns reports whether m owns partition p.
+func (m *Member) Owns(p int) bool { return m.parts[p].owned.Load() != nil }
+
+// StateDigest describes, in a canonical form, every state of m that a
+// message from another member may change: the owner's state of each
+// partition it owns, the partitions it hands on, waits for, keeps backups
+// of and accepted, and its counters other than Rejected and Refusals.
+func (m *Member) StateDigest() string {
+	var b strings.Builder
+	now := m.cfg.Clock.Now().UnixNano()
+	for p := range m.parts {
+		op := m.parts[p].owned.Load()
+		if op == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "partition %d:\n", p)
+		op.mu.Lock()
+		var lines []string
+		for k, w := range op.windows {
+			l := fmt.Sprintf("  window %q/%d: %d sum %d", k.id, k.period, w.window, w.sum)
+			for n, t := range w.nodes {
+				l += fmt.Sprintf(" [%q %d %d %d]", n, t.epoch, t.base, t.hits)
+			}
+			lines = append(lines, l)
+		}
+		op.table.Snapshot(now, func(r algo.Record) bool {
+			lines = append(lines, fmt.Sprintf("  record %v/%v %q: %d %x", r.Algorithm, r.Period, r.ID, r.Death, r.State))
+			return true
+		})
+		for k, ch := range op.charged {
+			l := fmt.Sprintf("  charged %v/%d %q: %d", k.alg, k.period, k.id, ch.death)
+			for n, nc := range ch.nodes {
+				l += fmt.Sprintf(" [%q %d %d]", n, nc.epoch, nc.done)
+			}
+			lines = append(lines, l)
+		}
+		for k, mk := range op.marks {
+			lines = append(lines, fmt.Sprintf("  mark %v/%d %q: %d %d %d", k.alg, k.period, k.id, mk.gen, mk.at, mk.until))
+		}
+		op.mu.Unlock()
+		slices.Sort(lines)
+		for _, l := range lines {
+			b.WriteString(l + "\n")
+		}
+	}
+	m.own.mu.Lock()
+	var lines []string
+	for p, h := range m.own.handing {
+		lines = append(lines, fmt.Sprintf("handing %d to %q", p, h.to))
+	}
+	for p, w := range m.own.waiting {
+		lines = append(lines, fmt.Sprintf("waiting %d from %q", p, w.from))
+	}
+	for p, bk := range m.own.backups {
+		lines = append(lines, fmt.Sprintf("backup %d from %q: %v", p, bk.from, bk.state))
+	}
+	for p, from := range m.own.accepted {
+		lines = append(lines, fmt.Sprintf("accepted %d from %q", p, from))
+	}
+	m.own.mu.Unlock()
+	slices.Sort(lines)
+	for _, l := range lines {
+		b.WriteString(l + "\n")
+	}
+	st := m.SyncStats()
+	st.Rejected, st.Refusals = 0, 0
+	fmt.Fprintf(&b, "%+v\n", st)
+	return b.String()
+}
+
+// OwnerAt and BackupAt are partition p's owner and backup in m's view.
+func (m *Member) OwnerAt(p int) string  { return m.view.Load().owner(p) }
+func (m *Member) BackupAt(p int) string { return m.view.Load().backup(p) }
+
+// stampKey gives msg the fingerprint of m's partition key when it has none,
+// as m's own requests carry it: a test's message is then taken or refused
+// for what it holds, not for a missing fingerprint.
+func stampKey(m *Member, msg any) {
+	switch r := msg.(type) {
+	case *clusterpb.SyncRequest:
+		if r.KeyPrint == 0 {
+			r.KeyPrint = m.hash.print
+		}
+	case *clusterpb.DecideRequest:
+		if r.KeyPrint == 0 {
+			r.KeyPrint = m.hash.print
+		}
+	case *clusterpb.HandOff:
+		if r.KeyPrint == 0 {
+			r.KeyPrint = m.hash.print
+		}
+	}
+}

@@ -1,0 +1,276 @@
+package cluster
+
+import (
+	"fmt"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/cluster/clusterpb"
+)
+
+// Bounded messages. gRPC refuses a received message over 4 MiB, and the
+// engine leaves that limit in place; it also sends what is queued for one
+// member in one gRPC message. So every message a member sends another is
+// kept under MaxMessageBytes, and the large ones go one at a time to each
+// member: a sync round sends its pieces to an owner one after another, and
+// its backups after it; a hand-off sends its pieces one after another. At
+// most a sync or backup piece, a hand-off piece and the answers to the
+// other member's own are under way at once between two members: well
+// under gRPC's limit.
+//
+//   - A sync round sends each owner its partitions' parts in requests of at
+//     most MaxMessageBytes, with answers estimated as large at most. A
+//     partition's part is cut to fit: its queued resets first (when they do
+//     not all fit, only they go, the rest at the next rounds, so the owner
+//     applies every reset before the hits after it), then its totals, then
+//     its hits; the keys left out stay active and go at the next round.
+//   - A partition's state (a backup, a hand-off) larger than a message goes
+//     in numbered pieces of one export (its version), in order; the
+//     receiver assembles them and takes the state only once it has all of
+//     them: a hand-off never starts a partition with part of its state, and
+//     a backup replaces the one before only when whole. A piece that fails
+//     has the whole state sent again, under a new version.
+//   - A run of checks sent to an owner in one request (DoMany) is cut where
+//     its ids pass MaxMessageBytes.
+
+// MaxMessageBytes bounds the protobuf size of every request a member sends
+// another, and (estimated) of the answer: an eighth of gRPC's 4 MiB.
+const MaxMessageBytes = 512 << 10
+
+// pieceBudget is what the parts of one message may take: MaxMessageBytes
+// less room for the message's own fields.
+const pieceBudget = MaxMessageBytes - 4<<10
+
+// Estimated protobuf sizes of what a sync part carries, and of its answer.
+const (
+	partCost       = 64  // a part's own fields
+	totalCost      = 48  // a Total, less its id
+	countCost      = 24  // a Count
+	resetCost      = 64  // a reset, less its id
+	checkCost      = 64  // a Check or a Decision, less its id
+	stateReplyCost = 128 // a State, less a sliding log's entries
+)
+
+// stateAnswerCost estimates the size of the owner's answer to hits of c's
+// key: a sliding log's state holds up to Limit times.
+func stateAnswerCost(c *clusterpb.Check) int {
+	if algo.Algorithm(c.GetAlgorithm()) == algo.SlidingLog {
+		return stateReplyCost + 10*int(min(max(c.GetLimit(), 0), algo.MaxSlidingLogLimit))
+	}
+	return stateReplyCost
+}
+
+// fit cuts w, one partition's work, to what one message may carry, request
+// and answer: its resets first (when they do not all fit, they go alone),
+// then its totals, then its hits. What it leaves out goes at the next
+// round: the keys stay active, the resets queued. It returns w's request
+// and answer sizes, estimated.
+func (w *partWork) fit() (req, answer int) {
+	req, answer = partCost, partCost
+	for i, r := range w.resets {
+		c := resetCost + len(r.check.ID)
+		if i > 0 && req+c > pieceBudget {
+			w.resets, w.totals, w.hits = w.resets[:i], nil, nil
+			return req, answer
+		}
+		req += c
+	}
+	for i, pd := range w.totals {
+		c := totalCost + len(pd.key.id)
+		if i > 0 && (req+c > pieceBudget || answer+countCost > pieceBudget) {
+			w.totals, w.hits = w.totals[:i], nil
+			return req, answer
+		}
+		req, answer = req+c, answer+countCost
+	}
+	for i, sp := range w.hits {
+		c, a := proto.Size(sp.hits)+8, stateAnswerCost(sp.hits.GetCheck())
+		if (i > 0 || len(w.totals) > 0) && (req+c > pieceBudget || answer+a > pieceBudget) {
+			w.hits = w.hits[:i]
+			return req, answer
+		}
+		req, answer = req+c, answer+a
+	}
+	return req, answer
+}
+
+// fitAll cuts every partition's work in ws to one message (see fit).
+func (ws partWorks) fitAll() {
+	for _, w := range ws {
+		w.fit()
+	}
+}
+
+// batches groups parts, partitions whose work is in ws (each cut by fit),
+// into runs that fit one message each, request and answer.
+func (ws partWorks) batches(parts []int) [][]int {
+	var (
+		out          [][]int
+		cur          []int
+		req, answer  int
+		oneReq, oneA int
+	)
+	for _, p := range parts {
+		oneReq, oneA = ws[p].fit()
+		if len(cur) > 0 && (req+oneReq > pieceBudget || answer+oneA > pieceBudget) {
+			out, cur, req, answer = append(out, cur), nil, 0, 0
+		}
+		cur, req, answer = append(cur, p), req+oneReq, answer+oneA
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// runEnd returns where the run of checks that starts at checks[0] must end
+// for its request to fit one message: at most at end.
+func runEnd(checks []algo.Check, end int) int {
+	size := 0
+	for i := range end {
+		size += checkCost + len(checks[i].ID)
+		if i > 0 && size > pieceBudget {
+			return i
+		}
+	}
+	return end
+}
+
+// pieces returns st in pieces of at most pieceBudget each, in order,
+// numbered, of export version; st alone, whole, when it fits.
+func pieces(st *clusterpb.PartState, version uint64) []*clusterpb.PartState {
+	if proto.Size(st) <= pieceBudget {
+		return []*clusterpb.PartState{st}
+	}
+	var (
+		out  []*clusterpb.PartState
+		cur  *clusterpb.PartState
+		size int
+	)
+	room := func(n int) *clusterpb.PartState {
+		if cur == nil || size > 0 && size+n > pieceBudget {
+			cur = &clusterpb.PartState{Partition: st.GetPartition(), Piece: uint32(len(out)), Version: version}
+			out, size = append(out, cur), 0
+		}
+		size += n
+		return cur
+	}
+	for _, w := range st.GetWindows() {
+		c := room(proto.Size(w) + 8)
+		c.Windows = append(c.Windows, w)
+	}
+	for _, r := range st.GetRecords() {
+		c := room(proto.Size(r) + 8)
+		c.Records = append(c.Records, r)
+	}
+	for _, ch := range st.GetCharged() {
+		c := room(proto.Size(ch) + 8)
+		c.Charged = append(c.Charged, ch)
+	}
+	for _, r := range st.GetResets() {
+		c := room(proto.Size(r) + 8)
+		c.Resets = append(c.Resets, r)
+	}
+	for _, c := range out {
+		c.Pieces = uint32(len(out))
+	}
+	return out
+}
+
+// messages groups states' pieces, in order, into the parts of messages of
+// at most pieceBudget each.
+func messages(states []*clusterpb.PartState, version func() uint64) [][]*clusterpb.PartState {
+	var (
+		out  [][]*clusterpb.PartState
+		cur  []*clusterpb.PartState
+		size int
+	)
+	for _, st := range states {
+		for _, pc := range pieces(st, version()) {
+			n := proto.Size(pc) + 8
+			if len(cur) > 0 && size+n > pieceBudget {
+				out, cur, size = append(out, cur), nil, 0
+			}
+			cur, size = append(cur, pc), size+n
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// sendStates sends states (whole partitions' states) to the member at to
+// in messages of at most MaxMessageBytes, one after another, each made by
+// msg and given timeout to be answered; it stops at the first that fails.
+// It returns the partitions the member took (those whose last piece it
+// acknowledged), and the error that stopped it.
+func (m *Member) sendStates(to string, states []*clusterpb.PartState, msg func(parts []*clusterpb.PartState) *clusterpb.HandOff, timeout time.Duration) ([]uint32, error) {
+	var taken []uint32
+	for _, parts := range messages(states, func() uint64 { return m.own.version.Add(1) }) {
+		h := msg(parts)
+		h.From, h.KeyPrint = m.node, m.hash.print
+		resp, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor), h, timeout).Result()
+		if err != nil {
+			return taken, err
+		}
+		reply, ok := resp.(*clusterpb.HandOffReply)
+		if !ok {
+			return taken, fmt.Errorf("cluster: member %s answered %T", to, resp)
+		}
+		taken = append(taken, reply.GetTaken()...)
+	}
+	return taken, nil
+}
+
+// assemblyKey names a state being assembled from pieces: its partition,
+// and whether it is a backup.
+type assemblyKey struct {
+	part   int
+	backup bool
+}
+
+// assembly is a state being assembled from its pieces.
+type assembly struct {
+	from    string
+	version uint64
+	next    uint32 // the piece it expects
+	state   *clusterpb.PartState
+}
+
+// assemble takes st, a state or a piece of one from the member from, and
+// returns the whole state once it has every piece (st itself when whole),
+// else nil. A piece out of order, or of another export, is dropped, and so
+// is what was assembled of the export before: the sender sends the whole
+// state again when a piece fails. m.own.mu is held.
+func (m *Member) assemble(from string, st *clusterpb.PartState, backup bool) *clusterpb.PartState {
+	if st.GetPieces() <= 1 {
+		return st
+	}
+	k := assemblyKey{part: int(st.GetPartition()), backup: backup}
+	a := m.own.assembling[k]
+	switch {
+	case st.GetPiece() == 0:
+		a = &assembly{from: from, version: st.GetVersion(), state: &clusterpb.PartState{Partition: st.GetPartition()}}
+		if m.own.assembling == nil {
+			m.own.assembling = make(map[assemblyKey]*assembly)
+		}
+		m.own.assembling[k] = a
+	case a == nil || a.from != from || a.version != st.GetVersion() || a.next != st.GetPiece():
+		delete(m.own.assembling, k)
+		return nil
+	}
+	a.next++
+	a.state.Windows = append(a.state.Windows, st.GetWindows()...)
+	a.state.Records = append(a.state.Records, st.GetRecords()...)
+	a.state.Charged = append(a.state.Charged, st.GetCharged()...)
+	a.state.Resets = append(a.state.Resets, st.GetResets()...)
+	if a.next < st.GetPieces() {
+		return nil
+	}
+	delete(m.own.assembling, k)
+	return a.state
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit/internal/redistest"
+)
+
+// TestRedisBackend: two actorlimitd processes on one redis-server share
+// one limit; with Redis killed under load, no request fails or waits past
+// 2 s (each process decides on its local fallback), and once Redis is back
+// they decide on it again.
+func TestRedisBackend(t *testing.T) {
+	rs := redistest.Start(t)
+	// On Redis a bucket must drain within about 52 days (redisstore's
+	// MaxSpan): the load's GCRA rule is per hour.
+	config := serveConfig + "  - key: gcra_hourly\n    rate_limit: {algorithm: gcra, unit: hour, requests_per_unit: 1000000}\n"
+	a := startWithConfig(t, config, "-redis", rs.Addr, "-redis-timeout", "200ms")
+	b := startWithConfig(t, config, "-redis", rs.Addr, "-redis-timeout", "200ms")
+
+	var got []bool
+	for _, d := range []*daemon{a, b, a, b} {
+		resp, err := d.ask(request("web", desc("user", "shared")))
+		require.NoError(t, err)
+		got = append(got, resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT)
+	}
+	assert.Equal(t, []bool{false, false, false, true}, got, "3 a year, shared by both processes")
+
+	var (
+		stop     atomic.Bool
+		answered atomic.Int64
+		mu       sync.Mutex
+		errs     []error
+		slowest  time.Duration
+		wg       sync.WaitGroup
+	)
+	for i := range 8 {
+		d := []*daemon{a, b}[i%2]
+		client := d.client()
+		wg.Go(func() {
+			for n := 0; !stop.Load(); n++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				start := time.Now()
+				_, err := client.ShouldRateLimit(ctx, request("web", desc("user", "load"), desc("gcra_hourly", "load")))
+				took := time.Since(start)
+				cancel()
+				mu.Lock()
+				if err != nil && len(errs) < 5 {
+					errs = append(errs, err)
+				}
+				slowest = max(slowest, took)
+				mu.Unlock()
+				answered.Add(1)
+			}
+		})
+	}
+	eventually(t, 10*time.Second, "load on Redis", func() bool { return answered.Load() > 200 })
+	rs.Kill()
+	killedAt := answered.Load()
+	eventually(t, 10*time.Second, "load without Redis", func() bool { return answered.Load() > killedAt+500 })
+	rs.Restart()
+	backAt := answered.Load()
+	eventually(t, 10*time.Second, "load with Redis back", func() bool { return answered.Load() > backAt+200 })
+	stop.Store(true)
+	wg.Wait()
+	assert.Empty(t, errs)
+	assert.Less(t, slowest, 2*time.Second)
+	t.Logf("%d requests, the slowest %v", answered.Load(), slowest)
+	_, body := a.get("/metrics")
+	assert.Contains(t, body, "actorlimit_store_outages_total 1")
+}
+
+// TestRedisHung: a Redis that accepts connections and never answers costs
+// each request at most the store's timeout, never an error.
+func TestRedisHung(t *testing.T) {
+	addr := redistest.Hung(t)
+	d := startWithConfig(t, serveConfig, "-redis", addr, "-redis-timeout", "200ms")
+	for i := range 5 {
+		start := time.Now()
+		resp, err := d.ask(request("web", desc("user", "hung")))
+		took := time.Since(start)
+		require.NoError(t, err, "request %d", i)
+		assert.Less(t, took, 2*time.Second, "request %d", i)
+		assert.Equal(t, uint32(2-min(i, 2)), resp.Statuses[0].LimitRemaining, "request %d: the fallback table counts", i)
+	}
+}

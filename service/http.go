@@ -1,0 +1,66 @@
+package service
+
+import (
+	"io"
+	"net/http"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// MaxJSONBody bounds the body of a POST /json request, in bytes.
+const MaxJSONBody = 1 << 20
+
+// JSONHandler serves envoy ratelimit's POST /json: the body is a
+// RateLimitRequest as protojson, the answer its RateLimitResponse as
+// protojson, with 200 when OK, 429 when over the limit, 400 for a request
+// that cannot be read or is refused, and 500 otherwise.
+func JSONHandler(s *Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "POST a RateLimitRequest as JSON", http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxJSONBody))
+		if err != nil {
+			http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		var req rlsv3.RateLimitRequest
+		if err := protojson.Unmarshal(body, &req); err != nil {
+			http.Error(w, "the body is not a RateLimitRequest: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		resp, err := s.ShouldRateLimit(r.Context(), &req)
+		if err != nil {
+			code := http.StatusInternalServerError
+			if status.Code(err) == codes.InvalidArgument {
+				code = http.StatusBadRequest
+			}
+			http.Error(w, status.Convert(err).Message(), code)
+			return
+		}
+		out, err := protojson.Marshal(resp)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+		_, _ = w.Write(out)
+	})
+}
+
+// ConfigHandler serves GET /rlconfig: the configuration files in force, as
+// text.
+func ConfigHandler(s *Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write(s.Config().Source())
+	})
+}

@@ -1,0 +1,161 @@
+package service
+
+import (
+	"strconv"
+	"strings"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+)
+
+// Match is what a request's descriptor matched in a configuration.
+type Match struct {
+	// Rule is the rule that applies, or nil: the domain is unknown, no rule
+	// matches, or the rule is deeper or shallower than the descriptor.
+	Rule *Rule
+	// Known reports whether the domain is in the configuration.
+	Known bool
+	// shared[i] is the wildcard pattern that replaces entry i's value in the
+	// counter's id (share_threshold), or "".
+	shared []string
+	// label is the metric label of a detailed_metric or value_to_metric
+	// rule, which holds the request's values; "" means Rule.Path.
+	label string
+}
+
+// Match finds the rule for a descriptor of domain, as envoy ratelimit does:
+// at each level, an entry matches the child "key_value" first, then the
+// wildcard children (values ending in '*') in file order, then the child
+// "key" alone; a rule applies only when it sits at the descriptor's last
+// entry, and the walk stops at a level with no children.
+func (c *Config) Match(domain string, d *ratelimitv3.RateLimitDescriptor) Match {
+	top := c.domains[domain]
+	if top == nil {
+		return Match{}
+	}
+	m := Match{Known: true}
+	entries := d.GetEntries()
+	// metricValue[i] is what envoy ratelimit writes after entry i's key in
+	// a value_to_metric label; kept only when a level asks for it.
+	var small [8]string
+	metricValue := small[:0]
+	toMetric := false
+	level := top
+	var buf [128]byte
+	for i, e := range entries {
+		// "key_value", on the stack when it fits: the lookups allocate nothing.
+		final := append(append(append(buf[:0], e.GetKey()...), '_'), e.GetValue()...)
+		next := level.children[string(final)]
+		wildcard := ""
+		if next == nil {
+			for _, w := range level.wildcards {
+				if p := w[:len(w)-1]; len(final) >= len(p) && string(final[:len(p)]) == p {
+					next, wildcard = level.children[w], w
+					break
+				}
+			}
+		}
+		byValue := next != nil
+		if next == nil {
+			next = level.children[e.GetKey()]
+		}
+		v := ""
+		if next != nil {
+			toMetric = toMetric || next.valueToMetric
+			switch {
+			case wildcard != "" && next.shareThreshold:
+				if m.shared == nil {
+					m.shared = make([]string, len(entries))
+				}
+				m.shared[i] = next.pattern
+				v = next.pattern
+			case wildcard != "" && next.valueToMetric:
+				v = e.GetValue()
+			case wildcard != "":
+				v = strings.TrimPrefix(wildcard, e.GetKey()+"_")
+			case byValue || next.valueToMetric:
+				v = e.GetValue()
+			}
+		}
+		metricValue = append(metricValue, v)
+		if next != nil && next.rule != nil && i == len(entries)-1 {
+			m.Rule = next.rule
+		}
+		if next == nil || len(next.children) == 0 {
+			break
+		}
+		level = next
+	}
+	if m.Rule == nil || !(m.Rule.DetailedMetric || toMetric) {
+		return m
+	}
+	var b strings.Builder
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(e.GetKey())
+		v := e.GetValue()
+		switch {
+		case m.Rule.DetailedMetric && i < len(m.shared) && m.shared[i] != "":
+			v = m.shared[i]
+		case !m.Rule.DetailedMetric:
+			v = metricValue[i]
+		}
+		if v != "" {
+			b.WriteByte('_')
+			b.WriteString(v)
+		}
+	}
+	if l := b.String(); l != m.Rule.Path || m.Rule.DetailedMetric {
+		m.label = l
+	}
+	return m
+}
+
+// Label returns the metric label of the match: the rule's path in the
+// file, or, for a detailed_metric or value_to_metric rule, the request's
+// keys and values.
+func (m Match) Label() string {
+	if m.label != "" {
+		return m.label
+	}
+	if m.Rule != nil {
+		return m.Rule.Path
+	}
+	return ""
+}
+
+// Detailed reports whether Label holds a request's values.
+func (m Match) Detailed() bool { return m.label != "" }
+
+// ID returns the limiter id of the descriptor's counter: the domain and
+// every entry's key and value (a share_threshold wildcard's pattern in
+// place of the value), each prefixed by its length, so that no two
+// different descriptors share an id.
+func (m Match) ID(domain string, d *ratelimitv3.RateLimitDescriptor) string {
+	return descriptorID(domain, d, m.shared)
+}
+
+func descriptorID(domain string, d *ratelimitv3.RateLimitDescriptor, shared []string) string {
+	n := len(domain) + 4
+	for _, e := range d.GetEntries() {
+		n += len(e.GetKey()) + len(e.GetValue()) + 8
+	}
+	b := make([]byte, 0, n)
+	b = appendField(b, domain)
+	for i, e := range d.GetEntries() {
+		b = appendField(b, e.GetKey())
+		v := e.GetValue()
+		if i < len(shared) && shared[i] != "" {
+			v = shared[i]
+		}
+		b = appendField(b, v)
+	}
+	return string(b)
+}
+
+func appendField(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}

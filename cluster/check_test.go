@@ -30,13 +30,13 @@ func idOf(t *testing.T, m *cluster.Member, prefix string, want func(p int) bool)
 	return ""
 }
 
-const hostilePartitions = 16
+const hostilePartitions = 64
 
-// ownerOfPartition makes a detached member that owns partition p of 16,
+// ownerOfPartition makes a detached member that owns partition p of hostilePartitions,
 // logging to logs.
 func ownerOfPartition(t *testing.T, clock *fakeClock, logs *logtest.Recorder, p int) *cluster.Member {
 	t.Helper()
-	m, err := cluster.Detached(cluster.Config{Clock: clock, Partitions: 16, Logger: slog.New(logs)}, "owner",
+	m, err := cluster.Detached(cluster.Config{Clock: clock, Partitions: hostilePartitions, Logger: slog.New(logs)}, "owner",
 		func(int, any) (any, error) { return nil, errors.New("no other member") })
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
@@ -45,7 +45,7 @@ func ownerOfPartition(t *testing.T, clock *fakeClock, logs *logtest.Recorder, p 
 	return m
 }
 
-// keyIn returns an id of partition p of 16.
+// keyIn returns an id of partition p of hostilePartitions.
 func keyIn(t *testing.T, m *cluster.Member, p int) string {
 	t.Helper()
 	return idOf(t, m, "key", func(q int) bool { return q == p })

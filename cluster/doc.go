@@ -154,4 +154,13 @@
 // evicted a key's state answers with none; a member whose copy holds a
 // live state keeps it and sends it whole. The resets kept for owners that
 // cannot be reached are bounded by MaxQueuedResetBytes.
+//
+// # The network
+//
+// A member takes the other members' messages on Config.Host:Port. Without
+// Config.TLS anyone who reaches that port is taken for a member; with it,
+// the members authenticate each other with mutual TLS against one CA (see
+// [TLS]). Either way every message from another member is checked whole
+// before it changes anything, and one that fails is rejected, changing
+// nothing, and counted in SyncStats.Rejected.
 package cluster

@@ -29,7 +29,9 @@ type SyncStats struct {
 	// owner, alive, with its state: when a member joined or left
 	// gracefully. Refusals is the requests (checks, or a partition's
 	// part of a sync) this member refused because it did not own their
-	// partition: the sender asks the owner it names. TakeOvers is the
+	// partition (the sender asks the owner it names), and the messages
+	// its view did not allow: a sync from a member not in it, a partition
+	// handed on, or backed up, by a member it may not take it from. TakeOvers is the
 	// partitions it took from its backup of them when their owner died;
 	// Backups the partitions' states it sent to their backup member.
 	HandOffs, Refusals, TakeOvers, Backups uint64

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
 const benchKeys = 10_000
@@ -108,7 +109,7 @@ func BenchmarkMemory(b *testing.B) {
 			b.ReportAllocs()
 			var perKey float64
 			for b.Loop() {
-				clock := &fakeClock{now: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}
+				clock := testkit.NewClock(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
 				lim, err := actorlimit.Start(actorlimit.WithClock(clock), actorlimit.WithJanitor(0, 0))
 				if err != nil {
 					b.Fatal(err)

@@ -12,13 +12,14 @@ import (
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/internal/redistest"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 	"github.com/actorlimit/actorlimit/redisstore"
 )
 
 // startAt starts a limiter on a fake clock at t, without a janitor.
 func startAt(t *testing.T, at time.Time) (*actorlimit.Limiter, *fakeClock) {
 	t.Helper()
-	clock := &fakeClock{now: at}
+	clock := testkit.NewClock(at)
 	lim, err := actorlimit.Start(actorlimit.WithClock(clock), actorlimit.WithJanitor(0, 0))
 	require.NoError(t, err)
 	t.Cleanup(func() { lim.Close() })
@@ -41,7 +42,7 @@ func onEachStore(t *testing.T, run func(t *testing.T, startAt starter)) {
 		run(t, func(t *testing.T, at time.Time) (*actorlimit.Limiter, *fakeClock) {
 			t.Helper()
 			n++
-			clock := &fakeClock{now: at}
+			clock := testkit.NewClock(at)
 			sopts := []redisstore.Option{redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError),
 				redisstore.WithPrefix(fmt.Sprintf("case%d:", n))}
 			lim, _ := startOnRedis(t, srv, sopts, actorlimit.WithClock(clock), actorlimit.WithJanitor(0, 0))

@@ -43,7 +43,7 @@ func runSteps(t *testing.T, lim *actorlimit.Limiter, clk *fakeClock, steps []ste
 	t.Helper()
 	ctx := context.Background()
 	for i, s := range steps {
-		clk.Set(s.at)
+		clk.Set(epoch.Add(s.at))
 		var got actorlimit.Result
 		var err error
 		switch s.op {

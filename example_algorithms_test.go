@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
 // Every algorithm on one limiter: five hits at once under 3 per second.
 // LeakyBucket lets Burst+1 through, each with the Delay that spaces them
 // at the limit's rate.
 func Example_algorithms() {
-	clock := &fakeClock{now: time.Date(2026, 11, 22, 11, 0, 0, 0, time.UTC)}
+	clock := testkit.NewClock(time.Date(2026, 11, 22, 11, 0, 0, 0, time.UTC))
 	lim, err := actorlimit.Start(actorlimit.WithClock(clock))
 	if err != nil {
 		panic(err)

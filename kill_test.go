@@ -1,17 +1,13 @@
 package actorlimit_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +16,7 @@ import (
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 	"github.com/actorlimit/actorlimit/persist"
 	"github.com/actorlimit/actorlimit/table"
 )
@@ -55,9 +52,6 @@ const (
 	// killBound is the most a decision can have been told before the kill
 	// and still be lost.
 	killBound = killFlush + killSlack
-	// pipeBuf is the size up to which a write to a pipe is atomic: the
-	// child's callers write whole lines in writes no larger.
-	pipeBuf = 4096
 
 	// killSnapEnv makes the child hold killKeys keys and take a snapshot
 	// every killSnapEvery, each of whose fsyncs takes killSlowSync longer
@@ -120,7 +114,7 @@ func hitAndTell(lim *actorlimit.Limiter, ids []string) {
 					os.Exit(2)
 				}
 				line = fmt.Appendf(line[:0], "%s %t %d %d\n", id, res.Allowed, res.Count, time.Now().UnixNano())
-				if len(lines)+len(line) > pipeBuf {
+				if len(lines)+len(line) > testkit.PipeBuf {
 					if _, err := os.Stdout.Write(lines); err != nil {
 						os.Exit(2)
 					}
@@ -131,13 +125,6 @@ func hitAndTell(lim *actorlimit.Limiter, ids []string) {
 		})
 	}
 	wg.Wait()
-}
-
-// told is what the child's callers were told about one id.
-type told struct {
-	allowed int
-	counts  []int64 // each decision's count
-	at      []int64 // when each was told, Unix ns
 }
 
 // TestKill9 runs a limiter with persistence in a child process under load,
@@ -171,8 +158,8 @@ func testKill9(t *testing.T, snapshot bool) {
 		fillDir(t, dir, killKeys)
 		gen = 2
 	}
-	data, started, killed := runKillChild(t, dir, snapshot)
-	byID := parseTold(t, data)
+	k := runKillChild(t, dir, snapshot)
+	byID := testkit.ParseTold(t, k.Data)
 	if snapshot {
 		_, err := os.Stat(filepath.Join(dir, "snapshot.tmp"))
 		require.NoError(t, err, "killed while a snapshot was written")
@@ -191,22 +178,35 @@ func testKill9(t *testing.T, snapshot bool) {
 	if snapshot {
 		require.Equal(t, killKeys, ld.Skipped, "the keys the child held, whose window has ended")
 	}
-	// The bound holds for a process that runs. On a loaded machine the
-	// child may not run at all for a while (no caller was told anything),
-	// and the log's writer with it: such a stall before the kill adds to
-	// the bound, as much as it lasted.
-	stall := stalled(byID, killed.Add(-time.Second), killed)
-	bound := killBound + stall
+	bound, stall := checkRestored(t, lim, byID, killIDs, k.Killed)
 	// one frame a flush interval; at least one each bound, whatever the
 	// phase of the kill
-	require.GreaterOrEqual(t, ld.Frames, int(killed.Sub(started)/(bound+stalled(byID, started, killed))),
+	require.GreaterOrEqual(t, ld.Frames, int(k.Killed.Sub(k.Started)/(bound+testkit.Stalled(byID, k.Started, k.Killed, killFlush))),
 		"the counts come from the log, written every %v", killFlush)
+	t.Logf("after kill -9: %d log frames loaded (bound %v: flush %v + slack %v + the child's stall %v)",
+		ld.Frames, bound, killFlush, killSlack, stall)
+}
 
+// checkRestored compares the counts of lim, restarted after the child was
+// killed at killed, with what the child's callers were told of ids (byID):
+// every decision told more than the bound before the kill is in the
+// restored count, so the hits lost are at most those told within the
+// bound, and the hits allowed before and after the restart are at most
+// the limit plus those. The bound is killBound, plus the longest the child
+// stalled in the second before the kill (a process that does not run
+// writes no log: on a loaded machine it may not run at all for a while),
+// measured from what its callers were told. It returns the bound and the
+// stall.
+func checkRestored(t *testing.T, lim *actorlimit.Limiter, byID map[string]*testkit.Told, ids []string, killed time.Time) (bound, stall time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	stall = testkit.Stalled(byID, killed.Add(-time.Second), killed, killFlush)
+	bound = killBound + stall
 	lostHits, lostFor := 0, time.Duration(0)
-	for _, id := range killIDs {
+	for _, id := range ids {
 		tl := byID[id]
 		require.NotNil(t, tl, id)
-		require.Equal(t, len(tl.counts), tl.allowed, "%s: the limit is never reached before the kill", id)
+		require.Equal(t, len(tl.Counts), tl.Allowed, "%s: the limit is never reached before the kill", id)
 		res, err := lim.Peek(ctx, id, killPolicy)
 		require.NoError(t, err)
 		restored := res.Count
@@ -215,8 +215,8 @@ func testKill9(t *testing.T, snapshot bool) {
 		// the kill, and those lost, whose count is above the restored one.
 		within, lost := 0, 0
 		var oldest time.Duration // how long before the kill the oldest lost one was told
-		for i, c := range tl.counts {
-			ago := killed.Sub(time.Unix(0, tl.at[i]))
+		for i, c := range tl.Counts {
+			ago := killed.Sub(time.Unix(0, tl.At[i]))
 			if ago < bound {
 				within++
 			}
@@ -225,7 +225,7 @@ func testKill9(t *testing.T, snapshot bool) {
 				oldest = max(oldest, ago)
 			}
 		}
-		assert.Less(t, oldest, bound, "%s: a count told %v before the kill is lost (restored %d of %d; bound %v with a stall of %v)", id, oldest, restored, maxOf(tl.counts), bound, stall)
+		assert.Less(t, oldest, bound, "%s: a count told %v before the kill is lost (restored %d of %d; bound %v with a stall of %v)", id, oldest, restored, maxOf(tl.Counts), bound, stall)
 		assert.LessOrEqual(t, lost, within, "%s: %d hits told lost, %d told within %v of the kill", id, lost, within, bound)
 		lostFor, lostHits = max(lostFor, oldest), max(lostHits, lost)
 
@@ -239,84 +239,36 @@ func testKill9(t *testing.T, snapshot bool) {
 		r, err := lim.Hit(ctx, id, killPolicy)
 		require.NoError(t, err)
 		require.False(t, r.Allowed, "%s: one more than Peek said", id)
-		assert.LessOrEqual(t, int64(tl.allowed)+after, killLimit+int64(within), "%s: allowed %d before, %d after", id, tl.allowed, after)
+		assert.LessOrEqual(t, int64(tl.Allowed)+after, killLimit+int64(within), "%s: allowed %d before, %d after", id, tl.Allowed, after)
 	}
-	t.Logf("after kill -9: %d log frames loaded; lost at most %d told hits of one id, the oldest told %v before the kill (bound %v: flush %v + slack %v + the child's stall %v)",
-		ld.Frames, lostHits, lostFor, bound, killFlush, killSlack, stall)
-}
-
-// stalled returns the longest time between from and to in which none of
-// the child's callers was told anything: the child did not run (a loaded
-// machine gave its processors to others), or its limiter was busy. Only
-// the part above a flush interval counts: callers are told something
-// every few microseconds while the child runs.
-func stalled(byID map[string]*told, from, to time.Time) time.Duration {
-	var at []int64
-	for _, tl := range byID {
-		for _, ns := range tl.at {
-			if ns >= from.UnixNano() && ns <= to.UnixNano() {
-				at = append(at, ns)
-			}
-		}
-	}
-	slices.Sort(at)
-	longest := time.Duration(0)
-	for i := 1; i < len(at); i++ {
-		longest = max(longest, time.Duration(at[i]-at[i-1]))
-	}
-	return max(0, longest-killFlush)
+	t.Logf("lost at most %d told hits of one id, the oldest told %v before the kill (bound %v)", lostHits, lostFor, bound)
+	return bound, stall
 }
 
 // runKillChild runs TestKill9Child on dir and kills it: killAfter after its
 // first output, or with snapshot, killInSnapshot after "snapshot.tmp"
-// appears once it is under load. It returns all the child wrote, when its
-// output began and when it was killed. The output is kept raw while the
-// child runs, so that reading it never slows the child down.
-func runKillChild(t *testing.T, dir string, snapshot bool) (data []byte, started, killed time.Time) {
+// appears once it is under load.
+func runKillChild(t *testing.T, dir string, snapshot bool) testkit.Killed {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKill9Child$", "-test.count=1")
-	cmd.Env = append(os.Environ(), killEnv+"="+dir)
+	c := testkit.Child{Test: "^TestKill9Child$", Env: []string{killEnv + "=" + dir}, GiveUp: killGiveUp}
+	c.Due = func(started time.Time) bool { return time.Since(started) >= killAfter }
 	if snapshot {
-		cmd.Env = append(cmd.Env, killSnapEnv+"=1")
-	}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	tmp := filepath.Join(dir, "snapshot.tmp")
-	var tmpSeen time.Time
-	due := func() bool {
-		if !snapshot {
-			return time.Since(started) >= killAfter
-		}
-		if tmpSeen.IsZero() {
-			if _, err := os.Stat(tmp); err == nil {
-				tmpSeen = time.Now()
+		c.Env = append(c.Env, killSnapEnv+"=1")
+		tmp := filepath.Join(dir, "snapshot.tmp")
+		var tmpSeen time.Time
+		c.Due = func(time.Time) bool {
+			if tmpSeen.IsZero() {
+				if _, err := os.Stat(tmp); err == nil {
+					tmpSeen = time.Now()
+				}
+				return false
 			}
-			return false
-		}
-		return time.Since(tmpSeen) >= killInSnapshot
-	}
-	gaveUp := false
-	buf := make([]byte, 1<<16)
-	for {
-		n, rerr := out.Read(buf)
-		data = append(data, buf[:n]...)
-		if n > 0 && started.IsZero() {
-			started = time.Now() // the child is up and under load
-		}
-		if !started.IsZero() && killed.IsZero() && (due() || time.Since(started) > killGiveUp) {
-			killed, gaveUp = time.Now(), !due()
-			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-		}
-		if rerr != nil {
-			break
+			return time.Since(tmpSeen) >= killInSnapshot
 		}
 	}
-	werr := cmd.Wait()
-	require.False(t, killed.IsZero(), "the child stopped after %d bytes: %v", len(data), werr)
-	require.False(t, gaveUp, "no snapshot was written in %v", killGiveUp)
-	return data, started, killed
+	k := testkit.RunChild(t, c)
+	require.False(t, k.GaveUp, "no snapshot was written in %v", killGiveUp)
+	return k
 }
 
 // killGiveUp is how long the parent waits for the moment to kill before it
@@ -377,36 +329,6 @@ type slowSync struct{ persist.File }
 func (f slowSync) Sync() error {
 	time.Sleep(killSlowSync) // the slow disk, not a wait of the test's
 	return f.File.Sync()
-}
-
-// parseTold reads the child's lines, by id.
-func parseTold(t *testing.T, data []byte) map[string]*told {
-	t.Helper()
-	byID := map[string]*told{}
-	lines := 0
-	for line := range bytes.Lines(data) {
-		if line[len(line)-1] != '\n' {
-			break // a write cut by the kill
-		}
-		f := bytes.Fields(line)
-		require.Len(t, f, 4, "line %q", line)
-		tl := byID[string(f[0])]
-		if tl == nil {
-			tl = &told{}
-			byID[string(f[0])] = tl
-		}
-		if string(f[1]) == "true" {
-			tl.allowed++
-		}
-		count, err1 := strconv.ParseInt(string(f[2]), 10, 64)
-		at, err2 := strconv.ParseInt(string(f[3]), 10, 64)
-		require.NoError(t, err1)
-		require.NoError(t, err2)
-		tl.counts, tl.at = append(tl.counts, count), append(tl.at, at)
-		lines++
-	}
-	t.Logf("%d told decisions read", lines)
-	return byID
 }
 
 func maxOf(s []int64) int64 {

@@ -59,7 +59,7 @@ func TestPersistenceSurvivesRestart(t *testing.T) {
 			lim, err := startPersisted(t, clk, dir, actorlimit.PersistConfig{})
 			require.NoError(t, err)
 			for i := range 4 {
-				clk.Set(time.Duration(i) * 700 * ms)
+				clk.Set(epoch.Add(time.Duration(i) * 700 * ms))
 				_, err := lim.Hit(ctx, "a", p)
 				require.NoError(t, err)
 			}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
 // quietSystem returns an actor system that logs nothing, shut down at the
@@ -209,7 +209,7 @@ func TestJanitorDeletesOldEntriesKeepsLiveOnes(t *testing.T) {
 	lim, err := actorlimit.Start(actorlimit.WithClock(clk), actorlimit.WithJanitor(time.Minute, 0))
 	require.NoError(t, err)
 	defer lim.Close()
-	require.Eventually(t, func() bool { return clk.liveTickers() == 1 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return clk.LiveTickers() == 1 }, 10*time.Second, time.Millisecond,
 		"the janitor did not start a ticker on the limiter's clock")
 	short := actorlimit.Policy{Limit: 5, Period: time.Second}
 	long := actorlimit.Policy{Limit: 5, Period: time.Hour}
@@ -235,7 +235,7 @@ func TestJanitorDeletesOldEntriesKeepsLiveOnes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(100), st.Expired)
 	require.NoError(t, lim.Close())
-	assert.Zero(t, clk.liveTickers(), "Close left the janitor's ticker running")
+	assert.Zero(t, clk.LiveTickers(), "Close left the janitor's ticker running")
 }
 
 func TestSweepDeletesInChunksAndHonoursTimeout(t *testing.T) {
@@ -267,22 +267,8 @@ func TestSweepDeletesInChunksAndHonoursTimeout(t *testing.T) {
 	assert.Zero(t, st.SweepTime, "the clock did not move during either")
 }
 
-// steppingClock moves on by step at each reading.
-type steppingClock struct {
-	mu   sync.Mutex
-	now  time.Time
-	step time.Duration
-}
-
-func (c *steppingClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(c.step)
-	return c.now
-}
-
 func TestStatsTimeSweeps(t *testing.T) {
-	lim, err := actorlimit.Start(actorlimit.WithClock(&steppingClock{now: epoch, step: time.Millisecond}), actorlimit.WithJanitor(0, 0))
+	lim, err := actorlimit.Start(actorlimit.WithClock(testkit.NewSteppingClock(epoch, time.Millisecond)), actorlimit.WithJanitor(0, 0))
 	require.NoError(t, err)
 	defer lim.Close()
 	for range 3 {

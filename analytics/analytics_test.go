@@ -13,25 +13,8 @@ import (
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/analytics"
 	"github.com/actorlimit/actorlimit/httpadapter"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
-
-// fakeClock is set by the test.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 var t0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 
@@ -60,7 +43,7 @@ func TestBucketRange(t *testing.T) {
 }
 
 func TestSlotsAndDistributions(t *testing.T) {
-	clk := &fakeClock{now: t0}
+	clk := testkit.NewClock(t0)
 	a, err := analytics.New(analytics.Config{Clock: clk, History: 3})
 	require.NoError(t, err)
 
@@ -86,11 +69,11 @@ func TestSlotsAndDistributions(t *testing.T) {
 	assert.Equal(t, "block", r.Action)
 
 	// Slot 1: only the bot. Slot 2 is empty. Slot 3: a.
-	clk.Add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	for range 20 {
 		a.Observe(obs("r", "bot", 10, 0))
 	}
-	clk.Add(20 * time.Second)
+	clk.Advance(20 * time.Second)
 	a.Observe(obs("r", "a", 10, 9))
 	r = a.Snapshot().Rules[0]
 	require.Len(t, r.Slots, 3, "History bounds the slots kept")
@@ -107,7 +90,7 @@ func TestSlotsAndDistributions(t *testing.T) {
 	assert.Equal(t, t0.Add(10*time.Second), r.WindowStart)
 
 	// Time passing with no traffic moves the window on.
-	clk.Add(time.Hour)
+	clk.Advance(time.Hour)
 	r = a.Snapshot().Rules[0]
 	require.Len(t, r.Slots, 3)
 	for _, sl := range r.Slots {
@@ -117,7 +100,7 @@ func TestSlotsAndDistributions(t *testing.T) {
 }
 
 func TestMaxGroups(t *testing.T) {
-	clk := &fakeClock{now: t0}
+	clk := testkit.NewClock(t0)
 	a, err := analytics.New(analytics.Config{Clock: clk, MaxGroups: 2, TopK: 1})
 	require.NoError(t, err)
 	for _, g := range []string{"a", "b", "c", "a", "d", "d", "d", "d"} {
@@ -130,11 +113,11 @@ func TestMaxGroups(t *testing.T) {
 }
 
 func TestClockBackStaysInSlot(t *testing.T) {
-	clk := &fakeClock{now: t0.Add(15 * time.Second)}
+	clk := testkit.NewClock(t0.Add(15 * time.Second))
 	a, err := analytics.New(analytics.Config{Clock: clk})
 	require.NoError(t, err)
 	a.Observe(obs("r", "a", 10, 9))
-	clk.Add(-time.Minute)
+	clk.Advance(-time.Minute)
 	a.Observe(obs("r", "a", 10, 8))
 	r := a.Snapshot().Rules[0]
 	require.Len(t, r.Slots, 1)
@@ -161,7 +144,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 }
 
 func TestMemoryPerRule(t *testing.T) {
-	a, err := analytics.New(analytics.Config{Clock: &fakeClock{now: t0}})
+	a, err := analytics.New(analytics.Config{Clock: testkit.NewClock(t0)})
 	require.NoError(t, err)
 	// 360 slots of 208 bytes and 10 top entries of 32 each, 4096 groups
 	// of 128, 40 counters of 64; every entry's id at most 128 bytes.
@@ -169,7 +152,7 @@ func TestMemoryPerRule(t *testing.T) {
 }
 
 func TestConcurrentObserveAndSnapshot(t *testing.T) {
-	clk := &fakeClock{now: t0}
+	clk := testkit.NewClock(t0)
 	a, err := analytics.New(analytics.Config{Clock: clk, History: 4, MaxGroups: 50})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -180,7 +163,7 @@ func TestConcurrentObserveAndSnapshot(t *testing.T) {
 			for i := range 2000 {
 				a.Observe(obs(fmt.Sprintf("r%d", w%2), fmt.Sprintf("g%d", i%70), 100, int64(i%100)))
 				if i%500 == 0 {
-					clk.Add(10 * time.Second)
+					clk.Advance(10 * time.Second)
 				}
 			}
 		}()
@@ -221,7 +204,7 @@ func TestWallClock(t *testing.T) {
 // after their slot ended; PreviousTop is the slot just before the current
 // one. A step is a slot: who made how many requests, then the checks.
 func TestTopKeptForTheWindow(t *testing.T) {
-	clk := &fakeClock{now: t0}
+	clk := testkit.NewClock(t0)
 	a, err := analytics.New(analytics.Config{Clock: clk, TopK: 2})
 	require.NoError(t, err)
 	type step struct {
@@ -244,7 +227,7 @@ func TestTopKeptForTheWindow(t *testing.T) {
 		{"an hour after the burst", 10*time.Minute - 10*time.Second, map[string]int{"c3": 1},
 			[]analytics.TopGroup{{Group: "bot", Count: 10}, {Group: "c1", Count: 3}}, nil}, // the burst's slot is gone, the next one kept
 	} {
-		clk.Add(st.advance)
+		clk.Advance(st.advance)
 		for g, n := range st.requests {
 			for range n {
 				a.Observe(obs("r", g, 100, 50))
@@ -260,7 +243,7 @@ func TestTopKeptForTheWindow(t *testing.T) {
 // TestSnapshotJSONHasNoZeroTime: with no previous slot, the JSON has no
 // previous_start (it had "0001-01-01T00:00:00Z").
 func TestSnapshotJSONHasNoZeroTime(t *testing.T) {
-	clk := &fakeClock{now: t0}
+	clk := testkit.NewClock(t0)
 	a, err := analytics.New(analytics.Config{Clock: clk})
 	require.NoError(t, err)
 	a.Observe(obs("r", "a", 10, 9))
@@ -268,7 +251,7 @@ func TestSnapshotJSONHasNoZeroTime(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(b), "0001-01-01")
 	assert.NotContains(t, string(b), "previous_start")
-	clk.Add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	a.Observe(obs("r", "a", 10, 8))
 	b, err = json.Marshal(a.Snapshot())
 	require.NoError(t, err)
@@ -278,7 +261,7 @@ func TestSnapshotJSONHasNoZeroTime(t *testing.T) {
 // TestSetOrder: the snapshot lists the rules SetOrder names in its order
 // (the rules file's), then the others by name.
 func TestSetOrder(t *testing.T) {
-	a, err := analytics.New(analytics.Config{Clock: &fakeClock{now: t0}})
+	a, err := analytics.New(analytics.Config{Clock: testkit.NewClock(t0)})
 	require.NoError(t, err)
 	for _, r := range []string{"zeta", "alpha", "mid", "extra-b", "extra-a"} {
 		a.Observe(obs(r, "g", 10, 9))

@@ -7,10 +7,11 @@ import (
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/analytics"
 	"github.com/actorlimit/actorlimit/httpadapter"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
 func Example() {
-	clk := &fakeClock{now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
 	an, err := analytics.New(analytics.Config{Clock: clk}) // 10 s slots, an hour kept
 	if err != nil {
 		panic(err)

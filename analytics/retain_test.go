@@ -16,6 +16,7 @@ import (
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/analytics"
 	"github.com/actorlimit/actorlimit/httpadapter"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
 // allowAll allows every hit and keeps nothing.
@@ -57,7 +58,7 @@ func heap() uint64 {
 // strings), and still tell the long groups apart.
 func TestLongGroupsStayWithinMemoryPerRule(t *testing.T) {
 	const groups, rules, long = 256, 16, 3000
-	a, err := analytics.New(analytics.Config{Clock: &fakeClock{now: t0}, MaxGroups: groups, History: 2, TopK: 1})
+	a, err := analytics.New(analytics.Config{Clock: testkit.NewClock(t0), MaxGroups: groups, History: 2, TopK: 1})
 	require.NoError(t, err)
 	var rs []httpadapter.Rule
 	for i := range rules {

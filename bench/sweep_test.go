@@ -11,20 +11,11 @@ import (
 	"time"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
-// fakeClock is a clock the benchmark moves by hand. It is safe for
-// concurrent use.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newFakeClock(t time.Time) *fakeClock {
-	c := new(fakeClock)
-	c.ns.Store(t.UnixNano())
-	return c
-}
-
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+// newFakeClock returns a clock the benchmark moves by hand (testkit's).
+func newFakeClock(t time.Time) *testkit.Clock { return testkit.NewClock(t) }
 
 // percentile returns the p-quantile (0 <= p <= 1) of sorted, by nearest rank.
 func percentile(sorted []time.Duration, p float64) float64 {
@@ -86,7 +77,7 @@ func benchSweep(b *testing.B, keys []string, callers int) {
 	for range b.N {
 		b.StopTimer()
 		hitAll(b, lim, ended, endedMs)
-		clock.advance(2 * time.Second)
+		clock.Advance(2 * time.Second)
 		// Collect the setup's garbage now, so that no collection it
 		// started runs during the sweep: neither the sweep nor the callers
 		// allocate, so what is measured is the limiter alone.

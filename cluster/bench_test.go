@@ -13,6 +13,7 @@ import (
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/cluster"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
 // benchIDs are the ids the check benchmarks cycle through.
@@ -117,8 +118,8 @@ type wallNoTicks struct{}
 
 func (wallNoTicks) Now() time.Time { return time.Now() }
 
-func (wallNoTicks) NewTicker(time.Duration) actorlimit.Ticker {
-	return &fakeTicker{c: make(chan time.Time)}
+func (wallNoTicks) NewTicker(d time.Duration) actorlimit.Ticker {
+	return testkit.NewClock(time.Time{}).HoldTickers().NewTicker(d) // no one calls its Tick
 }
 
 // BenchmarkCheckGCRA compares a LocalFirst GCRA hit with the

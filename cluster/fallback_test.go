@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,13 +116,23 @@ func TestLocalFirstOwnerUnreachable(t *testing.T) {
 }
 
 // TestLocalFirstHungOwner: an owner that never answers holds up the sync,
-// not the checks: hits of every algorithm are answered from the member's
-// copies; a reset waits no longer than its caller's deadline.
+// not the checks: while a sync is blocked in the hung owner (the send
+// signals when it is entered, and returns only when the test ends), hits
+// of every algorithm are answered from the member's copies; a reset waits
+// no longer than its caller's deadline.
 func TestLocalFirstHungOwner(t *testing.T) {
 	clock := newFakeClock()
 	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var inside atomic.Int32 // sends entered and not returned
 	cfg := cluster.Config{Clock: clock, Partitions: 16}
 	send := func(int, any) (any, error) {
+		inside.Add(1)
+		defer inside.Add(-1)
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
 		<-release
 		return nil, errors.New("gave up")
 	}
@@ -136,15 +147,40 @@ func TestLocalFirstHungOwner(t *testing.T) {
 	require.NoError(t, err)
 	synced := make(chan struct{})
 	go func() { m.SyncNow(); close(synced) }() // hangs on the owner
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for i := range 10 {
-		for _, p := range []actorlimit.Policy{fixed, gcra} {
-			res, err := m.Limiter.Hit(ctx, map[bool]string{true: "k", false: "g"}[p == fixed], p)
-			require.NoError(t, err, "hit %d", i)
-			assert.Equal(t, i < 4, res.Allowed, "hit %d of %v", i, p.Algorithm)
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sync never reached the owner")
+	}
+	// The hits run apart, so that one blocked behind the sync fails the
+	// test at the deadline instead of hanging it.
+	type hit struct {
+		i       int
+		a       actorlimit.Algorithm
+		allowed bool
+		err     error
+	}
+	hits := make(chan hit, 20)
+	go func() {
+		defer close(hits)
+		for i := range 10 {
+			for _, p := range []actorlimit.Policy{fixed, gcra} {
+				res, err := m.Limiter.Hit(context.Background(), map[bool]string{true: "k", false: "g"}[p == fixed], p)
+				hits <- hit{i, p.Algorithm, res.Allowed, err}
+			}
+		}
+	}()
+	deadline := time.After(30 * time.Second)
+	for n := 0; n < 20; n++ {
+		select {
+		case h := <-hits:
+			require.NoError(t, h.err, "hit %d of %v, with a sync blocked in the owner", h.i, h.a)
+			assert.Equal(t, h.i < 4, h.allowed, "hit %d of %v", h.i, h.a)
+		case <-deadline:
+			t.Fatalf("%d of 20 hits answered in 30 s while a sync was blocked in the owner", n)
 		}
 	}
+	require.Positive(t, inside.Load(), "the sync is still in the owner after the hits")
 	select {
 	case <-synced:
 		t.Fatal("the sync did not wait for the owner")

@@ -37,8 +37,12 @@ func TestMemberKilledUnderLoad(t *testing.T) {
 		slowest atomic.Int64
 		wg      sync.WaitGroup
 		errs    = make(chan error, 64)
+		// counted[s][i] is how many hits survivor s was answered for id i
+		// (under policies[i%2]); each is written by its survivor's caller
+		// alone, and read after wg.Wait.
+		counted [2][ids]int64
 	)
-	for _, m := range members {
+	for k, m := range members {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -54,6 +58,7 @@ func TestMemberKilledUnderLoad(t *testing.T) {
 					errs <- err
 					return
 				}
+				counted[k][i%ids]++
 			}
 		}()
 	}
@@ -104,18 +109,34 @@ func TestMemberKilledUnderLoad(t *testing.T) {
 	// TestLocalFirstFailedSyncLosesNoHits's: it answers with every owner
 	// unreachable.
 	// Rebuilt: after syncs on the new topology, both survivors see, for
-	// each id, the same count, at least what both counted.
+	// each id, the same count. The limits are never reached and the clock
+	// never moves, so every hit counts, and the count holds at least:
+	//   - under the fixed window, the hits both survivors were answered
+	//     for (the owner adds up the members' totals, which they send the
+	//     new owner again; the victim's own may be lost with it);
+	//   - under GCRA, the hits of either survivor: the new owner keeps the
+	//     fullest of the copies the survivors send it, so a survivor's hits
+	//     since its last answer from the dead owner may be lost when the
+	//     other's copy is the fuller (logged).
 	for range 4 {
 		syncs()
 	}
-	for _, p := range policies {
-		for i := range ids {
-			id := fmt.Sprintf("id:%d", i)
-			a := peekCount(t, survivors[0], id, p)
-			b := peekCount(t, survivors[1], id, p)
-			assert.Equal(t, a.Count, b.Count, "%s %v", id, p.Algorithm)
+	var lost int64
+	for i := range ids {
+		id, p := fmt.Sprintf("id:%d", i), policies[i%2]
+		c0, c1 := counted[0][i], counted[1][i]
+		require.Positive(t, c0+c1, "%s: no hit on the survivors", id)
+		a := peekCount(t, survivors[0], id, p)
+		b := peekCount(t, survivors[1], id, p)
+		assert.Equal(t, a.Count, b.Count, "%s %v", id, p.Algorithm)
+		if p.Algorithm == actorlimit.FixedWindow {
+			assert.GreaterOrEqual(t, a.Count, c0+c1, "%s %v: the survivors counted %d and %d", id, p.Algorithm, c0, c1)
+			continue
 		}
+		assert.GreaterOrEqual(t, a.Count, max(c0, c1), "%s %v: the survivors counted %d and %d", id, p.Algorithm, c0, c1)
+		lost += max(0, c0+c1-a.Count)
 	}
+	t.Logf("GCRA: %d of the survivors' hits missing from the rebuilt counts", lost)
 }
 
 // TestMemberLeaves: a member that closes leaves every other member's list

@@ -3,7 +3,6 @@
 package cluster_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/cluster"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
 const frozenChildEnv = "ACTORLIMIT_FROZEN_CHILD"
@@ -71,10 +71,8 @@ func TestOwnerFrozenChild(t *testing.T) {
 	if os.Getenv(frozenChildEnv) == "" {
 		t.Skip("a child process of TestOwnerFrozenAsProcesses")
 	}
-	port, _ := strconv.Atoi(os.Getenv("REMOTE_PORT"))
-	am, _ := strconv.Atoi(os.Getenv("AM_PORT"))
+	port, am, hosts := testkit.MemberEnv()
 	dead, _ := time.ParseDuration(os.Getenv("DEAD_AFTER"))
-	hosts := strings.Split(os.Getenv("AM_HOSTS"), ",")
 	m, err := cluster.Start(cluster.Config{
 		Name: "frozen", Port: port, Mode: cluster.Owner, DeadAfter: dead,
 		AutoManaged: &cluster.AutoManaged{Port: am, Hosts: hosts},
@@ -250,17 +248,11 @@ type frozenLine struct {
 }
 
 func testOwnerFrozen(t *testing.T, pastDeadAfter bool) {
-	exe, err := os.Executable()
-	require.NoError(t, err)
 	dead := cluster.DefaultDeadAfter
 	if pastDeadAfter {
 		dead = procDeadAfter
 	}
-	ports := freePorts(t, 6)
-	var hosts []string
-	for i := range 3 {
-		hosts = append(hosts, fmt.Sprintf("127.0.0.1:%d", ports[3+i]))
-	}
+	members := testkit.NewMembers(t, 3)
 	lines := make(chan frozenLine, 4096)
 	logs := &lockedBuffer{}
 	t.Cleanup(func() {
@@ -270,26 +262,11 @@ func testOwnerFrozen(t *testing.T, pastDeadAfter bool) {
 	})
 	var cmds []*exec.Cmd
 	for i := range 3 {
-		cmd := exec.Command(exe, "-test.run=^TestOwnerFrozenChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), frozenChildEnv+"=1", "DEAD_AFTER="+dead.String(),
-			fmt.Sprintf("REMOTE_PORT=%d", ports[i]), fmt.Sprintf("AM_PORT=%d", ports[3+i]),
-			"AM_HOSTS="+strings.Join(hosts, ","))
-		cmd.Stderr = logs
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		in, err := cmd.StdinPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		cmds = append(cmds, cmd)
-		t.Cleanup(func() {
-			_ = in.Close()
-			_ = cmd.Process.Kill() // a stopped process too
-			_ = cmd.Wait()
-		})
+		p := testkit.StartProc(t, "^TestOwnerFrozenChild$", append(members.Env(i), frozenChildEnv+"=1", "DEAD_AFTER="+dead.String()), logs)
+		cmds = append(cmds, p.Cmd)
 		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- frozenLine{i, strings.Fields(sc.Text())}
+			for l := range p.Lines {
+				lines <- frozenLine{i, strings.Fields(l)}
 			}
 		}()
 	}

@@ -3,14 +3,11 @@
 package cluster_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +20,7 @@ import (
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/cluster"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
 const childEnv = "ACTORLIMIT_CLUSTER_CHILD"
@@ -54,9 +52,7 @@ func TestChildMember(t *testing.T) {
 	if os.Getenv(childEnv) == "" {
 		t.Skip("a child process of TestMembersAsProcesses")
 	}
-	port, _ := strconv.Atoi(os.Getenv("REMOTE_PORT"))
-	am, _ := strconv.Atoi(os.Getenv("AM_PORT"))
-	hosts := strings.Split(os.Getenv("AM_HOSTS"), ",")
+	port, am, hosts := testkit.MemberEnv()
 	mode := cluster.LocalFirst
 	if os.Getenv("MODE") == "owner" {
 		mode = cluster.Owner
@@ -124,20 +120,10 @@ func TestChildMember(t *testing.T) {
 	}
 }
 
+// freePorts returns n ports on loopback that were free a moment ago.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		_ = l.Close()
-	}
-	return ports
+	return testkit.FreePorts(t, n)
 }
 
 // TestMembersAsProcesses: 3 members as separate OS processes on loopback
@@ -169,45 +155,22 @@ const procOwnerLoss = 3 * procRate * int(cluster.DefaultSyncEvery) / int(time.Se
 // SIGSTOP freezes it with its connections open, so that only the missed
 // heartbeats (DeadAfter) tell the others.
 func testMembersAsProcesses(t *testing.T, sig syscall.Signal, mode string) {
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	ports := freePorts(t, 6)
-	var hosts []string
-	for i := range 3 {
-		hosts = append(hosts, fmt.Sprintf("127.0.0.1:%d", ports[3+i]))
-	}
+	ports := testkit.NewMembers(t, 3)
 	type line struct {
 		member int
 		text   string
 	}
 	lines := make(chan line, 1024)
-	var cmds []*exec.Cmd
-	var stdins []io.WriteCloser
+	var procs []*testkit.Proc
 	for i := range 3 {
-		cmd := exec.Command(exe, "-test.run=^TestChildMember$", "-test.count=1")
-		cmd.Env = append(os.Environ(), childEnv+"=1",
-			fmt.Sprintf("REMOTE_PORT=%d", ports[i]), fmt.Sprintf("AM_PORT=%d", ports[3+i]),
-			"AM_HOSTS="+strings.Join(hosts, ","), "MODE="+mode)
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		in, err := cmd.StdinPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		cmds, stdins = append(cmds, cmd), append(stdins, in)
+		p := testkit.StartProc(t, "^TestChildMember$", append(ports.Env(i), childEnv+"=1", "MODE="+mode), nil)
+		procs = append(procs, p)
 		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				lines <- line{i, sc.Text()}
+			for l := range p.Lines {
+				lines <- line{i, l}
 			}
 		}()
 	}
-	t.Cleanup(func() {
-		for i, c := range cmds {
-			_ = stdins[i].Close()
-			_ = c.Process.Kill() // a stopped process too
-			_ = c.Wait()
-		}
-	})
 	// window start (ms) -> member -> allowed
 	allowed := map[int64]map[int]int{}
 	tried := map[int64]int{} // window start (ms) -> hits tried, all members
@@ -266,7 +229,7 @@ func testMembersAsProcesses(t *testing.T, sig syscall.Signal, mode string) {
 			allowed[w][l.member] = n
 			tried[w] += tries
 			if killedAt.IsZero() && len(allowed) >= 4 {
-				require.NoError(t, cmds[victim].Process.Signal(sig))
+				require.NoError(t, procs[victim].Cmd.Process.Signal(sig))
 				killedAt = time.Now()
 				t.Logf("member %d got %v at %s", victim, sig, killedAt.Format("15:04:05.000"))
 			}

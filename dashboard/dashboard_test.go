@@ -5,12 +5,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlimit/actorlimit/analytics"
 	"github.com/actorlimit/actorlimit/dashboard"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
 func get(t *testing.T, h http.Handler, target string) *httptest.ResponseRecorder {
@@ -77,7 +79,7 @@ func TestPageStructure(t *testing.T) {
 }
 
 func TestHandlerErrors(t *testing.T) {
-	an, err := analytics.New(analytics.Config{Clock: &fakeClock{}})
+	an, err := analytics.New(analytics.Config{Clock: testkit.NewClock(time.Time{})})
 	require.NoError(t, err)
 	h, err := dashboard.New(an, dashboard.Config{})
 	require.NoError(t, err)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,25 +12,8 @@ import (
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/analytics"
 	"github.com/actorlimit/actorlimit/httpadapter"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
-
-// fakeClock is moved by the test.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 const botIP = "203.0.113.66"
 
@@ -42,9 +24,9 @@ const botIP = "203.0.113.66"
 // "api-watch", 20 a minute per IP on /api/, monitoring; the analytics
 // list them in that order, the rule set's (SetOrder), as an application
 // does.
-func drive(t *testing.T, slots int) (*analytics.Analytics, *fakeClock) {
+func drive(t *testing.T, slots int) (*analytics.Analytics, *testkit.Clock) {
 	t.Helper()
-	clk := &fakeClock{now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
 	lim, err := actorlimit.Start(actorlimit.WithClock(clk), actorlimit.WithJanitor(0, 0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lim.Close() })
@@ -78,8 +60,8 @@ func drive(t *testing.T, slots int) (*analytics.Analytics, *fakeClock) {
 		for range 60 {
 			hit(botIP, "/api/search")
 		}
-		clk.Add(10 * time.Second)
+		clk.Advance(10 * time.Second)
 	}
-	clk.Add(-5 * time.Second) // the middle of the last slot driven
+	clk.Advance(-5 * time.Second) // the middle of the last slot driven
 	return an, clk
 }

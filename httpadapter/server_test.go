@@ -16,19 +16,14 @@ import (
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/httpadapter"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
-// frozenClock is a clock the test holds; it never moves unless told, so no
-// window rolls over during a test.
-type frozenClock struct{ ns atomic.Int64 }
-
-func newFrozenClock() *frozenClock {
-	c := &frozenClock{}
-	c.ns.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
-	return c
+// newFrozenClock returns a clock the test holds; it never moves unless
+// told, so no window rolls over during a test.
+func newFrozenClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 }
-
-func (c *frozenClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
 
 func startLimiter(t testing.TB) *actorlimit.Limiter {
 	t.Helper()

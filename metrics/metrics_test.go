@@ -17,22 +17,9 @@ import (
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/httpadapter"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 	"github.com/actorlimit/actorlimit/metrics"
 )
-
-// stepClock moves forward by step at every reading.
-type stepClock struct {
-	mu   sync.Mutex
-	now  time.Time
-	step time.Duration
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(c.step)
-	return c.now
-}
 
 // fakeLimiter allows a group up to limit hits, then denies; err fails every
 // call.
@@ -69,7 +56,7 @@ func perHour(n int64) actorlimit.Policy {
 
 func TestCollectorExactText(t *testing.T) {
 	c, err := metrics.New(metrics.Config{
-		Clock:   &stepClock{now: time.Unix(0, 0), step: 3 * time.Microsecond},
+		Clock:   testkit.NewSteppingClock(time.Unix(0, 0), 3*time.Microsecond),
 		Buckets: []float64{1e-6, 1e-5},
 	})
 	require.NoError(t, err)
@@ -378,7 +365,7 @@ func TestNoStoreDependency(t *testing.T) {
 // application's own (CheckRate, Hit, HitN), and counts the failed ones.
 func TestWrapLimiterTimesEveryCheck(t *testing.T) {
 	c, err := metrics.New(metrics.Config{
-		Clock:   &stepClock{now: time.Unix(0, 0), step: 3 * time.Microsecond},
+		Clock:   testkit.NewSteppingClock(time.Unix(0, 0), 3*time.Microsecond),
 		Buckets: []float64{1e-6, 1e-5},
 	})
 	require.NoError(t, err)

@@ -35,9 +35,25 @@ func TestZeroCollector(t *testing.T) {
 
 	err = prometheus.NewRegistry().Register(&c)
 	require.ErrorIs(t, err, metrics.ErrNotMade)
-	_, err = prometheus.NewPedanticRegistry().Gather() // an empty registry still gathers
-	require.NoError(t, err)
+	// Gathered all the same (through a registration that skips Describe's
+	// check), the zero Collector gives no metric, only ErrNotMade.
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(unchecked{&c}))
+	mfs, err := reg.Gather()
+	require.ErrorIs(t, err, metrics.ErrNotMade)
+	assert.Empty(t, mfs, "the zero Collector counted nothing")
+	descs := make(chan *prometheus.Desc, 64)
+	c.Describe(descs)
+	close(descs)
+	assert.Len(t, descs, 1, "Describe gives one Desc, the one that fails registration")
 
 	_, err = metrics.New(metrics.Config{})
 	assert.NoError(t, err, "the zero Config is valid")
 }
+
+// unchecked registers a collector without its Descs, so that a registry
+// gathers what it collects without checking it first.
+type unchecked struct{ c prometheus.Collector }
+
+func (unchecked) Describe(chan<- *prometheus.Desc)      {}
+func (u unchecked) Collect(ch chan<- prometheus.Metric) { u.c.Collect(ch) }

@@ -29,9 +29,15 @@ const t0 = int64(1_700_000_000) * int64(time.Second)
 
 // tickers is a set of tickers moved by hand, one per interval.
 type tickers struct {
+	t  testing.TB
 	mu sync.Mutex
 	m  map[time.Duration]chan time.Time
 }
+
+// tickWait is how long tick waits for the writer to take a tick, and the
+// rig's cleanup for the writer to stop: a writer stuck on its work fails
+// the test then, instead of hanging it until the test binary's timeout.
+const tickWait = 30 * time.Second
 
 type manualTicker struct{ c chan time.Time }
 
@@ -48,12 +54,21 @@ func (ts *tickers) new(d time.Duration) persist.Ticker {
 
 // tick fires d's ticker and returns once the writer has done what the tick
 // asks: its second tick is taken only when the first one's work is over.
+// A tick not taken in tickWait fails the test.
 func (ts *tickers) tick(d time.Duration) {
+	ts.t.Helper()
 	ts.mu.Lock()
 	c := ts.m[d]
 	ts.mu.Unlock()
-	c <- time.Time{}
-	c <- time.Time{}
+	deadline := time.NewTimer(tickWait)
+	defer deadline.Stop()
+	for i := range 2 {
+		select {
+		case c <- time.Time{}:
+		case <-deadline.C:
+			ts.t.Fatalf("the writer did not take tick %d of %v in %v: stuck", i+1, d, tickWait)
+		}
+	}
 }
 
 // rig is a Journal on a table, as the limiter drives them.
@@ -70,7 +85,7 @@ type rig struct {
 
 func newRig(t *testing.T, dir string, cfg persist.Config) (*rig, persist.Loaded, error) {
 	t.Helper()
-	r := &rig{t: t, dir: dir, tb: table.New(0), tick: &tickers{m: map[time.Duration]chan time.Time{}}}
+	r := &rig{t: t, dir: dir, tb: table.New(0), tick: &tickers{t: t, m: map[time.Duration]chan time.Time{}}}
 	cfg.FlushEvery, cfg.SyncEvery, cfg.SnapshotEvery = flushEvery, syncEvery, snapEvery
 	cfg.NewTicker = r.tick.new
 	j, err := persist.New(dir, cfg)
@@ -83,7 +98,15 @@ func newRig(t *testing.T, dir string, cfg persist.Config) (*rig, persist.Loaded,
 		return r, ld, err
 	}
 	j.Start(r.records(), func() { r.mu.Lock(); r.asks++; r.mu.Unlock() }, func() {})
-	t.Cleanup(func() { _ = j.Close() })
+	t.Cleanup(func() {
+		closed := make(chan struct{})
+		go func() { _ = j.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(tickWait):
+			t.Errorf("the writer did not stop in %v: stuck", tickWait)
+		}
+	})
 	r.snapshotted() // Start's, written before Start returns
 	return r, ld, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,16 +149,23 @@ func TestRedisTime(t *testing.T) {
 
 // TestOutage proves the outage modes against a Redis killed under load: no
 // call outlasts its timeout, each mode decides as documented and is counted,
-// and after a restart the store probes and uses Redis again.
+// and after a restart the store probes and uses Redis again, not before the
+// probe interval. The probes are paced by the caller's time or the wall
+// clock, whichever passes the interval first: the stores' wall clock is a
+// fake one held still, so that a slow restart of redis-server cannot pass
+// the interval, and the caller's time alone says when it has.
 func TestOutage(t *testing.T) {
 	srv := redistest.Start(t)
 	modes := []redisstore.Outage{redisstore.Fallback, redisstore.FailOpen, redisstore.FailClosed, redisstore.FailError}
 	stores := make([]*redisstore.Store, len(modes))
+	var wall atomic.Int64
+	wall.Store(t0)
 	for i, m := range modes {
 		s, err := redisstore.New(srv.Client(func(o *redis.Options) { o.MaxRetries = -1 }),
 			redisstore.WithOutage(m), redisstore.WithCallerTime(),
 			redisstore.WithTimeout(200*time.Millisecond), redisstore.WithProbeInterval(time.Second))
 		require.NoError(t, err)
+		redisstore.SetWall(s, wall.Load)
 		stores[i] = s
 	}
 	c := hit(algo.FixedWindow, "out", 1, 1, time.Hour)

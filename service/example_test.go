@@ -9,6 +9,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 	"github.com/actorlimit/actorlimit/service"
 )
 
@@ -26,7 +27,7 @@ descriptors:
 	if err != nil {
 		panic(err)
 	}
-	clock := &fakeClock{now: time.Unix(1_800_000_020, 0)} // 20 s into a minute
+	clock := testkit.NewClock(time.Unix(1_800_000_020, 0)) // 20 s into a minute
 	lim, err := actorlimit.Start(actorlimit.WithClock(clock))
 	if err != nil {
 		panic(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,39 +19,22 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 	"github.com/actorlimit/actorlimit/service"
 )
-
-// fakeClock is the limiter's and the server's clock, moved by the test.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // start is 10 s into a minute (and into an hour, a day...).
 var start = time.Unix(1_800_000_000-1_800_000_000%(365*86400)+10, 0)
 
 type fixture struct {
 	srv   *service.Server
-	clock *fakeClock
+	clock *testkit.Clock
 	reg   *prometheus.Registry
 }
 
 func newFixture(t *testing.T, yaml string, o service.Options) *fixture {
 	t.Helper()
-	clock := &fakeClock{now: start}
+	clock := testkit.NewClock(start) // the limiter's and the server's clock, moved by the test
 	lim, err := actorlimit.Start(actorlimit.WithClock(clock), actorlimit.WithJanitor(0, 0))
 	require.NoError(t, err)
 	t.Cleanup(func() { lim.Close() })
@@ -110,7 +92,7 @@ type step struct {
 func run(t *testing.T, f *fixture, steps []step) {
 	t.Helper()
 	for i, s := range steps {
-		f.clock.Add(s.advance)
+		f.clock.Advance(s.advance)
 		resp, err := f.srv.ShouldRateLimit(context.Background(), s.req)
 		require.NoError(t, err, "step %d %s", i, s.name)
 		got := make([]st, len(resp.Statuses))
@@ -314,7 +296,7 @@ descriptors:
 		require.NoError(t, err)
 		// start is 10 s into a minute: 5 s left of the 15 s window.
 		assert.Equal(t, 5*time.Second, resp.Statuses[0].DurationUntilReset.AsDuration())
-		f.clock.Add(5 * time.Second)
+		f.clock.Advance(5 * time.Second)
 		resp, err = f.srv.ShouldRateLimit(context.Background(), request("ext", desc("fixed15", "x")))
 		require.NoError(t, err)
 		assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.OverallCode, "the next 15 s window")

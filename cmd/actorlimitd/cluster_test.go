@@ -15,6 +15,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
 // TestClusterProcesses: three actorlimitd processes, members of one
@@ -88,20 +90,10 @@ func TestClusterProcesses(t *testing.T) {
 	t.Logf("%d of the hits on \"after\" allowed while the dead member was found out", allowed)
 }
 
+// freePorts returns n ports on loopback that were free a moment ago.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		_ = l.Close()
-	}
-	return ports
+	return testkit.FreePorts(t, n)
 }
 
 // TestClusterEtcd: two actorlimitd processes that find each other through

@@ -15,7 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,36 +24,25 @@ import (
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/httpadapter"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
-// fakeClock is a clock that moves only when the test says so. While
-// broken, reading it panics: the limiter that reads it fails.
+// fakeClock is testkit's clock, moved only when the test says so, that
+// can be broken: while broken, reading it panics, and the limiter that
+// reads it fails.
 type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	broken bool
+	*testkit.Clock
+	broken atomic.Bool
 }
 
 func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.broken {
+	if c.broken.Load() {
 		panic("fake clock broken by the test")
 	}
-	return c.now
+	return c.Clock.Now()
 }
 
-func (c *fakeClock) Break(broken bool) {
-	c.mu.Lock()
-	c.broken = broken
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func (c *fakeClock) Break(broken bool) { c.broken.Store(broken) }
 
 const (
 	testFile = "hello.txt"
@@ -66,7 +55,7 @@ const (
 // left in it: a Retry-After of 10 once rounded up.
 func newFakeClock() *fakeClock {
 	windowStart := time.UnixMilli(56_666_667 * testScaleMs)
-	return &fakeClock{now: windowStart.Add(20250 * time.Millisecond)}
+	return &fakeClock{Clock: testkit.NewClock(windowStart.Add(20250 * time.Millisecond))}
 }
 
 // quiet is the logger of the tests that do not look at the logs.

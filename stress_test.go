@@ -19,7 +19,7 @@ import (
 )
 
 // stressDuration is how long TestStress drives the limiter: a few seconds,
-// or ACTORLIMIT_STRESS (a Go duration; CI sets about a minute).
+// or ACTORLIMIT_STRESS (a Go duration; CI sets half a minute, .ci/soak five minutes).
 func stressDuration(t *testing.T) time.Duration {
 	v := os.Getenv("ACTORLIMIT_STRESS")
 	if v == "" {

@@ -55,7 +55,10 @@ func TestBigChild(t *testing.T) {
 	}
 	port, am, hosts := testkit.MemberEnv()
 	m, err := cluster.Start(cluster.Config{
-		Name: "big", Port: port, Mode: cluster.Owner, DeadAfter: procDeadAfter,
+		// Strict: the test asks whether a state survives, which Owner
+		// mode's fallback to a member's share (a check whose owner is
+		// slow to answer while it takes the partitions over) would hide.
+		Name: "big", Port: port, Mode: cluster.Owner, DeadAfter: procDeadAfter, Strict: true,
 		AutoManaged: &cluster.AutoManaged{Port: am, Hosts: hosts},
 	})
 	if err != nil {

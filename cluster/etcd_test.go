@@ -4,10 +4,6 @@ package cluster_test
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,46 +16,14 @@ import (
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/cluster"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
-
-// startEtcd runs a real etcd server on free loopback ports until the test
-// ends and returns its client address. Without an etcd binary it skips,
-// unless CI is set: then it fails.
-func startEtcd(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("etcd is not installed, and CI is set (Debian: apt-get install etcd-server)")
-		}
-		t.Skip("etcd is not installed (Debian: apt-get install etcd-server); CI unset, so skipping")
-	}
-	ports := freePorts(t, 2)
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	cmd := exec.Command(bin, "--name=test", "--data-dir="+t.TempDir(),
-		"--listen-client-urls="+client, "--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
-		"--initial-cluster=test="+peer, "--log-level=error")
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]), time.Second)
-		if err == nil {
-			_ = c.Close()
-			return client
-		}
-		require.True(t, time.Now().Before(deadline), "etcd did not listen: %v", err)
-		time.Sleep(50 * time.Millisecond) // etcd starting, not a window passing
-	}
-}
 
 // TestEtcdRegistry: 3 members that find each other through a real etcd
 // server, in Owner mode (Strict: three members in one process on a loaded
 // machine): exact counts across members under concurrent callers.
 func TestEtcdRegistry(t *testing.T) {
-	endpoint := startEtcd(t)
+	endpoint := testkit.StartEtcd(t)
 	clock := newFakeClock()
 	members := make([]*cluster.Member, 3)
 	for i := range members {

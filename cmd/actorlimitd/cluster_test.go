@@ -2,9 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -102,7 +99,7 @@ func TestClusterEtcd(t *testing.T) {
 	if raceOn {
 		t.Skip("cluster members run without -race (the engine's grpc logger race); CI runs this test without it")
 	}
-	endpoint := startEtcd(t)
+	endpoint := testkit.StartEtcd(t)
 	config := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, config, "domain: c\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 10}\n")
 	var ds []*daemon
@@ -135,33 +132,3 @@ func clusterMembers(d *daemon) int {
 	return 0
 }
 
-// startEtcd runs a real etcd server on free loopback ports until the test
-// ends and returns its client address. Without an etcd binary it skips,
-// unless CI is set: then it fails.
-func startEtcd(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("etcd is not installed, and CI is set (Debian: apt-get install etcd-server)")
-		}
-		t.Skip("etcd is not installed; CI unset, so skipping")
-	}
-	ports := freePorts(t, 2)
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	cmd := exec.Command(bin, "--name=test", "--data-dir="+t.TempDir(),
-		"--listen-client-urls="+client, "--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
-		"--initial-cluster=test="+peer, "--log-level=error")
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	eventually(t, 20*time.Second, "etcd listening", func() bool {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]), time.Second)
-		if err == nil {
-			_ = c.Close()
-		}
-		return err == nil
-	})
-	return client
-}

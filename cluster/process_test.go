@@ -120,12 +120,6 @@ func TestChildMember(t *testing.T) {
 	}
 }
 
-// freePorts returns n ports on loopback that were free a moment ago.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	return testkit.FreePorts(t, n)
-}
-
 // TestMembersAsProcesses: 3 members as separate OS processes on loopback
 // (automanaged provider: seed addresses, no registry), one hot id, load
 // spread over the three; one is killed with SIGKILL. The survivors report

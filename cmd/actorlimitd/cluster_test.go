@@ -131,4 +131,3 @@ func clusterMembers(d *daemon) int {
 	}
 	return 0
 }
-

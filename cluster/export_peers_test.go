@@ -9,7 +9,6 @@ import (
 	protoactor "github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlimit/actorlimit/algo"
-	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
 
 // SyncActor is the name of each member's actor that takes the other
@@ -19,7 +18,6 @@ const SyncActor = syncActor
 // Send sends msg to the sync actor of the member at addr, from m's actor
 // system, as m's own requests go, and returns the answer.
 func (m *Member) Send(addr string, msg any, timeout time.Duration) (any, error) {
-	stampKey(m, msg)
 	return m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(addr, syncActor), msg, timeout).Result()
 }
 
@@ -42,22 +40,24 @@ func (m *Member) StateDigest() string {
 		op.mu.Lock()
 		var lines []string
 		for k, w := range op.windows {
-			l := fmt.Sprintf("  window %q/%d: %d sum %d", k.id, k.period, w.window, w.sum)
+			var nodes []string // in order: a map's is random
 			for n, t := range w.nodes {
-				l += fmt.Sprintf(" [%q %d %d %d]", n, t.epoch, t.base, t.hits)
+				nodes = append(nodes, fmt.Sprintf(" [%q %d %d %d]", n, t.epoch, t.base, t.hits))
 			}
-			lines = append(lines, l)
+			slices.Sort(nodes)
+			lines = append(lines, fmt.Sprintf("  window %q/%d: %d sum %d", k.id, k.period, w.window, w.sum)+strings.Join(nodes, ""))
 		}
 		op.table.Snapshot(now, func(r algo.Record) bool {
 			lines = append(lines, fmt.Sprintf("  record %v/%v %q: %d %x", r.Algorithm, r.Period, r.ID, r.Death, r.State))
 			return true
 		})
 		for k, ch := range op.charged {
-			l := fmt.Sprintf("  charged %v/%d %q: %d", k.alg, k.period, k.id, ch.death)
+			var nodes []string
 			for n, nc := range ch.nodes {
-				l += fmt.Sprintf(" [%q %d %d]", n, nc.epoch, nc.done)
+				nodes = append(nodes, fmt.Sprintf(" [%q %d %d]", n, nc.epoch, nc.done))
 			}
-			lines = append(lines, l)
+			slices.Sort(nodes)
+			lines = append(lines, fmt.Sprintf("  charged %v/%d %q: %d", k.alg, k.period, k.id, ch.death)+strings.Join(nodes, ""))
 		}
 		for k, mk := range op.marks {
 			lines = append(lines, fmt.Sprintf("  mark %v/%d %q: %d %d %d", k.alg, k.period, k.id, mk.gen, mk.at, mk.until))
@@ -96,23 +96,3 @@ func (m *Member) StateDigest() string {
 // OwnerAt and BackupAt are partition p's owner and backup in m's view.
 func (m *Member) OwnerAt(p int) string  { return m.view.Load().owner(p) }
 func (m *Member) BackupAt(p int) string { return m.view.Load().backup(p) }
-
-// stampKey gives msg the fingerprint of m's partition key when it has none,
-// as m's own requests carry it: a test's message is then taken or refused
-// for what it holds, not for a missing fingerprint.
-func stampKey(m *Member, msg any) {
-	switch r := msg.(type) {
-	case *clusterpb.SyncRequest:
-		if r.KeyPrint == 0 {
-			r.KeyPrint = m.hash.print
-		}
-	case *clusterpb.DecideRequest:
-		if r.KeyPrint == 0 {
-			r.KeyPrint = m.hash.print
-		}
-	case *clusterpb.HandOff:
-		if r.KeyPrint == 0 {
-			r.KeyPrint = m.hash.print
-		}
-	}
-}

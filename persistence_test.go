@@ -21,6 +21,7 @@ import (
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/actor"
 	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 	"github.com/actorlimit/actorlimit/persist"
 	"github.com/actorlimit/actorlimit/table"
 )
@@ -200,24 +201,6 @@ func (f *failingFile) Write(p []byte) (int, error) {
 	return f.File.Write(p)
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestPersistenceFailingDisk makes every write fail for a while: the
 // limiter keeps serving, the failures are counted and logged, and once the
 // disk works again a snapshot writes the whole state, so a restart finds
@@ -225,7 +208,7 @@ func (s *syncBuffer) String() string {
 func TestPersistenceFailingDisk(t *testing.T) {
 	ctx := context.Background()
 	clk, dir, fsys := newFakeClock(), t.TempDir(), &failingFS{}
-	var logs syncBuffer
+	var logs testkit.Buffer
 	pc := actorlimit.PersistConfig{FS: fsys}
 	lim, err := startPersisted(t, clk, dir, pc, actorlimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	require.NoError(t, err)

@@ -159,24 +159,6 @@ func TestChangeChild(t *testing.T) {
 	os.Exit(0) // the parent closed stdin
 }
 
-// lockedBuffer is a buffer safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // child is a member run by TestMembershipChangesAsProcesses: a
 // testkit.Proc, under the names the test uses.
 type child struct {
@@ -211,7 +193,7 @@ func TestMembershipChangesAsProcesses(t *testing.T) {
 
 func testChangesAsProcesses(t *testing.T, mode string) {
 	addrs := testkit.NewMembers(t, 4)
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the members' logs:\n%s", logs.String())

@@ -26,8 +26,7 @@ func benchSync(b *testing.B, handle bool) {
 			part.Totals = append(part.Totals, &clusterpb.Total{Id: id, PeriodNs: minute, Window: now / minute, Hits: 3, Epoch: 1, Last: now})
 		}
 	}
-	req := &clusterpb.SyncRequest{Node: "peer:1", Parts: []*clusterpb.PartSync{part}}
-	stampKey(m, req)
+	req := &clusterpb.SyncRequest{Node: "peer:1", Parts: []*clusterpb.PartSync{part}, KeyPrint: m.hash.print}
 	b.ReportAllocs()
 	for b.Loop() {
 		if handle {

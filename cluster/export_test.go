@@ -56,10 +56,7 @@ func (m *Member) Own(p int) (handle func(msg any) any, release func()) {
 }
 
 // HandleSync answers a batched sync as m's sync actor would.
-func (m *Member) HandleSync(msg any) any {
-	stampKey(m, msg)
-	return m.handleSync(msg.(*clusterpb.SyncRequest))
-}
+func (m *Member) HandleSync(msg any) any { return m.handleSync(msg.(*clusterpb.SyncRequest)) }
 
 // Partition returns the partition of id in a cluster of n partitions
 // whose members have the default Name and PartitionKey.

@@ -254,7 +254,7 @@ func testOwnerFrozen(t *testing.T, pastDeadAfter bool) {
 	}
 	members := testkit.NewMembers(t, 3)
 	lines := make(chan frozenLine, 4096)
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() || testing.Verbose() {
 			t.Logf("the members' logs:\n%s", logs.String())

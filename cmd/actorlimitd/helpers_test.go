@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/actorlimit/actorlimit/internal/testkit"
 )
 
 // daemonEnv, set in a child's environment, makes the test binary run
@@ -39,28 +39,10 @@ type daemon struct {
 	t          *testing.T
 	cmd        *exec.Cmd
 	grpc, http string
-	logs       *syncBuffer
+	logs       *testkit.Buffer
 	done       chan struct{}
 	exitCode   int
 	conn       *grpc.ClientConn
-}
-
-// syncBuffer collects a process's stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startDaemon runs actorlimitd with args (on free loopback ports unless
@@ -83,7 +65,7 @@ func spawn(t *testing.T, args ...string) (*daemon, error) {
 	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), daemonEnv+"=1")
-	d := &daemon{t: t, cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	d := &daemon{t: t, cmd: cmd, logs: &testkit.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = d.logs
 	out, err := cmd.StdoutPipe()
 	if err != nil {

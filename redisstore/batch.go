@@ -117,6 +117,9 @@ func (rn *run) read() {
 		return
 	}
 	v, _ := rn.cmd.Val().([]any)
+	if b, ok := rn.cmd.Val().(int64); ok && rn.script == drainLua && len(rn.keys) == 1 {
+		v = []any{b, int64(0)} // a lone check's backlog of whole ns
+	}
 	per := 2 // drainScript: a key's backlog, ns and fraction
 	if rn.script == fixedLua {
 		per = 3

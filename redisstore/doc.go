@@ -64,8 +64,12 @@
 //   - GCRA, token bucket and leaky bucket: one string of five doubles
 //     (40 bytes) holding the time the bucket is empty (ms, ns and a fraction
 //     of 1/Limit ns), the Limit it drains at and the key's expiry (Unix
-//     ms), read with GET (MGET for a run) and written with SET KEEPTTL, or
-//     SET PX when the expiry moves: O(1).
+//     ms), read with GET (MGET for a run) and written at most once a
+//     check with SET KEEPTTL, or SET PX when the expiry moves: O(1). The
+//     script takes a run's parameters as one packed argument and answers
+//     each check's backlog alone (Go works out the rest exactly), and it
+//     decides a run of one check, a lone caller's, on a path of its own
+//     (GET, no loop or tables): TIME, GET and SET, as redis_rate's script.
 //
 // Peek runs the same script without writing; Reset is a DEL.
 //

@@ -208,23 +208,27 @@ return {M, r, fmt(alive), at, -1, 1, fmt(alive + n)}
 // most Capacity*T, as the script decided); then a key's position and its
 // error reply for each key that failed alone: one holding another type, or
 // a state that is not a bucket's, or a write that Redis refused (OOM). A
-// failed key's state is left as it was.
+// failed key's state is left as it was. A lone check whose backlog is a
+// whole number of ns gets that number alone, not a table.
 //
 // It is written for Redis's Lua, where every builtin call, table and string
 // made costs: the state packed and unpacked by one struct call each,
 // numbers given to redis.call as numbers (Redis writes them with %.17g,
-// exact below 2^53), MaxSpan (2^52 ns) written in, no closure made. A call
-// of one key costs Redis about as much as redis_rate's GCRA script (both
-// are TIME, GET, SET; see docs/redis.md for the figures).
+// exact below 2^53), MaxSpan (2^52 ns) written in, no closure made, the
+// strings of TIME read by Lua's arithmetic, floor and ceil written out. A
+// call of one key costs Redis a little less than redis_rate's GCRA script
+// (both are TIME, GET and SET; ours keeps the TTL: see docs/redis.md).
 const drainScript = `local M, r, grace
 local floor = math.floor
 local sunpack, pack = struct.unpack, struct.pack
 if ARGV[2] then
-  M, r, grace = tonumber(ARGV[2]), tonumber(ARGV[3]), 60000
+  M, r, grace = ARGV[2] + 0, ARGV[3] + 0, 60000
 else
+  -- Lua's arithmetic reads the strings TIME returns as numbers.
   local t = redis.call('TIME')
-  local us = tonumber(t[2])
-  M, r, grace = tonumber(t[1]) * 1000 + floor(us / 1000), (us % 1000) * 1000, 1000
+  local us = t[2] + 0
+  local sub = us % 1000
+  M, r, grace = t[1] * 1000 + (us - sub) / 1000, sub * 1000, 1000
 end
 local cap = 4503599627370496
 local P = ARGV[1]
@@ -233,9 +237,10 @@ if n == 1 then
   local i, seen = 1, nil
   local key = KEYS[i]
   local v, err = redis.pcall('GET', key), nil
-  if type(v) == 'table' then err, v = v.err, nil end
+  if v and v.err then err, v = v.err, nil end
 ` + bucketStep + `
   if err then return {0, 0, 1, err} end
+  if bq == 0 then return bns end
   return {bns, bq}
 end
 -- seen is each key's state as the run left it so far.
@@ -252,7 +257,7 @@ for i = 1, n do
     v = got[i]
     if not v then
       v = redis.pcall('GET', key)
-      if type(v) == 'table' then err, v = v.err, nil end
+      if v and v.err then err, v = v.err, nil end
     end
   end
   seen[key] = v

@@ -37,7 +37,11 @@
 // alike (a client's made-up header values behind one rule's prefix) would
 // land in one slot. The layout's version stays v4: an ID without '%' or
 // '}' keeps the key it had; one with them has a new key, and counts
-// apart from servers of the releases before during a rolling deploy. Every key has a TTL: at least the
+// apart from servers of the releases before during a rolling deploy. The
+// bucket script's arguments and reply changed after v4 came (one packed
+// argument a run, the backlog alone in the reply), its state did not: the
+// two scripts are loaded side by side, and servers of both releases share
+// each key's state during a rolling deploy. Every key has a TTL: at least the
 // time until it is back to full capacity plus a grace of 1s (a minute with
 // [WithCallerTime], whose clock need not run with Redis's), so Redis never
 // keeps dead state, and Expire has nothing to do. A bucket's key is given

@@ -10,8 +10,9 @@ import (
 )
 
 // run is a run of consecutive checks of one batch that one script decides
-// (buckets: drainScript; fixed windows: fixedScript), sent as one call of it: keys and args are gathered as the
-// checks are planned, and cmd is made when the run ends.
+// (buckets: drainScript; fixed windows: fixedScript), sent as one call of
+// it: keys and parameters are gathered as the checks are planned, and cmd
+// is made when the run ends.
 type run struct {
 	script *redis.Script // drainLua or fixedLua: the run's kind
 	keys   []any         // the run's keys, in order

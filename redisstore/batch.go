@@ -23,6 +23,7 @@ type run struct {
 	// Read from the reply by readRuns.
 	now  int64   // fixedScript: the time it decided at, Unix ns
 	vals []any   // three values per key (fixedScript), two (drainScript)
+	lone int64   // drainScript, vals nil: the one check's backlog, whole ns
 	errs []error // each key's error reply, nil where it had none
 	bad  error   // the reply could not be read: every key fails with it
 }
@@ -65,12 +66,16 @@ func (s *Store) planRun(ctx context.Context, r *round, now int64, k string, c *a
 	if sc == fixedLua {
 		rn.args = append(rn.args, op, int64(c.Period)/ms, n)
 	} else {
-		if rn.params == nil {
-			rn.params = make([]byte, 0, 48*4)
-		}
-		rn.params, never = appendDrain(rn.params, c, n, op)
+		// The run's parameters are the tail of the round's buffer: runs
+		// follow one another, so an open run's are always at its end (and
+		// a closed run's stay where they are if the buffer grows).
+		start := len(r.params) - len(rn.params)
+		r.params, never = appendDrain(r.params, c, n, op)
+		rn.params = r.params[start:]
 	}
-	rn.keys = append(rn.keys, k)
+	start := len(r.keys) - len(rn.keys) // the open run's keys are the tail, as its parameters
+	r.keys = append(r.keys, k)
+	rn.keys = r.keys[start:]
 	return call{n: n, never: never, run: len(r.runs), pos: len(rn.keys) - 1}
 }
 
@@ -81,7 +86,8 @@ func (s *Store) endRun(ctx context.Context, r *round, now int64) {
 		return
 	}
 	rn := &r.runs[len(r.runs)-1]
-	args := make([]any, 0, 6+len(rn.keys)+len(rn.args))
+	start := len(r.args)
+	args := r.args
 	if rn.script == fixedLua {
 		args = append(args, "evalsha", rn.script.Hash(), len(rn.keys))
 		args = append(args, rn.keys...)
@@ -92,7 +98,7 @@ func (s *Store) endRun(ctx context.Context, r *round, now int64) {
 		}
 		args = append(args, rn.args...)
 	} else {
-		args = append(args, "evalsha", drainLua.Hash(), len(rn.keys))
+		args = append(args, "evalsha", drainSHA, len(rn.keys))
 		args = append(args, rn.keys...)
 		args = append(args, rn.params)
 		if s.cfg.callerTime {
@@ -100,6 +106,8 @@ func (s *Store) endRun(ctx context.Context, r *round, now int64) {
 			args = append(args, m, now-m*ms)
 		}
 	}
+	r.args = args
+	args = args[start:len(args):len(args)] // the command's own; a later append copies
 	rn.cmd = redis.NewCmd(ctx, args...)
 	rn.cmd.SetFirstKeyPos(3)
 	r.pipe = append(r.pipe, rn.cmd)
@@ -119,7 +127,8 @@ func (rn *run) read() {
 	}
 	v, _ := rn.cmd.Val().([]any)
 	if b, ok := rn.cmd.Val().(int64); ok && rn.script == drainLua && len(rn.keys) == 1 {
-		v = []any{b, int64(0)} // a lone check's backlog of whole ns
+		rn.lone, rn.vals = b, nil // a lone check's backlog of whole ns
+		return
 	}
 	per := 2 // drainScript: a key's backlog, ns and fraction
 	if rn.script == fixedLua {
@@ -165,6 +174,9 @@ func (rn *run) fixed(pos int) counted {
 
 // drained returns what the script said of the run's check at pos.
 func (rn *run) drained(pos int) drained {
+	if rn.vals == nil {
+		return drained{back: span{ns: rn.lone}}
+	}
 	r := reply(rn.vals[2*pos : 2*pos+2])
 	return drained{back: span{r.int(0), uint64(r.int(1))}}
 }

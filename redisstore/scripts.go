@@ -372,3 +372,6 @@ var (
 	countLua = redis.NewScript(countScript)
 	drainLua = redis.NewScript(drainScript)
 )
+
+// drainSHA is drainLua's SHA1 as an argument, boxed once.
+var drainSHA any = drainLua.Hash()

@@ -22,10 +22,11 @@ import (
 // Redis answered with an error of its own (see [isCheckError]) is left to
 // the caller in r.failed, and out[i] is not written for it.
 func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Check, out []algo.Decision) error {
-	ctx = withDeadline(ctx, time.Now().Add(s.cfg.timeout))
+	ctx = r.withDeadline(ctx, time.Now().Add(s.cfg.timeout))
 	r.calls = r.calls[:0]
 	r.pipe = r.pipe[:0]
 	r.runs = r.runs[:0]
+	r.keys, r.args, r.params = r.keys[:0], r.args[:0], r.params[:0]
 	for i := range checks {
 		c := &checks[i]
 		if s.denied != nil && c.Op == algo.OpHit {
@@ -79,20 +80,27 @@ func (s *Store) exec(ctx context.Context, r *round, cmds []redis.Cmder) error {
 	if len(cmds) == 0 {
 		return nil
 	}
-	return s.bounded(ctx, r, func(ctx context.Context) error {
-		var err error
-		if len(cmds) == 1 {
-			err = s.client.Process(ctx, cmds[0])
-		} else {
-			p := s.client.Pipeline()
-			_ = p.BatchProcess(ctx, cmds...)
-			_, err = p.Exec(ctx)
-		}
-		if err != nil && !failedAlone(cmds) {
-			return err
-		}
-		return nil
-	})
+	if s.honors {
+		return s.roundTrip(ctx, cmds) // no closure to allocate: the common case
+	}
+	return s.bounded(ctx, r, func(ctx context.Context) error { return s.roundTrip(ctx, cmds) })
+}
+
+// roundTrip sends cmds and returns the error of the round trip, not of a
+// command that failed alone (see failedAlone).
+func (s *Store) roundTrip(ctx context.Context, cmds []redis.Cmder) error {
+	var err error
+	if len(cmds) == 1 {
+		err = s.client.Process(ctx, cmds[0])
+	} else {
+		p := s.client.Pipeline()
+		_ = p.BatchProcess(ctx, cmds...)
+		_, err = p.Exec(ctx)
+	}
+	if err != nil && !failedAlone(cmds) {
+		return err
+	}
+	return nil
 }
 
 // failedAlone reports whether some command failed and every failed one

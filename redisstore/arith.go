@@ -106,6 +106,19 @@ func sub(a, b span, limit int64) span {
 	return span{a.ns - b.ns, a.frac - b.frac}
 }
 
+// add returns a+b, both in units of 1/limit below limit.
+func add(a, b span, limit int64) span {
+	v := span{a.ns + b.ns, a.frac + b.frac}
+	if v.frac >= uint64(limit) {
+		v.ns++
+		v.frac -= uint64(limit)
+	}
+	return v
+}
+
+// less reports whether a < b.
+func less(a, b span) bool { return a.ns < b.ns || (a.ns == b.ns && a.frac < b.frac) }
+
 // reply reads the integers a script returned, as integers or strings.
 type reply []any
 

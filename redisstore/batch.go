@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/redis/go-redis/v9"
 
@@ -12,20 +11,21 @@ import (
 
 // run is a run of consecutive checks of one batch that one script decides
 // (buckets: drainScript; fixed windows: fixedScript), sent as one call of
-// it: keys and args are gathered as the checks are planned, and cmd is
-// made when the run ends.
+// it: keys and parameters are gathered as the checks are planned, and cmd
+// is made when the run ends.
 type run struct {
-	script *redis.Script
-	keys   []any // the run's keys, in order
-	args   []any // the script's values for each key
+	script *redis.Script // drainLua or fixedLua: the run's kind
+	keys   []any         // the run's keys, in order
+	args   []any         // fixedScript's values for each key
+	params []byte        // drainScript's ARGV[1]: 48 bytes for each key
 	cmd    *redis.Cmd
 
 	// Read from the reply by readRuns.
-	now    int64   // the time the script decided at, Unix ns
-	states string  // drainScript: five little-endian doubles per key
-	vals   []any   // fixedScript: three values per key
-	errs   []error // each key's error reply, nil where it had none
-	bad    error   // the reply could not be read: every key fails with it
+	now  int64   // fixedScript: the time it decided at, Unix ns
+	vals []any   // three values per key (fixedScript), two (drainScript)
+	lone int64   // drainScript, vals nil: the one check's backlog, whole ns
+	errs []error // each key's error reply, nil where it had none
+	bad  error   // the reply could not be read: every key fails with it
 }
 
 // runScript returns the script that decides c in a run: drainScript for a
@@ -58,20 +58,24 @@ func (s *Store) planRun(ctx context.Context, r *round, now int64, k string, c *a
 		r.runs = append(r.runs, run{script: sc})
 	}
 	rn := &r.runs[len(r.runs)-1]
-	op := "0"
-	n := c.N
+	op, n := 0, c.N
 	if c.Op == algo.OpPeek {
-		op, n = "1", 1
+		op, n = 1, 1
 	}
 	never := false
 	if sc == fixedLua {
 		rn.args = append(rn.args, op, int64(c.Period)/ms, n)
 	} else {
-		var da [6]any
-		da, never = drainArgs(c, n, op)
-		rn.args = append(rn.args, da[:]...)
+		// The run's parameters are the tail of the round's buffer: runs
+		// follow one another, so an open run's are always at its end (and
+		// a closed run's stay where they are if the buffer grows).
+		start := len(r.params) - len(rn.params)
+		r.params, never = appendDrain(r.params, c, n, op)
+		rn.params = r.params[start:]
 	}
-	rn.keys = append(rn.keys, k)
+	start := len(r.keys) - len(rn.keys) // the open run's keys are the tail, as its parameters
+	r.keys = append(r.keys, k)
+	rn.keys = r.keys[start:]
 	return call{n: n, never: never, run: len(r.runs), pos: len(rn.keys) - 1}
 }
 
@@ -82,15 +86,28 @@ func (s *Store) endRun(ctx context.Context, r *round, now int64) {
 		return
 	}
 	rn := &r.runs[len(r.runs)-1]
-	args := make([]any, 0, 6+len(rn.keys)+len(rn.args))
-	args = append(args, "evalsha", rn.script.Hash(), len(rn.keys))
-	args = append(args, rn.keys...)
-	args = append(args, "1", 0, 0)
-	if s.cfg.callerTime {
-		m := floorDiv(now, ms)
-		args[len(args)-3], args[len(args)-2], args[len(args)-1] = "0", m, now-m*ms
+	start := len(r.args)
+	args := r.args
+	if rn.script == fixedLua {
+		args = append(args, "evalsha", rn.script.Hash(), len(rn.keys))
+		args = append(args, rn.keys...)
+		args = append(args, "1", 0, 0)
+		if s.cfg.callerTime {
+			m := floorDiv(now, ms)
+			args[len(args)-3], args[len(args)-2], args[len(args)-1] = "0", m, now-m*ms
+		}
+		args = append(args, rn.args...)
+	} else {
+		args = append(args, "evalsha", drainSHA, len(rn.keys))
+		args = append(args, rn.keys...)
+		args = append(args, rn.params)
+		if s.cfg.callerTime {
+			m := floorDiv(now, ms)
+			args = append(args, m, now-m*ms)
+		}
 	}
-	args = append(args, rn.args...)
+	r.args = args
+	args = args[start:len(args):len(args)] // the command's own; a later append copies
 	rn.cmd = redis.NewCmd(ctx, args...)
 	rn.cmd.SetFirstKeyPos(3)
 	r.pipe = append(r.pipe, rn.cmd)
@@ -109,25 +126,25 @@ func (rn *run) read() {
 		return
 	}
 	v, _ := rn.cmd.Val().([]any)
-	var errs []any
+	if b, ok := rn.cmd.Val().(int64); ok && rn.script == drainLua && len(rn.keys) == 1 {
+		rn.lone, rn.vals = b, nil // a lone check's backlog of whole ns
+		return
+	}
+	per := 2 // drainScript: a key's backlog, ns and fraction
 	if rn.script == fixedLua {
-		if len(v) < 2+3*len(rn.keys) || (len(v)-2-3*len(rn.keys))%2 != 0 {
+		per = 3
+		if len(v) < 2 {
 			rn.bad = fmt.Errorf("redisstore: the fixed window script's reply has %d values for %d keys", len(v), len(rn.keys))
 			return
 		}
-		rn.vals, errs = v[2:2+3*len(rn.keys)], v[2+3*len(rn.keys):]
-	} else {
-		var states string
-		if len(v) >= 3 && len(v)%2 == 1 {
-			states, _ = v[2].(string)
-		}
-		if len(states) != 40*len(rn.keys) {
-			rn.bad = fmt.Errorf("redisstore: the bucket script's reply has %d values and %d bytes of states for %d keys", len(v), len(states), len(rn.keys))
-			return
-		}
-		rn.states, errs = states, v[3:]
+		rn.now, v = reply(v).now(), v[2:]
 	}
-	rn.now = reply(v).now()
+	if len(v) < per*len(rn.keys) || (len(v)-per*len(rn.keys))%2 != 0 {
+		rn.bad = fmt.Errorf("redisstore: the %s script's reply has %d values for %d keys", rn.kind(), len(v), len(rn.keys))
+		return
+	}
+	rn.vals = v[:per*len(rn.keys)]
+	errs := v[per*len(rn.keys):]
 	for j := 0; j+1 < len(errs); j += 2 {
 		pos, ok := errs[j].(int64)
 		msg, _ := errs[j+1].(string)
@@ -157,15 +174,18 @@ func (rn *run) fixed(pos int) counted {
 
 // drained returns what the script said of the run's check at pos.
 func (rn *run) drained(pos int) drained {
-	f := func(i int) int64 {
-		b := rn.states[pos*40+i*8 : pos*40+i*8+8]
-		var u uint64
-		for j := 7; j >= 0; j-- {
-			u = u<<8 | uint64(b[j])
-		}
-		return int64(math.Float64frombits(u))
+	if rn.vals == nil {
+		return drained{back: span{ns: rn.lone}}
 	}
-	return drained{now: rn.now, back: span{f(0), uint64(f(1))}, need: span{f(2), uint64(f(3))}, allowed: f(4) == 1}
+	r := reply(rn.vals[2*pos : 2*pos+2])
+	return drained{back: span{r.int(0), uint64(r.int(1))}}
+}
+
+func (rn *run) kind() string {
+	if rn.script == fixedLua {
+		return "fixed window"
+	}
+	return "bucket"
 }
 
 // failure returns the error of the call's check: its script call's, or,

@@ -70,11 +70,15 @@ type deadlineCtx struct {
 	deadline time.Time
 }
 
-func withDeadline(ctx context.Context, d time.Time) context.Context {
+// withDeadline returns ctx bounded by d, a deadlineCtx that r holds (no
+// allocation a round trip): it lives as long as the round, which goes back
+// to the pool only when no round trip may still read it.
+func (r *round) withDeadline(ctx context.Context, d time.Time) context.Context {
 	if old, ok := ctx.Deadline(); ok && old.Before(d) {
 		return ctx
 	}
-	return &deadlineCtx{ctx, d}
+	r.dctx = deadlineCtx{ctx, d}
+	return &r.dctx
 }
 
 func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }

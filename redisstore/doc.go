@@ -37,7 +37,11 @@
 // alike (a client's made-up header values behind one rule's prefix) would
 // land in one slot. The layout's version stays v4: an ID without '%' or
 // '}' keeps the key it had; one with them has a new key, and counts
-// apart from servers of the releases before during a rolling deploy. Every key has a TTL: at least the
+// apart from servers of the releases before during a rolling deploy. The
+// bucket script's arguments and reply changed after v4 came (one packed
+// argument a run, the backlog alone in the reply), its state did not: the
+// two scripts are loaded side by side, and servers of both releases share
+// each key's state during a rolling deploy. Every key has a TTL: at least the
 // time until it is back to full capacity plus a grace of 1s (a minute with
 // [WithCallerTime], whose clock need not run with Redis's), so Redis never
 // keeps dead state, and Expire has nothing to do. A bucket's key is given
@@ -64,8 +68,12 @@
 //   - GCRA, token bucket and leaky bucket: one string of five doubles
 //     (40 bytes) holding the time the bucket is empty (ms, ns and a fraction
 //     of 1/Limit ns), the Limit it drains at and the key's expiry (Unix
-//     ms), read with GET (MGET for a run) and written with SET KEEPTTL, or
-//     SET PX when the expiry moves: O(1).
+//     ms), read with GET (MGET for a run) and written at most once a
+//     check with SET KEEPTTL, or SET PX when the expiry moves: O(1). The
+//     script takes a run's parameters as one packed argument and answers
+//     each check's backlog alone (Go works out the rest exactly), and it
+//     decides a run of one check, a lone caller's, on a path of its own
+//     (GET, no loop or tables): TIME, GET and SET, as redis_rate's script.
 //
 // Peek runs the same script without writing; Reset is a DEL.
 //

@@ -178,165 +178,193 @@ return {M, r, fmt(alive), at, -1, 1, fmt(alive + n)}
 // and the client reads one reply. On one server a run is every consecutive
 // bucket check of a batch; with Redis Cluster or a Ring, whose keys of one
 // call must share a slot, it is one check. A later check of the run on the
-// same key as an earlier one sees its change.
+// same key as an earlier one sees its change. A run of one key, the lone
+// caller's, takes a path of its own, without the loop, the MGET and the
+// tables a longer run needs (about a fifth less Redis time); both paths
+// decide with bucketStep, the one copy of the arithmetic, and are one
+// script, so that Redis has both or neither (see reload).
 //
 // The state of a key is one string of five doubles (struct.pack 'ddddd',
 // 40 bytes): the time F the bucket is empty (f Unix ms, fr ns within, q
 // fraction of 1/l ns), the Limit l it drains at and the key's expiry E
 // (Unix ms). Every one is an integer below 2^53, so a double holds it
-// exactly. The states are read with one MGET (per 1000 keys; a key MGET
-// finds no string under is read alone with GET, so that one of another
-// type fails) and written with SET: KEEPTTL while E is at least the
-// bucket's empty time plus the grace, else PX to a new E a grace beyond
-// that (a SET PX costs Redis about 0.7 µs more than a SET KEEPTTL).
+// exactly. A run's states are read with one MGET (per 1000 keys; a key MGET
+// finds no string under is read alone with GET, so that one of another type
+// fails), a lone key's with GET. A check writes its key at most once, with
+// SET: KEEPTTL while E is at least the bucket's empty time plus the grace,
+// else PX to a new E a grace beyond that (a SET PX, which writes the
+// expiry too and is rewritten as PXAT for replication, cost Redis about
+// 2 µs more than a SET KEEPTTL in our measurements).
 //
-// KEYS are the run's keys. ARGV[1] = "1" to read the time from Redis TIME,
-// else ARGV[2] (Unix ms) and ARGV[3] (ns within that ms) are the caller's;
-// then six values for each key: the op ("0" hit, "1" peek, "2" hit that
-// must be denied), the Limit, N*T as ns and fraction, Capacity*T as ns and
-// fraction. Returns M, r, one string of five little-endian doubles for each
-// key (backlog ns and fraction, need ns and fraction, allowed: 1 yes, 0
-// no, -1 failed), then a key's position and its error reply for each key
-// that failed alone: one holding another type, or a state that is not a
-// bucket's, or a write that Redis refused (OOM). A failed key's state is
-// left as it was, or moved to a changed Limit's or clamped by a first
-// write, which changes no decision.
+// KEYS are the run's keys. ARGV[1] is the run's checks, 48 bytes each: six
+// little-endian doubles (struct.pack '<dddddd'), the op (0 hit, 1 peek, 2
+// hit that must be denied), the Limit, N*T as ns and fraction, Capacity*T
+// as ns and fraction: one argument, read with one struct call a check,
+// instead of six strings to make and parse. Without ARGV[2] the script
+// reads the time from Redis TIME; else ARGV[2] (Unix ms) and ARGV[3] (ns
+// within that ms) are the caller's. Returns, for each key, the backlog
+// before the check (ns and fraction, after the clamp and the move to a
+// changed Limit), from which Go works out the rest of the decision exactly
+// (the backlog a hit would leave is that plus N*T, allowed when it is at
+// most Capacity*T, as the script decided); then a key's position and its
+// error reply for each key that failed alone: one holding another type, or
+// a state that is not a bucket's, or a write that Redis refused (OOM). A
+// failed key's state is left as it was. A lone check whose backlog is a
+// whole number of ns gets that number alone, not a table.
 //
-// It is written for Redis's Lua, where every builtin call and every string
+// It is written for Redis's Lua, where every builtin call, table and string
 // made costs: the state packed and unpacked by one struct call each,
 // numbers given to redis.call as numbers (Redis writes them with %.17g,
-// exact below 2^53), MaxSpan (2^52 ns) written in, no closure made per
-// key. In runs of 16 keys it costs Redis about 3.8 µs a key; a call of one
-// key about 10.6 µs (BenchmarkRedisScript, BenchmarkRedis at one caller,
-// quiet 2-vCPU machine).
+// exact below 2^53), MaxSpan (2^52 ns) written in, no closure made, the
+// strings of TIME read by Lua's arithmetic, floor and ceil written out. A
+// call of one key costs Redis a little less than redis_rate's GCRA script
+// (both are TIME, GET and SET; ours keeps the TTL: see docs/redis.md).
 const drainScript = `local M, r, grace
-if ARGV[1] == '1' then
-  local t = redis.call('TIME')
-  local us = tonumber(t[2])
-  M, r, grace = tonumber(t[1]) * 1000 + math.floor(us / 1000), (us % 1000) * 1000, 1000
+local floor = math.floor
+local sunpack, pack = struct.unpack, struct.pack
+if ARGV[2] then
+  M, r, grace = ARGV[2] + 0, ARGV[3] + 0, 60000
 else
-  M, r, grace = tonumber(ARGV[2]), tonumber(ARGV[3]), 60000
+  -- Lua's arithmetic reads the strings TIME returns as numbers.
+  local t = redis.call('TIME')
+  local us = t[2] + 0
+  local sub = us % 1000
+  M, r, grace = t[1] * 1000 + (us - sub) / 1000, sub * 1000, 1000
 end
-local floor, ceil, max = math.floor, math.ceil, math.max
-local pack, sunpack = struct.pack, struct.unpack
 local cap = 4503599627370496
+local P = ARGV[1]
 local n = #KEYS
--- Every key's state, read with one MGET per 1000 keys; a key MGET found
--- no string under is read alone, so that one of another type fails.
-local got = {}
+if n == 1 then
+  local i, seen = 1, nil
+  local key = KEYS[i]
+  local v, err = redis.pcall('GET', key), nil
+  if v and v.err then err, v = v.err, nil end
+` + bucketStep + `
+  if err then return {0, 0, 1, err} end
+  if bq == 0 then return bns end
+  return {bns, bq}
+end
+-- seen is each key's state as the run left it so far.
+local got, seen = {}, {}
 for lo = 1, n, 1000 do
   local part = redis.call('MGET', unpack(KEYS, lo, math.min(n, lo + 999)))
   for j = 1, #part do got[lo + j - 1] = part[j] end
 end
-local seen = {}
--- store writes key's bucket empty ns + q/l ns from now, its Limit l and
--- its expiry: the key lives until the bucket is empty and a grace more.
--- The expiry E (Unix ms) is kept in the state and moved, to a grace beyond
--- that, only when it comes too soon: a key hit often is not given a new
--- TTL at every hit. It returns the error reply of a write Redis refused,
--- and the expiry the key has.
-local function store(key, l, E, ns, q)
-  local t = r + ns
-  local ms = floor(t / 1000000)
-  local need = M + max(1, ceil(ns / 1000000 + 1)) + grace
-  local keep = E and E >= need
-  if not keep then E = need + grace end
-  local s = pack('ddddd', M + ms, t - ms * 1000000, q, l, E)
-  local w
-  if keep then
-    w = redis.pcall('SET', key, s, 'KEEPTTL')
-  else
-    w = redis.pcall('SET', key, s, 'PX', E - M)
-  end
-  if type(w) == 'table' and w.err then return w.err, E end
-  seen[key] = s
-  return nil, E
-end
-local out, res = {}, {M, r, ''}
+local res, bad = {}, nil
 for i = 1, n do
-  local a = 3 + (i - 1) * 6
-  local key, op, l = KEYS[i], ARGV[a + 1], tonumber(ARGV[a + 2])
-  local fns, fq = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+  local key = KEYS[i]
   local v, err = seen[key], nil
   if v == nil then
     v = got[i]
     if not v then
       v = redis.pcall('GET', key)
-      if type(v) == 'table' then err, v = v.err, nil end
+      if v and v.err then err, v = v.err, nil end
     end
   end
   seen[key] = v
-  local bns, bq, changed, E = 0, 0, false, nil
-  if v and not err then
-    if #v ~= 40 then
-      err = 'ERR the key holds no bucket state of this layout'
-    else
-      local fm, fr, fq0, d, e = sunpack('ddddd', v)
-      changed, E = d ~= l, e
-      if fm > M or (fm == M and (fr > r or (fr == r and fq0 > 0))) then
-        if fm - M > cap / 1000000 + 1 then
-          bns, bq = cap, 0
-        else
-          bns, bq = (fm - M) * 1000000 + fr - r, fq0
+` + bucketStep + `
+  res[2 * i - 1], res[2 * i] = bns, bq
+  if err then
+    bad = bad or {}
+    bad[#bad + 1] = i
+    bad[#bad + 1] = err
+  end
+end
+if bad then for j = 1, #bad do res[#res + 1] = bad[j] end end
+return res
+`
+
+// bucketStep decides the check at position i of the run (key, its
+// parameters in P) on v, its state (false or nil: none), unless err is
+// set already, and leaves bns, bq (its backlog before the check) and err.
+// It writes the key at most once: the state a hit that is allowed leaves,
+// else the clamped or moved backlog (a peek writes nothing). The backlog
+// is read in ns and a fraction of 1/l ns below l; a state written under
+// another Limit l0 is moved to l, floor((bns*l0 + bq)/l) with the
+// remainder, exactly; a bucket holds at most its capacity under a changed
+// Limit, else at most twice its capacity (full, plus at most one capacity
+// of debt).
+const bucketStep = `
+local op, l, ans, aq, fns, fq = sunpack('<dddddd', P, 48 * i - 47)
+local bns, bq, changed, E = 0, 0, false, nil
+if v and not err then
+  if #v ~= 40 then
+    err = 'ERR the key holds no bucket state of this layout'
+  else
+    local fm, fr, fq0, d, e = sunpack('ddddd', v)
+    changed, E = d ~= l, e
+    if fm > M or (fm == M and (fr > r or (fr == r and fq0 > 0))) then
+      if fm - M > cap / 1000000 + 1 then
+        bns, bq = cap, 0
+      else
+        bns, bq = (fm - M) * 1000000 + fr - r, fq0
+      end
+      if changed then
+        -- floor((bns*l0 + bq)/l) and the remainder, for bns below 2^53
+        -- and l0, bq, l below 2^52, bit by bit, or cap when it is more.
+        local D, l0 = 16777216, d
+        local a0, a1, a2 = bns % D, floor(bns / D) % D, floor(bns / D / D)
+        local b0, b1, b2 = l0 % D, floor(l0 / D) % D, floor(l0 / D / D)
+        local p = {a0 * b0 + bq, a0 * b1 + a1 * b0, a0 * b2 + a1 * b1 + a2 * b0, a1 * b2 + a2 * b1, a2 * b2, 0}
+        for j = 1, 5 do
+          local carry = floor(p[j] / D)
+          p[j] = p[j] - carry * D
+          p[j + 1] = p[j + 1] + carry
         end
-        if changed then
-          -- floor((bns*l0 + bq)/l) and the remainder, for bns below 2^53
-          -- and l0, bq, l below 2^52, bit by bit, or cap when it is more.
-          local D, l0 = 16777216, d
-          local a0, a1, a2 = bns % D, floor(bns / D) % D, floor(bns / D / D)
-          local b0, b1, b2 = l0 % D, floor(l0 / D) % D, floor(l0 / D / D)
-          local p = {a0 * b0 + bq, a0 * b1 + a1 * b0, a0 * b2 + a1 * b1 + a2 * b0, a1 * b2 + a2 * b1, a2 * b2, 0}
-          for j = 1, 5 do
-            local carry = floor(p[j] / D)
-            p[j] = p[j] - carry * D
-            p[j + 1] = p[j + 1] + carry
-          end
-          local q, rem = 0, 0
-          for j = 6, 1, -1 do
-            local digit = p[j]
-            for bit = 23, 0, -1 do
-              rem = rem * 2 + floor(digit / 2 ^ bit) % 2
-              q = q * 2
-              if rem >= l then rem = rem - l; q = q + 1 end
-              if q > cap then break end
-            end
+        local q, rem = 0, 0
+        for j = 6, 1, -1 do
+          local digit = p[j]
+          for bit = 23, 0, -1 do
+            rem = rem * 2 + floor(digit / 2 ^ bit) % 2
+            q = q * 2
+            if rem >= l then rem = rem - l; q = q + 1 end
             if q > cap then break end
           end
-          if q > cap then bns, bq = cap, 0 else bns, bq = q, rem end
+          if q > cap then break end
         end
+        if q > cap then bns, bq = cap, 0 else bns, bq = q, rem end
       end
     end
   end
-  local ok, nns, nq = -1, 0, 0
-  if not err then
-    -- A bucket holds at most its capacity under a changed Limit, else at
-    -- most twice its capacity (full, plus at most one capacity of debt).
-    local mns, mq = fns, fq
-    if not changed then
-      mns, mq = fns * 2, fq * 2
-      if mq >= l then mns, mq = mns + 1, mq - l end
-      if mns > cap then mns, mq = cap, 0 end
-    end
-    local clamped = bns > mns or (bns == mns and bq > mq)
-    if clamped then bns, bq = mns, mq end
-    if op ~= '1' and (clamped or changed and (bns > 0 or bq > 0)) then err, E = store(key, l, E, bns, bq) end
-    nns, nq = bns + tonumber(ARGV[a + 3]), bq + tonumber(ARGV[a + 4])
-    if nq >= l then nns, nq = nns + 1, nq - l end
-    ok = 0
-    if not err and op ~= '2' and (nns < fns or (nns == fns and nq <= fq)) then
-      ok = 1
-      if op == '0' then err, E = store(key, l, E, nns, nq) end
-    end
-  end
-  if err then
-    ok = -1
-    res[#res + 1] = i
-    res[#res + 1] = err
-  end
-  out[i] = pack('<ddddd', bns, bq, nns, nq, ok)
 end
-res[3] = table.concat(out)
-return res
+if not err then
+  local mns, mq = fns, fq
+  if not changed then
+    mns, mq = fns * 2, fq * 2
+    if mq >= l then mns, mq = mns + 1, mq - l end
+    if mns > cap then mns, mq = cap, 0 end
+  end
+  local clamped = bns > mns or (bns == mns and bq > mq)
+  if clamped then bns, bq = mns, mq end
+  local wns, wq, write = bns, bq, op ~= 1 and (clamped or changed and (bns > 0 or bq > 0))
+  if op == 0 then
+    local nns, nq = bns + ans, bq + aq
+    if nq >= l then nns, nq = nns + 1, nq - l end
+    if nns < fns or (nns == fns and nq <= fq) then wns, wq, write = nns, nq, true end
+  end
+  if write then
+    -- The key lives until the bucket is empty and a grace more; its
+    -- expiry E moves, to a grace beyond that, only when it comes too
+    -- soon: a key hit often is not given a new TTL at every hit.
+    -- (floor and ceil written out: a builtin call costs more.)
+    local t = r + wns
+    local ms = (t - t % 1000000) / 1000000
+    local x = wns / 1000000 + 1
+    local need = x - x % 1
+    if need < x then need = need + 1 end
+    need = M + need + grace
+    local keep = E and E >= need
+    if not keep then E = need + grace end
+    local s = pack('ddddd', M + ms, t - ms * 1000000, wq, l, E)
+    local w
+    if keep then
+      w = redis.pcall('SET', key, s, 'KEEPTTL')
+    else
+      w = redis.pcall('SET', key, s, 'PX', E - M)
+    end
+    if w.err then err = w.err elseif seen then seen[key] = s end
+  end
+end
 `
 
 var (
@@ -344,3 +372,6 @@ var (
 	countLua = redis.NewScript(countScript)
 	drainLua = redis.NewScript(drainScript)
 )
+
+// drainSHA is drainLua's SHA1 as an argument, boxed once.
+var drainSHA any = drainLua.Hash()

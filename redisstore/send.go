@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -20,10 +22,11 @@ import (
 // Redis answered with an error of its own (see [isCheckError]) is left to
 // the caller in r.failed, and out[i] is not written for it.
 func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Check, out []algo.Decision) error {
-	ctx = withDeadline(ctx, time.Now().Add(s.cfg.timeout))
+	ctx = r.withDeadline(ctx, time.Now().Add(s.cfg.timeout))
 	r.calls = r.calls[:0]
 	r.pipe = r.pipe[:0]
 	r.runs = r.runs[:0]
+	r.keys, r.args, r.params = r.keys[:0], r.args[:0], r.params[:0]
 	for i := range checks {
 		c := &checks[i]
 		if s.denied != nil && c.Op == algo.OpHit {
@@ -77,20 +80,27 @@ func (s *Store) exec(ctx context.Context, r *round, cmds []redis.Cmder) error {
 	if len(cmds) == 0 {
 		return nil
 	}
-	return s.bounded(ctx, r, func(ctx context.Context) error {
-		var err error
-		if len(cmds) == 1 {
-			err = s.client.Process(ctx, cmds[0])
-		} else {
-			p := s.client.Pipeline()
-			_ = p.BatchProcess(ctx, cmds...)
-			_, err = p.Exec(ctx)
-		}
-		if err != nil && !failedAlone(cmds) {
-			return err
-		}
-		return nil
-	})
+	if s.honors {
+		return s.roundTrip(ctx, cmds) // no closure to allocate: the common case
+	}
+	return s.bounded(ctx, r, func(ctx context.Context) error { return s.roundTrip(ctx, cmds) })
+}
+
+// roundTrip sends cmds and returns the error of the round trip, not of a
+// command that failed alone (see failedAlone).
+func (s *Store) roundTrip(ctx context.Context, cmds []redis.Cmder) error {
+	var err error
+	if len(cmds) == 1 {
+		err = s.client.Process(ctx, cmds[0])
+	} else {
+		p := s.client.Pipeline()
+		_ = p.BatchProcess(ctx, cmds...)
+		_, err = p.Exec(ctx)
+	}
+	if err != nil && !failedAlone(cmds) {
+		return err
+	}
+	return nil
 }
 
 // failedAlone reports whether some command failed and every failed one
@@ -267,22 +277,26 @@ func (cl *call) reply() reply {
 	return reply(v)
 }
 
-// drainArgs returns the bucket script's arguments for c's op ("0" hit, "1"
-// peek): the op to send, then the Limit, N*T and Capacity*T, worked out
-// here exactly. Hits that ask for more than the bucket holds go as op 2
-// (look, move a changed Limit's backlog, deny) and never is true.
-func drainArgs(c *algo.Check, n int64, op string) (args [6]any, never bool) {
+// appendDrain appends c's 48 bytes of drainScript's ARGV[1] to b, for c's
+// op (0 hit, 1 peek): the op to send, the Limit, N*T and Capacity*T, worked
+// out here exactly, as six little-endian doubles (each an integer below
+// 2^53). Hits that ask for more than the bucket holds go as op 2 (look,
+// move a changed Limit's backlog, deny) and never is true.
+func appendDrain(b []byte, c *algo.Check, n int64, op int) (_ []byte, never bool) {
 	capc := capacity(c)
 	need, ok := times(n, int64(c.Period), c.Limit)
 	full, _ := times(capc, int64(c.Period), c.Limit)
 	never = !ok || n > capc
 	if never {
 		need = span{}
-		if op == "0" {
-			op = "2"
+		if op == 0 {
+			op = 2
 		}
 	}
-	return [6]any{op, c.Limit, need.ns, need.frac, full.ns, full.frac}, never
+	for _, v := range [6]float64{float64(op), float64(c.Limit), float64(need.ns), float64(need.frac), float64(full.ns), float64(full.frac)} {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	return b, never
 }
 
 // decision turns a script's reply into c's decision.
@@ -373,17 +387,15 @@ func countDecision(c *algo.Check, cl *call, r reply) algo.Decision {
 	return d
 }
 
-// drained is what a bucket script said of one check: the time it decided
-// at (Unix ns), the backlog before the check, the backlog it would leave,
-// and whether it was allowed.
-type drained struct {
-	now        int64
-	back, need span
-	allowed    bool
-}
+// drained is what a bucket script said of one check: the backlog before
+// it, after the clamp and the move to a changed Limit.
+type drained struct{ back span }
 
+// drainDecision turns the backlog the script read into c's decision:
+// the backlog a hit would leave is that plus N*T, and it was allowed (and
+// written) when that is at most Capacity*T, as the script decided.
 func drainDecision(c *algo.Check, cl *call, r drained) algo.Decision {
-	back, need := r.back, r.need
+	back := r.back
 	period, capc := int64(c.Period), capacity(c)
 	d := algo.Decision{Count: hits(back, period, c.Limit), ResetAfter: back.ceil()}
 	d.Remaining = max(0, capc-d.Count)
@@ -391,8 +403,10 @@ func drainDecision(c *algo.Check, cl *call, r drained) algo.Decision {
 		d.RetryAfter = algo.Never
 		return d
 	}
-	if !r.allowed {
-		full, _ := times(capc, period, c.Limit)
+	full, _ := times(capc, period, c.Limit)
+	need, _ := times(cl.n, period, c.Limit)
+	need = add(back, need, c.Limit)
+	if less(full, need) {
 		d.RetryAfter = sub(need, full, c.Limit).ceil()
 		return d
 	}

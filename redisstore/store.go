@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -88,6 +89,12 @@ type round struct {
 	runs      []run // the runs of checks, one script call each
 	failed    []int // the indexes of the checks Redis answered with an error
 	abandoned bool  // a round trip still running holds calls and pipe
+
+	// Buffers that the runs' commands slice, kept from round to round.
+	keys   []any       // the runs' keys
+	args   []any       // the runs' commands' arguments
+	params []byte      // the bucket runs' parameters
+	dctx   deadlineCtx // the round trip's context (withDeadline)
 }
 
 var rounds = sync.Pool{New: func() any { return new(round) }}
@@ -244,7 +251,11 @@ func (s *Store) release(r *round) {
 	clear(r.calls)
 	clear(r.pipe)
 	clear(r.runs)
+	clear(r.keys)
+	clear(r.args)
 	r.calls, r.pipe, r.runs, r.failed = r.calls[:0], r.pipe[:0], r.runs[:0], r.failed[:0]
+	r.keys, r.args, r.params = r.keys[:0], r.args[:0], r.params[:0]
+	r.dctx = deadlineCtx{}
 	rounds.Put(r)
 }
 
@@ -435,7 +446,7 @@ func capacity(c *algo.Check) int64 {
 // the tag is the whole ID (a '}' would end it early, and every ID that
 // starts alike would share one slot) and two IDs never share a key.
 func (s *Store) key(c *algo.Check) string {
-	b := make([]byte, 0, len(s.cfg.prefix)+len(keyVersion)+len(c.ID)+32)
+	b := make([]byte, 0, len(s.cfg.prefix)+len(keyVersion)+len(c.ID)+48)
 	b = append(b, s.cfg.prefix...)
 	b = append(b, keyVersion...)
 	b = append(b, '{')
@@ -444,7 +455,7 @@ func (s *Store) key(c *algo.Check) string {
 	b = append(b, c.Algorithm.String()...)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, int64(c.Period), 10)
-	return string(b)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again: one allocation, not two
 }
 
 // appendTag appends id to b with '%' and '}' escaped as "%25" and "%7D".

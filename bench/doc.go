@@ -52,7 +52,8 @@
 //
 // BenchmarkTail/impl=<name>/callers=<c> (tail_test.go) is the baseline of
 // those percentiles: the same calls, timed the same way, with no sweep, on
-// 100 000 keys, through actorlimit (frozen clock) and the two mutex
+// as many keys (100 000, 1 000 000 with BENCH_FULL=1), through actorlimit
+// (frozen clock) and the two mutex
 // versions; at 256 callers a peer's tail is what the machine and the Go
 // scheduler add.
 //

@@ -2,9 +2,9 @@ package actorlimit_test
 
 import (
 	"context"
-	"math"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"

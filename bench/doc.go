@@ -44,8 +44,8 @@
 // BenchmarkSweepUnderLoad/keys=<n>/callers=<c> fills a limiter on a clock
 // moved by hand and read without a lock (a lock in the clock would be a
 // second lock the callers queue on) with 100 000 entries (1 000 000 with
-// BENCH_FULL=1), a tenth of them
-// in one-second windows that the clock then leaves behind, and runs
+// BENCH_FULL=1), a tenth of them in one-second windows that the clock then
+// leaves behind, and runs
 // Limiter.Sweep, which must delete exactly that tenth, while c goroutines
 // call CheckRate on the live keys without pause. It reports the p50, p99 and
 // p99.9 of the latencies of the calls made during the sweep ("p50-ns",

@@ -124,6 +124,10 @@ type Policy struct {
 type Result struct {
 	// Allowed says whether the hits may go ahead.
 	Allowed bool
+	// Cached says the answer is a denial from the store's local over-limit
+	// cache (redisstore.WithDeniedCache): the hits were refused without a
+	// round trip to the shared store. Always false for the embedded table.
+	Cached bool
 	// Limit is the policy's Limit.
 	Limit int64
 	// Count is the number of hits the key's state holds: counted in the
@@ -466,6 +470,7 @@ func (p Policy) Validate() error {
 func resultOf(p Policy, d algo.Decision) Result {
 	return Result{
 		Allowed:    d.Allowed,
+		Cached:     d.Cached,
 		Limit:      p.Limit,
 		Count:      d.Count,
 		Remaining:  d.Remaining,

@@ -626,12 +626,14 @@ func TestRedisDeniedCacheThroughTheLimiter(t *testing.T) {
 	first, err := lim.Hit(ctx, "flood", p)
 	require.NoError(t, err)
 	require.False(t, first.Allowed)
+	require.False(t, first.Cached, "Redis's own denial")
 	batches := store.Stats().Batches
 	clk.Advance(time.Second)
 	for range 100 {
 		res, err := lim.Hit(ctx, "flood", p)
 		require.NoError(t, err)
 		assert.False(t, res.Allowed)
+		assert.True(t, res.Cached, "the cache's denial")
 		assert.Equal(t, first.RetryAfter-time.Second, res.RetryAfter)
 	}
 	assert.Equal(t, batches, store.Stats().Batches, "no store batch")
@@ -640,5 +642,6 @@ func TestRedisDeniedCacheThroughTheLimiter(t *testing.T) {
 	res, err := lim.Hit(ctx, "flood", p)
 	require.NoError(t, err)
 	assert.True(t, res.Allowed, "past the denial, Redis decides")
+	assert.False(t, res.Cached)
 	assert.Equal(t, batches+1, store.Stats().Batches)
 }

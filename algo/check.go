@@ -50,6 +50,10 @@ const Never time.Duration = -1
 type Decision struct {
 	// Allowed says whether the hits may go ahead.
 	Allowed bool
+	// Cached says the decision is a local over-limit cache's denial (a
+	// shared store's, such as redisstore.WithDeniedCache), made without
+	// asking the store.
+	Cached bool
 	// Count is the number of hits the state holds: counted in the current
 	// window (fixed window), in the last Period (sliding window and log), or
 	// not yet drained from the bucket (GCRA and leaky bucket; for the token

@@ -53,7 +53,8 @@ func (d *deniedCache) answer(now int64, c *algo.Check) (algo.Decision, bool) {
 		return algo.Decision{}, false
 	}
 	return algo.Decision{
-		Count: e.count, Remaining: e.remaining,
+		Cached: true,
+		Count:  e.count, Remaining: e.remaining,
 		RetryAfter: time.Duration(e.until - now), ResetAfter: time.Duration(max(0, e.reset-now)),
 	}, true
 }

@@ -55,6 +55,7 @@ func TestDeniedCache(t *testing.T) {
 				assert.Equal(t, want[0].Allowed, got.Allowed, "%s: Allowed", what)
 				assert.Equal(t, want[0].RetryAfter, got.RetryAfter, "%s: RetryAfter", what)
 				assert.Equal(t, want[0].ResetAfter, got.ResetAfter, "%s: ResetAfter", what)
+				assert.Equal(t, wantTrips == 0, got.Cached, "%s: Cached says whether the cache answered", what)
 				return got
 			}
 			first := step("within the limit", s, c, 1)

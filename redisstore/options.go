@@ -147,7 +147,8 @@ func WithProbeInterval(d time.Duration) Option {
 // first, measured on the now given to Decide from before the round trip
 // that was denied. Such an answer is Redis's denial with RetryAfter and
 // ResetAfter less the time since, and Count and Remaining as Redis gave
-// them; [Stats].Cached counts them.
+// them, marked Cached (actorlimit.Result.Cached); [Stats].Cached counts
+// them.
 //
 // It differs from asking Redis in these ways only: a Reset, or a hit under
 // another policy, made on another app server is seen here only once the

@@ -22,6 +22,9 @@ const DefaultMaxDetailedSeries = 1000
 //	actorlimitd_near_limit_total{domain,descriptor}    hits allowed past NearLimitRatio (80%) of the limit
 //	actorlimitd_within_limit_total{domain,descriptor}  hits within the limit
 //	actorlimitd_shadow_mode_total{domain,descriptor}   hits over the limit of a shadow_mode rule, answered OK
+//	actorlimitd_over_limit_with_local_cache_total{domain,descriptor}
+//	                                                   hits over the limit answered by the store's local
+//	                                                   over-limit cache, without a round trip (also in over_limit)
 //	actorlimitd_requests_total{code}                   requests answered: ok, over_limit, invalid, error
 //	actorlimitd_request_duration_seconds               histogram of ShouldRateLimit's time
 //	actorlimitd_config_loads_total{result}             configurations loaded: success, error
@@ -32,6 +35,7 @@ const DefaultMaxDetailedSeries = 1000
 // A Metrics is safe for concurrent use.
 type Metrics struct {
 	hits, over, near, within, shadow *prometheus.CounterVec
+	overLocal                        *prometheus.CounterVec
 	requests, loads                  *prometheus.CounterVec
 	duration                         prometheus.Histogram
 	rules                            prometheus.Gauge
@@ -52,6 +56,7 @@ type seriesKey struct{ domain, path string }
 
 type ruleCounters struct {
 	hits, over, near, within, shadow prometheus.Counter
+	overLocal                        prometheus.Counter
 }
 
 // NewMetrics makes the service's metrics and registers them with reg
@@ -71,6 +76,8 @@ func NewMetrics(reg prometheus.Registerer, maxDetailed int) (*Metrics, error) {
 		near:   counter("near_limit_total", "Hits allowed past 80% of the limit."),
 		within: counter("within_limit_total", "Hits within the limit."),
 		shadow: counter("shadow_mode_total", "Hits over the limit of a shadow_mode rule, answered OK."),
+		overLocal: counter("over_limit_with_local_cache_total",
+			"Hits over the limit answered by the store's local over-limit cache, without a round trip (counted in over_limit_total too)."),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "actorlimitd", Name: "requests_total",
 			Help: "ShouldRateLimit requests answered, by outcome: ok, over_limit, invalid, error."}, []string{"code"}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "actorlimitd", Name: "config_loads_total",
@@ -92,7 +99,7 @@ func NewMetrics(reg prometheus.Registerer, maxDetailed int) (*Metrics, error) {
 	m.loads.WithLabelValues("success")
 	m.loads.WithLabelValues("error")
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.hits, m.over, m.near, m.within, m.shadow, m.requests, m.loads, m.duration, m.rules, m.unknownDomain, m.dropped} {
+		for _, c := range []prometheus.Collector{m.hits, m.over, m.near, m.within, m.shadow, m.overLocal, m.requests, m.loads, m.duration, m.rules, m.unknownDomain, m.dropped} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -142,6 +149,8 @@ func (m *Metrics) counters(domain string, match Match) *ruleCounters {
 		near:   m.near.WithLabelValues(k.domain, k.path),
 		within: m.within.WithLabelValues(k.domain, k.path),
 		shadow: m.shadow.WithLabelValues(k.domain, k.path),
+
+		overLocal: m.overLocal.WithLabelValues(k.domain, k.path),
 	}
 	m.series.Store(k, c)
 	return c

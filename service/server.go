@@ -575,6 +575,9 @@ func (s *Server) countMetrics(c *ruleCounters, it *item, lim, before, after int6
 			c.near.Add(float64(lim - max(near, before)))
 		}
 		c.over.Add(overHits)
+		if it.res.Cached {
+			c.overLocal.Add(overHits)
+		}
 		if it.rule.ShadowMode {
 			c.shadow.Add(overHits)
 		}

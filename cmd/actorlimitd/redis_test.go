@@ -78,6 +78,27 @@ func TestRedisBackend(t *testing.T) {
 	assert.Contains(t, body, "actorlimit_store_outages_total 1")
 }
 
+// TestRedisDeniedCacheMetric: with -redis-denied-cache, a key Redis has
+// denied is denied again without a round trip, and those hits are counted in
+// over_limit_with_local_cache_total as well as over_limit_total (as envoy
+// ratelimit counts its local cache's answers).
+func TestRedisDeniedCacheMetric(t *testing.T) {
+	rs := redistest.Start(t)
+	d := startWithConfig(t, serveConfig, "-redis", rs.Addr, "-redis-denied-cache", "1m")
+	var over []bool
+	for range 9 {
+		resp, err := d.ask(request("web", desc("user", "flood")))
+		require.NoError(t, err)
+		over = append(over, resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT)
+	}
+	assert.Equal(t, []bool{false, false, false, true, true, true, true, true, true}, over, "3 a year")
+	_, body := d.get("/metrics")
+	assert.Contains(t, body, `actorlimitd_over_limit_total{descriptor="user",domain="web"} 6`)
+	assert.Contains(t, body, `actorlimitd_over_limit_with_local_cache_total{descriptor="user",domain="web"} 5`,
+		"the first denial is Redis's, the 5 after it the cache's")
+	assert.Contains(t, body, "actorlimit_store_cached_denials_total 5")
+}
+
 // TestRedisHung: a Redis that accepts connections and never answers costs
 // each request at most the store's timeout, never an error.
 func TestRedisHung(t *testing.T) {

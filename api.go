@@ -331,15 +331,7 @@ func (l *Limiter) decide(ctx context.Context, chk *algo.Check) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{
-		Allowed:    d.Allowed,
-		Limit:      chk.Limit,
-		Count:      d.Count,
-		Remaining:  d.Remaining,
-		RetryAfter: d.RetryAfter,
-		ResetAfter: d.ResetAfter,
-		Delay:      d.Delay,
-	}, nil
+	return resultFor(chk.Limit, d), nil
 }
 
 // Sweep runs one janitor pass now and returns how many entries it deleted:
@@ -467,11 +459,14 @@ func (p Policy) Validate() error {
 	return algo.Validate(p.Algorithm, p.Limit, p.Period, p.Burst)
 }
 
-func resultOf(p Policy, d algo.Decision) Result {
+func resultOf(p Policy, d algo.Decision) Result { return resultFor(p.Limit, d) }
+
+// resultFor is the Result of the decision d under a policy of this limit.
+func resultFor(limit int64, d algo.Decision) Result {
 	return Result{
 		Allowed:    d.Allowed,
 		Cached:     d.Cached,
-		Limit:      p.Limit,
+		Limit:      limit,
 		Count:      d.Count,
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter,

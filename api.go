@@ -268,8 +268,16 @@ func (l *Limiter) CheckRate(id string, scaleMs, limit int64) (Result, error) {
 	if scaleMs <= 0 || scaleMs > math.MaxInt64/int64(time.Millisecond) {
 		return Result{}, fmt.Errorf("%w: scaleMs %d is not a positive number of milliseconds", ErrInvalidArgument, scaleMs)
 	}
-	p := Policy{Algorithm: FixedWindow, Limit: limit, Period: time.Duration(scaleMs) * time.Millisecond}
-	return l.HitN(context.Background(), id, p, 1)
+	period := time.Duration(scaleMs) * time.Millisecond
+	if limit < 0 || id == "" || len(id) > MaxIDLength {
+		// Bad input: the general path names what is wrong.
+		return l.HitN(context.Background(), id, Policy{Algorithm: FixedWindow, Limit: limit, Period: period}, 1)
+	}
+	// A fixed window of a positive whole number of milliseconds and a
+	// limit that is not negative: the policy is valid (Policy.Validate),
+	// and so is the check, which newCheck would build the same.
+	chk := algo.Check{Op: algo.OpHit, Algorithm: algo.FixedWindow, ID: id, Period: period, Limit: limit, Burst: limit, N: 1}
+	return l.decide(context.Background(), &chk)
 }
 
 // Hit counts one hit for id under p and decides it.
@@ -302,11 +310,28 @@ func (l *Limiter) do(ctx context.Context, op algo.Op, id string, p Policy, n int
 	if err != nil {
 		return Result{}, err
 	}
-	d, err := l.shard(id).Do(ctx, chk)
+	return l.decide(ctx, &chk)
+}
+
+// decide has the shard of chk's id decide chk, which is valid, and turns
+// the decision into a Result. A limiter actor's client is called with
+// pointers (actor.Client.DoCheck), another Backend through its interface.
+func (l *Limiter) decide(ctx context.Context, chk *algo.Check) (Result, error) {
+	if !l.Started() {
+		return Result{}, errNotStarted
+	}
+	var d algo.Decision
+	var err error
+	b := l.shard(chk.ID)
+	if c, ok := b.(*actor.Client); ok {
+		err = c.DoCheck(ctx, chk, &d)
+	} else {
+		d, err = b.Do(ctx, *chk)
+	}
 	if err != nil {
 		return Result{}, err
 	}
-	return resultOf(p, d), nil
+	return resultFor(chk.Limit, d), nil
 }
 
 // Sweep runs one janitor pass now and returns how many entries it deleted:
@@ -434,11 +459,14 @@ func (p Policy) Validate() error {
 	return algo.Validate(p.Algorithm, p.Limit, p.Period, p.Burst)
 }
 
-func resultOf(p Policy, d algo.Decision) Result {
+func resultOf(p Policy, d algo.Decision) Result { return resultFor(p.Limit, d) }
+
+// resultFor is the Result of the decision d under a policy of this limit.
+func resultFor(limit int64, d algo.Decision) Result {
 	return Result{
 		Allowed:    d.Allowed,
 		Cached:     d.Cached,
-		Limit:      p.Limit,
+		Limit:      limit,
 		Count:      d.Count,
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter,

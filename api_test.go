@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -142,6 +143,43 @@ func TestCheckRateIsHit(t *testing.T) {
 	}
 }
 
+// TestCheckRateEqualsHit: CheckRate, which builds its check without
+// Policy.Validate (its policy is valid by construction), gives the very
+// Result of Hit with the same policy, field by field, on a twin limiter
+// and clock, as windows pass, for limits 0, 1, 3 and the largest, and an
+// id of the longest length.
+func TestCheckRateEqualsHit(t *testing.T) {
+	tests := []struct {
+		name           string
+		id             string
+		scaleMs, limit int64
+	}{
+		{"limit 0", "a", 1000, 0},
+		{"limit 1", "b", 1, 1},
+		{"limit 3", "c", 250, 3},
+		{"largest limit", "d", 60_000, math.MaxInt64},
+		{"longest id", strings.Repeat("x", actorlimit.MaxIDLength), 1000, 2},
+		{"longest scale", "e", math.MaxInt64 / int64(time.Millisecond), 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clkA, clkB := newFakeClock(), newFakeClock()
+			a, b := start(t, clkA), start(t, clkB)
+			p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: tt.limit, Period: time.Duration(tt.scaleMs) * ms}
+			for i := range 12 {
+				got, err := a.CheckRate(tt.id, tt.scaleMs, tt.limit)
+				require.NoError(t, err)
+				want, err := b.Hit(context.Background(), tt.id, p)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "hit %d", i)
+				step := time.Duration(i%3) * 100 * ms
+				clkA.Advance(step)
+				clkB.Advance(step)
+			}
+		})
+	}
+}
+
 func TestBadInputIsRejectedAndCountsNothing(t *testing.T) {
 	ok := actorlimit.Policy{Limit: 1, Period: time.Second}
 	tests := []struct {
@@ -161,6 +199,12 @@ func TestBadInputIsRejectedAndCountsNothing(t *testing.T) {
 		{"unknown algorithm", hit("a", actorlimit.Policy{Algorithm: 99, Limit: 1, Period: time.Second}, 1), "Algorithm(99)"},
 		{"scaleMs zero", func(l *actorlimit.Limiter) error { _, err := l.CheckRate("a", 0, 1); return err }, "scaleMs 0"},
 		{"scaleMs overflows", func(l *actorlimit.Limiter) error { _, err := l.CheckRate("a", 1<<62, 1); return err }, "scaleMs"},
+		{"CheckRate empty id", func(l *actorlimit.Limiter) error { _, err := l.CheckRate("", 1000, 1); return err }, "id is empty"},
+		{"CheckRate id too long", func(l *actorlimit.Limiter) error {
+			_, err := l.CheckRate(strings.Repeat("x", actorlimit.MaxIDLength+1), 1000, 1)
+			return err
+		}, "longer than 4096"},
+		{"CheckRate negative limit", func(l *actorlimit.Limiter) error { _, err := l.CheckRate("a", 1000, -1); return err }, "Limit is -1"},
 		{"peek empty id", func(l *actorlimit.Limiter) error { _, err := l.Peek(context.Background(), "", ok); return err }, "id is empty"},
 		{"reset bad policy", func(l *actorlimit.Limiter) error {
 			return l.Reset(context.Background(), "a", actorlimit.Policy{Limit: 1})

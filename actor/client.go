@@ -92,23 +92,76 @@ func (c *Client) PID() *protoactor.PID { return c.pid }
 // while it waits for its turn is seen when the turn comes, after at most
 // one message of each caller ahead of it, and the check is then skipped.
 func (c *Client) Do(ctx context.Context, chk algo.Check) (algo.Decision, error) {
+	var d algo.Decision
+	err := c.DoCheck(ctx, &chk, &d)
+	return d, err
+}
+
+// DoCheck is [Client.Do] with the check and its decision passed by
+// pointer: it decides *chk and writes the decision to *d (untouched on
+// error). It keeps neither pointer after it returns. The root's Limiter
+// calls it, to spare a check's path the copies of an 80-byte Check and its
+// Decision.
+func (c *Client) DoCheck(ctx context.Context, chk *algo.Check, d *algo.Decision) error {
 	if c.fast != nil && chk.Op == algo.OpHit && !c.closed.Load() && ctx.Err() == nil {
-		if d, ok := c.answer(chk); ok {
-			return d, nil
+		if dec, ok := c.answer(*chk); ok {
+			*d = dec
+			return nil
+		}
+	}
+	if c.h.turns {
+		if m := c.h.mailbox.Load(); m != nil {
+			return c.doTurn(ctx, m, chk, d)
 		}
 	}
 	k := c.calls.Get().(*call)
-	k.kind = callCheck
-	k.own = append(k.own[:0], chk)
-	k.ownDecs = grow(k.ownDecs, 1)
-	k.batch, k.decs = k.own, k.ownDecs
+	c.fill(k, chk)
 	k.at = c.readClock()
 	if err := c.roundTrip(ctx, k); err != nil {
-		return algo.Decision{}, err
+		return err
 	}
-	d := k.decs[0]
+	*d = k.decs[0]
 	c.release(k)
-	return d, nil
+	return nil
+}
+
+// fill makes k a check call for chk.
+func (c *Client) fill(k *call, chk *algo.Check) {
+	k.kind = callCheck
+	k.own = append(k.own[:0], *chk)
+	k.ownDecs = grow(k.ownDecs, 1)
+	k.batch, k.decs = k.own, k.ownDecs
+}
+
+// doTurn is DoCheck for a caller that takes its turn to run the mailbox
+// (the embedded table): it waits for the turn and runs its check itself,
+// in the mailbox's own call when nothing is queued ([mailbox.runSolo]), or
+// in a pooled call behind what is queued.
+func (c *Client) doTurn(ctx context.Context, m *mailbox, chk *algo.Check, d *algo.Decision) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("actorlimit: %w", err)
+	}
+	at := c.readClock()
+	if !m.lockTurn(ctx) {
+		// Its context ended while it waited for its turn: nothing counted.
+		return fmt.Errorf("actorlimit: %w", ctx.Err())
+	}
+	if ran, err := m.runSolo(chk, at, d); ran {
+		return err
+	}
+	k := c.calls.Get().(*call)
+	c.fill(k, chk)
+	k.at = at
+	m.runOwn(k)
+	if err := c.await(ctx, k); err != nil {
+		return err
+	}
+	*d = k.decs[0]
+	c.release(k)
+	return nil
 }
 
 // answer asks the store's Answerer for chk's decision. It takes chk by
@@ -230,6 +283,11 @@ func (c *Client) roundTrip(ctx context.Context, k *call) error {
 		// the limiter, and nothing was counted.
 		return fmt.Errorf("actorlimit: %w", ctx.Err())
 	}
+	return c.await(ctx, k)
+}
+
+// await waits for the answer to k, posted, as roundTrip does.
+func (c *Client) await(ctx context.Context, k *call) error {
 	// A caller that ran the mailbox itself is answered already. Others
 	// yield the processor a few times before they park: on a busy limiter
 	// the answer usually comes within a batch, and a parked goroutine costs

@@ -42,7 +42,10 @@
 // message is not queued at all: it goes straight to the actor, with none of
 // the queue's lock, counter and slices, whose cache lines would otherwise
 // move between the cores of two callers taking turns. The mailbox still
-// serializes every message, system messages first.
+// serializes every message, system messages first. A caller of the embedded
+// table that holds its turn and finds nothing queued does not even take a
+// pooled request: its check goes in the mailbox's own, which only the
+// goroutine holding the turn touches.
 //
 // What a caller does when it finds the mailbox busy depends on the store.
 // With the embedded table, whose checks take well under a microsecond, it

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlimit/actorlimit/algo"
 )
 
 // mailbox is the limiter's protoactor Mailbox. It keeps protoactor's
@@ -65,6 +67,12 @@ type mailbox struct {
 	// otherwise.
 	check func(*call)
 	over  *atomic.Bool
+
+	// solo is the call in which a caller holding the turn runs its own
+	// check when nothing is queued ([mailbox.runSolo]): only the goroutine
+	// holding the turn touches it, so it needs no pool. It is dropped after
+	// a check that failed, which the supervisor may have been handed.
+	solo *call
 }
 
 // newMailbox returns a mailbox whose callers run at most batch messages and
@@ -114,19 +122,72 @@ func (m *mailbox) PostUserMessage(msg any) {
 // nothing more. Take must not be called from the goroutine running the
 // mailbox (the limiter's own Receive).
 func (m *mailbox) Take(ctx context.Context, msg any) bool {
-	if !m.turn.TryLock() {
-		m.takers.Add(1)
-		m.turn.Lock()
-		m.takers.Add(-1)
-		if ctx.Err() != nil {
-			if m.release() { // the turn is taken: pass on what is queued
-				m.process(m.batch, nil)
-			}
-			return false
-		}
+	if !m.lockTurn(ctx) {
+		return false
 	}
 	m.runOwn(msg)
 	return true
+}
+
+// lockTurn waits for the turn as [mailbox.Take] does, and reports whether
+// the caller holds it: false if the caller had to wait and ctx had ended
+// when the turn came, which it then passed on.
+func (m *mailbox) lockTurn(ctx context.Context) bool {
+	if m.turn.TryLock() {
+		return true
+	}
+	m.takers.Add(1)
+	m.turn.Lock()
+	m.takers.Add(-1)
+	if ctx.Err() != nil {
+		if m.release() { // the turn is taken: pass on what is queued
+			m.process(m.batch, nil)
+		}
+		return false
+	}
+	return true
+}
+
+// runSolo is [mailbox.runOwn] for one check of a caller that holds the
+// turn (see [Client.Do]), when nothing is queued and the mailbox is not
+// suspended: it decides chk, with the clock read at at (see
+// [heir.instant]), writes its decision to d, releases the turn and reports
+// true with the check's error. The check runs as runCheck runs it, in the
+// mailbox's own call instead of a pooled one: no pool to take it from and
+// put it back in, no state for anyone else to read. Otherwise runSolo does
+// nothing and reports false: the turn is still held, and the check must go
+// behind what is queued, in a call of its own.
+func (m *mailbox) runSolo(chk *algo.Check, at int64, d *algo.Decision) (bool, error) {
+	if m.check == nil || m.users.Load() != 0 || m.systems.Load() != 0 || m.suspended.Load() {
+		return false, nil
+	}
+	k := m.solo
+	if k == nil {
+		k = &call{kind: callCheck, own: make([]algo.Check, 1), ownDecs: make([]algo.Decision, 1)}
+		k.batch, k.decs = k.own, k.ownDecs
+		m.solo = k
+	}
+	k.own[0] = *chk
+	k.at = at
+	m.runCheck(k)
+	var err error
+	if k.state.Load() == answered {
+		err = k.err
+		*d = k.ownDecs[0]
+	} else {
+		err = ErrClosed // the limiter has stopped for good: k was dropped
+	}
+	if err == nil {
+		k.own[0].ID = "" // hold no id alive
+		k.at = 0
+		k.state.Store(waiting)
+	} else {
+		m.solo = nil // the supervisor may hold it as the failing message
+	}
+	if m.release() {
+		m.process(max(1, m.batch-1), nil)
+	}
+	return true, err
 }
 
 // runOwn runs msg, with the turn held: directly when nothing is queued and

@@ -3,6 +3,7 @@ package actor
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -103,4 +104,54 @@ func TestTurnClockPanicGoesToTheSupervisor(t *testing.T) {
 	d, err := c.Do(ctx, hit("k", 1))
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), d.Count, "the hits of the failed calls were counted, or the first was lost")
+}
+
+// TestTurnCheckGoesBehindTheQueue: a caller whose turn comes while a
+// message is queued (here a reset of its key, sent while the turn was held)
+// runs its check behind it, in a call of its own rather than the
+// mailbox's, and both are answered; the next caller, finding nothing
+// queued, runs its check in the mailbox's own call again.
+func TestTurnCheckGoesBehindTheQueue(t *testing.T) {
+	c := startWithStore(t, table.New(0), 0)
+	require.True(t, c.h.turns)
+	ctx := context.Background()
+	for range 2 { // the first makes the mailbox's own call
+		_, err := c.Do(ctx, hit("k", 1))
+		require.NoError(t, err)
+	}
+	m := c.h.mailbox.Load()
+	require.NotNil(t, m.solo)
+	solo := m.solo
+
+	m.turn.Lock() // the turn is held: the reset is queued
+	reset := hit("k", 1)
+	reset.Op = algo.OpReset
+	queued := &call{kind: callCheck, own: []algo.Check{reset}, ownDecs: make([]algo.Decision, 1), done: make(chan struct{}, 1)}
+	queued.batch, queued.decs = queued.own, queued.ownDecs
+	c.root.Send(c.pid, queued)
+	require.Equal(t, int32(1), m.users.Load())
+	var d algo.Decision
+	var doErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d, doErr = c.Do(ctx, hit("k", 1))
+	}()
+	for m.takers.Load() == 0 { // the caller waits for its turn
+		runtime.Gosched()
+	}
+	m.turn.Unlock()
+	<-done
+	require.NoError(t, doErr)
+	require.NoError(t, c.await(ctx, queued))
+	assert.Equal(t, int64(1), d.Count, "the check did not go behind the reset queued ahead of it")
+	assert.Equal(t, int32(0), m.users.Load())
+	assert.Same(t, solo, m.solo)
+	assert.Equal(t, waiting, solo.state.Load())
+
+	d, err := c.Do(ctx, hit("k", 1))
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), d.Count)
+	assert.Same(t, solo, m.solo)
+	assert.Empty(t, solo.own[0].ID, "the mailbox's own call holds an id alive")
 }

@@ -41,9 +41,11 @@
 // mutex-btree with ids of 16 bytes ("user-00000012345", added in order),
 // the longest id a fixed-window key of actorlimit holds in its node.
 //
-// BenchmarkSweepUnderLoad/keys=<n>/callers=<c> fills a limiter on a fake
-// clock with 100 000 entries (1 000 000 with BENCH_FULL=1), a tenth of them
-// in one-second windows that the clock then leaves behind, and runs
+// BenchmarkSweepUnderLoad/keys=<n>/callers=<c> fills a limiter on a clock
+// moved by hand and read without a lock (a lock in the clock would be a
+// second lock the callers queue on) with 100 000 entries (1 000 000 with
+// BENCH_FULL=1), a tenth of them in one-second windows that the clock then
+// leaves behind, and runs
 // Limiter.Sweep, which must delete exactly that tenth, while c goroutines
 // call CheckRate on the live keys without pause. It reports the p50, p99 and
 // p99.9 of the latencies of the calls made during the sweep ("p50-ns",
@@ -52,7 +54,8 @@
 //
 // BenchmarkTail/impl=<name>/callers=<c> (tail_test.go) is the baseline of
 // those percentiles: the same calls, timed the same way, with no sweep, on
-// 100 000 keys, through actorlimit (frozen clock) and the two mutex
+// as many keys (100 000, 1 000 000 with BENCH_FULL=1), through actorlimit
+// (frozen clock) and the two mutex
 // versions; at 256 callers a peer's tail is what the machine and the Go
 // scheduler add.
 //

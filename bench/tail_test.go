@@ -14,7 +14,8 @@ const tailCalls = 2_000
 
 // BenchmarkTail measures the latencies of CheckRate calls with no sweep
 // running: the baseline of BenchmarkSweepUnderLoad's percentiles.
-// BenchmarkTail/impl=<name>/callers=<c> fills 100 000 keys, then, for each
+// BenchmarkTail/impl=<name>/callers=<c> fills the sweep benchmark's keys
+// (100 000, or 1 000 000 with BENCH_FULL=1: see sweepKeys), then, for each
 // iteration, c goroutines each make tailCalls timed calls on them without
 // pause; it reports the p50, p99 and p99.9 of every call of the run
 // ("p50-ns", "p99-ns", "p999-ns"). ns/op is one iteration. impl=actor is
@@ -24,7 +25,7 @@ const tailCalls = 2_000
 // latencies' own buffers would be all it counted (BenchmarkLimiters
 // reports the calls' allocations).
 func BenchmarkTail(b *testing.B) {
-	keys := keySet(100_000)
+	keys := keySet(sweepKeys())
 	for _, im := range impls {
 		for _, callers := range []int{2, 256} {
 			b.Run(fmt.Sprintf("impl=%s/callers=%d", im.name, callers), func(b *testing.B) {

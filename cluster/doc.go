@@ -63,7 +63,9 @@
 // or a context from [WithStrict], makes such a check wait RequestTimeout
 // and fail instead. Each request carries an id the owner remembers for a
 // while (at most [MaxRemembered] requests): a request sent again after its
-// answer was lost is answered from the first decision, counted once.
+// answer was lost is answered from the first decision, counted once, by
+// the partition's next owner too when the partition was handed on
+// meanwhile (a join, a graceful leave: the hand-off carries them).
 //
 // In [LocalFirst] mode (the default) every hit, of every algorithm, and
 // every peek of an id the member holds a copy of, is answered at once by

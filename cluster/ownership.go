@@ -235,6 +235,9 @@ func (m *Member) takeOver(p int, now int64) {
 func (m *Member) install(p int, st *clusterpb.PartState, now int64) {
 	op := newOwnerPart(m.cfg.partEntries())
 	op.self = m.local
+	// The members send it their copies' states whole once they see the
+	// new incarnation: within a few syncs once their views agree.
+	op.recordUntil = satAdd(now, int64(2*m.cfg.DeadAfter+4*m.cfg.SyncEvery))
 	if st != nil {
 		op.load(st, now, m.node, m.local.copyEpoch)
 	}

@@ -684,8 +684,11 @@ type Hits struct {
 	At []int64 `protobuf:"varint,4,rep,packed,name=at,proto3" json:"at,omitempty"`
 	N  []int64 `protobuf:"varint,5,rep,packed,name=n,proto3" json:"n,omitempty"`
 	// state, when set, is the node's copy of the key's state, in the
-	// table's encoding, sent instead of hits to an owner that started
-	// empty: it keeps the fuller of its own state and this one.
+	// table's encoding, sent to an owner that started empty, with the hits
+	// above (from base on) that the state holds and the owner before did
+	// not acknowledge: the owner charges those it has not, and keeps the
+	// fuller of its own state and this one with the other nodes' such hits
+	// charged to it.
 	State []byte `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
 	// reset_at is the time (Unix ns) of the latest reset of the key that
 	// the copy has honoured: a state sent whole from before a later reset

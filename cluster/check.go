@@ -33,7 +33,9 @@ import (
 //     2 × algo.MaxSpan from now;
 //   - states that decode and pass algo's checks, as the table loads them
 //     (a fixed window's count is not negative, among others);
-//   - resets that are resets.
+//   - resets that are resets;
+//   - at most MaxRemembered remembered requests in a partition's state,
+//     each with an id and time left, and decisions not negative.
 //
 // Which member may send what is checked against the receiver's view (see
 // peerSync and handOffPart).
@@ -413,6 +415,38 @@ func (pc peerCheck) partState(scratch *table.Table, st *clusterpb.PartState) err
 		}
 		if err := pc.until("a reset's end", r.GetUntil()); err != nil {
 			return err
+		}
+	}
+	return pc.remembered(st.GetRemembered())
+}
+
+// remembered checks the requests a partition's previous owner remembered:
+// at most MaxRemembered, each with an id, time left, no decision when
+// charged, and decisions whose counts and waits are not negative.
+func (pc peerCheck) remembered(reqs []*clusterpb.Remembered) error {
+	if len(reqs) > MaxRemembered {
+		return fmt.Errorf("%w: %d remembered requests, more than %d", errPeer, len(reqs), MaxRemembered)
+	}
+	for _, r := range reqs {
+		switch {
+		case r.GetRequestId() == 0:
+			return fmt.Errorf("%w: a remembered request with no id", errPeer)
+		case r.GetLeftNs() <= 0:
+			return fmt.Errorf("%w: a remembered request with %d ns left", errPeer, r.GetLeftNs())
+		case r.GetCharged() && len(r.GetDecisions()) > 0:
+			return fmt.Errorf("%w: a remembered charge with %d decisions", errPeer, len(r.GetDecisions()))
+		}
+		for _, d := range r.GetDecisions() {
+			for _, n := range []struct {
+				what string
+				v    int64
+			}{{"a decision's count", d.GetCount()}, {"a decision's remaining", d.GetRemaining()},
+				{"a decision's retry after", d.GetRetryAfterNs()}, {"a decision's reset after", d.GetResetAfterNs()},
+				{"a decision's delay", d.GetDelayNs()}} {
+				if err := count(n.what, n.v); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil

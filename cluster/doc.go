@@ -63,7 +63,9 @@
 // or a context from [WithStrict], makes such a check wait RequestTimeout
 // and fail instead. Each request carries an id the owner remembers for a
 // while (at most [MaxRemembered] requests): a request sent again after its
-// answer was lost is answered from the first decision, counted once.
+// answer was lost is answered from the first decision, counted once, by
+// the partition's next owner too when the partition was handed on
+// meanwhile (a join, a graceful leave: the hand-off carries them).
 //
 // In [LocalFirst] mode (the default) every hit, of every algorithm, and
 // every peek of an id the member holds a copy of, is answered at once by
@@ -104,10 +106,12 @@
 // every partition where it holds a copy whether its incarnation changed;
 // if it did (the partition moved), the member sends what it holds there
 // again, in the same round: its totals for the current windows, idle ones
-// too, and its copies' states whole, of which the new owner keeps the
-// fullest. So a count that the members hold never drops because an owner
-// died; what the dead owner alone held since it last sent its backup, its
-// own hits, can.
+// too, and its copies' states whole with the hits the old owner had not
+// acknowledged. The new owner keeps the union of what they know: the
+// fuller of the old owner's states the members last saw, plus every
+// member's hits since. So a count that the members hold never drops
+// because an owner died; what the dead owner alone held since it last
+// sent its backup, its own hits, can.
 //
 // While a partition's owner cannot be reached (its last sync failed), the
 // member keeps answering from its copies, without error, but admits at

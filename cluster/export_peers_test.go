@@ -27,7 +27,8 @@ func (m *Member) Owns(p int) bool { return m.parts[p].owned.Load() != nil }
 // StateDigest describes, in a canonical form, every state of m that a
 // message from another member may change: the owner's state of each
 // partition it owns, the partitions it hands on, waits for, keeps backups
-// of and accepted, and its counters other than Rejected and Refusals.
+// of and accepted, the requests it remembers as an owner, and its counters
+// other than Rejected and Refusals.
 func (m *Member) StateDigest() string {
 	var b strings.Builder
 	now := m.cfg.Clock.Now().UnixNano()
@@ -83,6 +84,14 @@ func (m *Member) StateDigest() string {
 		lines = append(lines, fmt.Sprintf("accepted %d from %q", p, from))
 	}
 	m.own.mu.Unlock()
+	for i := range m.fb.mem.shards {
+		s := &m.fb.mem.shards[i]
+		s.mu.Lock()
+		for id, r := range s.byID {
+			lines = append(lines, fmt.Sprintf("remembered %d of %d at %d: %v %v", id, r.part, r.at, r.charged, r.decisions))
+		}
+		s.mu.Unlock()
+	}
 	slices.Sort(lines)
 	for _, l := range lines {
 		b.WriteString(l + "\n")

@@ -213,3 +213,16 @@ func (o *Owners) SetOwnersClock(clock actorlimit.TickerClock) {
 	defer o.mu.Unlock()
 	o.clock.Clock = clock
 }
+
+// WrapSend makes the member's transport wrap(send): a test's hook before
+// and after each request to a partition's owner. Call it before the
+// member's first check.
+func (m *Member) WrapSend(wrap func(send func(int, any) (any, error)) func(int, any) (any, error)) {
+	m.send = wrap(m.send)
+}
+
+// OwnerAmong returns the owner of id's partition, on m, in a view of
+// members (addresses).
+func (m *Member) OwnerAmong(id string, members []string) string {
+	return newView(members, m.ids).owner(m.partition(id))
+}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,11 @@ func fuzzSeeds(m *Member) []proto.Message {
 	c, _ := checkFromWire(gcra)
 	bucket.Apply(&c, now)
 	state := bucket.Record(&c).State
+	handed := m.parts[1].owned.Load().export(1, now, "peer:1", nil)
+	handed.Remembered = []*clusterpb.Remembered{
+		{RequestId: 5, LeftNs: int64(time.Second), Decisions: []*clusterpb.Decision{{Allowed: true, Count: 1, Remaining: 9, ResetAfterNs: 6e9}}},
+		{RequestId: 6, LeftNs: 1, Charged: true},
+	}
 	return []proto.Message{
 		&clusterpb.SyncRequest{Node: "peer:1", Parts: []*clusterpb.PartSync{
 			{Partition: 0, Totals: []*clusterpb.Total{{Id: a, PeriodNs: minute, Window: now / minute, Hits: 3, Epoch: 1, Last: now}}},
@@ -93,7 +99,7 @@ func fuzzSeeds(m *Member) []proto.Message {
 		&clusterpb.DecideRequest{Partition: 0, Checks: []*clusterpb.Check{
 			{Algorithm: uint32(algo.FixedWindow), Id: a, PeriodNs: minute, Limit: 5, N: 1},
 			{Op: uint32(algo.OpReset), Algorithm: uint32(algo.FixedWindow), Id: a, PeriodNs: minute, Limit: 5, N: 1}}},
-		&clusterpb.HandOff{From: "peer:1", Parts: []*clusterpb.PartState{m.parts[1].owned.Load().export(1, now, "peer:1", nil)}},
+		&clusterpb.HandOff{From: "peer:1", Parts: []*clusterpb.PartState{handed}},
 		&clusterpb.HandOff{From: "peer:1", Backup: true, Parts: []*clusterpb.PartState{{Partition: 2,
 			Windows: []*clusterpb.Window{{Id: fuzzID(m, "c", 2), PeriodNs: minute, Window: now / minute, Sum: 4,
 				Nodes: []*clusterpb.NodeTotal{{Node: "peer:1", Epoch: 1, Hits: 4}}}}}}},
@@ -195,6 +201,20 @@ func (m *Member) checkInvariants() error {
 			return err
 		}
 	}
+	if n := m.fb.mem.len(); n > MaxRemembered {
+		return fmt.Errorf("%d remembered requests, more than %d", n, MaxRemembered)
+	}
+	for i := range m.fb.mem.shards {
+		s := &m.fb.mem.shards[i]
+		s.mu.Lock()
+		for id, r := range s.byID {
+			if id == 0 || int(r.part) >= len(m.parts) || r.at > now || r.charged && len(r.decisions) > 0 {
+				s.mu.Unlock()
+				return fmt.Errorf("remembered request %d out of bounds: %+v", id, r)
+			}
+		}
+		s.mu.Unlock()
+	}
 	return nil
 }
 
@@ -235,7 +255,10 @@ func FuzzServeDecide(f *testing.F) {
 
 func FuzzHandleHandOff(f *testing.F) {
 	addSeeds(f, &clusterpb.HandOff{From: "peer:1", Parts: []*clusterpb.PartState{{Partition: 0,
-		Records: []*clusterpb.Record{{Algorithm: uint32(algo.FixedWindow), PeriodNs: int64(time.Minute), Id: "a", State: []byte{1, 2, 1, 0, 0}}}}}})
+		Records: []*clusterpb.Record{{Algorithm: uint32(algo.FixedWindow), PeriodNs: int64(time.Minute), Id: "a", State: []byte{1, 2, 1, 0, 0}}}}}},
+		&clusterpb.HandOff{From: "peer:1", Parts: []*clusterpb.PartState{{Partition: 0,
+			Remembered: []*clusterpb.Remembered{{RequestId: 0, LeftNs: 1}, {RequestId: 3, LeftNs: -1}, {RequestId: 4, LeftNs: 1, Charged: true,
+				Decisions: []*clusterpb.Decision{{Count: -1}}}}}}})
 	m := fuzzMember(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h clusterpb.HandOff

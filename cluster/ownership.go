@@ -235,6 +235,9 @@ func (m *Member) takeOver(p int, now int64) {
 func (m *Member) install(p int, st *clusterpb.PartState, now int64) {
 	op := newOwnerPart(m.cfg.partEntries())
 	op.self = m.local
+	// The members send it their copies' states whole once they see the
+	// new incarnation: within a few syncs once their views agree.
+	op.recordUntil = satAdd(now, int64(2*m.cfg.DeadAfter+4*m.cfg.SyncEvery))
 	if st != nil {
 		op.load(st, now, m.node, m.local.copyEpoch)
 	}
@@ -293,8 +296,19 @@ func (m *Member) pushHandOffs() bool {
 		if h.to == "" {
 			continue
 		}
-		byTo[h.to] = append(byTo[h.to], h.state)
 		sent[p] = h
+	}
+	// The requests the member remembers of each partition go with it, as
+	// they are when it is sent: it decides nothing there since it released
+	// it.
+	parts := make(map[int]bool, len(sent))
+	for p := range sent {
+		parts[p] = true
+	}
+	mem := m.fb.mem.export(parts, now)
+	for p, h := range sent {
+		h.state.Remembered = mem[p]
+		byTo[h.to] = append(byTo[h.to], h.state)
 	}
 	m.own.mu.Unlock()
 	var wg sync.WaitGroup
@@ -458,6 +472,8 @@ func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 			if m.parts[p].owned.Load() == nil {
 				m.own.backups[p] = &backupState{from: h.GetFrom(), state: st}
 			}
+			// Remembered now: only the owner of the partition reads them.
+			m.fb.mem.load(uint32(p), st.GetRemembered(), now)
 			reply.Taken = append(reply.Taken, uint32(p))
 			continue
 		}
@@ -467,6 +483,7 @@ func (m *Member) handleHandOff(h *clusterpb.HandOff) *clusterpb.HandOffReply {
 			m.install(p, st, now)
 			m.counters.handOffs.Add(1)
 		}
+		m.fb.mem.load(uint32(p), st.GetRemembered(), now)
 		m.own.accepted[p] = h.GetFrom()
 		reply.Taken = append(reply.Taken, uint32(p))
 	}

@@ -76,6 +76,54 @@ type ownerPart struct {
 	// reset lately, its latest reset (see reset.go).
 	gen   uint64
 	marks map[stateKey]resetMark
+	// unsynced holds, for each key, the hits charged to it since the
+	// partition started here, until recordUntil (Unix ns, on the member's
+	// clock; 0: never), by member: when a member sends its copy's state
+	// whole (the partition moved), the other members' hits are charged to
+	// that state before the owner keeps the fuller (see rebuild).
+	unsynced    map[stateKey][]nodeHits
+	recordUntil int64
+}
+
+// nodeHits is, for one key, the hits of one member that the owner charged
+// while it records them: n in all, the latest at at (Unix ns); of its copy
+// epoch, the hits up to upTo. The owner's own, decided on its state, have
+// node "".
+type nodeHits struct {
+	node        string
+	epoch       uint64
+	at, n, upTo int64
+}
+
+// maxUnsyncedNodes bounds the members whose hits are kept for one key;
+// the hits of more are not kept.
+const maxUnsyncedNodes = 64
+
+// note records, for k, node's n hits of its copy epoch at at, its hits up
+// to upTo in all, while the owner records them. o.mu is held.
+func (o *ownerPart) note(k stateKey, node string, epoch uint64, at, n, upTo, now int64) {
+	if now >= o.recordUntil || n <= 0 {
+		return
+	}
+	ls, ok := o.unsynced[k]
+	if !ok && o.limit > 0 && len(o.unsynced) >= o.limit {
+		for victim := range o.unsynced { // any: a merge without them keeps the fuller
+			delete(o.unsynced, victim)
+			break
+		}
+	}
+	for i := range ls {
+		if x := &ls[i]; x.node == node {
+			if epoch != x.epoch {
+				x.epoch, x.upTo = epoch, 0
+			}
+			x.n, x.at, x.upTo = satAdd(x.n, n), max(x.at, at), max(x.upTo, upTo)
+			return
+		}
+	}
+	if len(ls) < maxUnsyncedNodes {
+		o.unsynced[k] = append(ls, nodeHits{node: node, epoch: epoch, at: at, n: n, upTo: upTo})
+	}
 }
 
 // chargedHits is, for one key, how many hits of each member's copy the
@@ -114,7 +162,7 @@ type nodeTotal struct {
 func newOwnerPart(limit int) *ownerPart {
 	return &ownerPart{inc: rand.Uint64() | 1, limit: limit, windows: make(map[localKey]*ownerWindow),
 		table: table.New(limit), scratch: table.New(0), charged: make(map[stateKey]*chargedHits),
-		marks: make(map[stateKey]resetMark)}
+		marks: make(map[stateKey]resetMark), unsynced: make(map[stateKey][]nodeHits)}
 }
 
 // add records node's total hits for window of k, counted by its copy
@@ -272,10 +320,15 @@ func (o *ownerPart) charge(node string, h *clusterpb.Hits, now int64) *clusterpb
 		nc = nodeCharged{epoch: h.GetEpoch(), done: h.GetBase()}
 	}
 	reset := o.resetAt(k)
-	if len(h.GetState()) > 0 && h.GetResetAt() >= reset {
-		o.merge(&c, h.GetState(), now)
-	}
-	if h.GetEpoch() == nc.epoch {
+	if len(h.GetState()) > 0 {
+		// The copy's state, whole (the partition moved), and the hits it
+		// holds that the earlier owner did not acknowledge.
+		if h.GetResetAt() >= reset {
+			o.rebuild(node, &c, h, nc, reset, now)
+		}
+		nc.done = max(nc.done, sumHits(h.GetBase(), ns))
+		ch.nodes[node] = nc
+	} else if h.GetEpoch() == nc.epoch {
 		cum := h.GetBase()
 		for i, n := range ns {
 			if n <= 0 {
@@ -286,6 +339,7 @@ func (o *ownerPart) charge(node string, h *clusterpb.Hits, now int64) *clusterpb
 				if at[i] >= reset {
 					c.N = next - max(cum, nc.done)
 					o.table.Charge(&c, min(at[i], now))
+					o.note(k, node, nc.epoch, min(at[i], now), c.N, next, now)
 				}
 				nc.done = next
 			}
@@ -326,13 +380,76 @@ func (o *ownerPart) evictCharged() {
 	delete(o.charged, victim)
 }
 
+// sumHits returns base plus the counts of ns that are positive.
+func sumHits(base int64, ns []int64) int64 {
+	for _, n := range ns {
+		base = satAdd(base, max(n, 0))
+	}
+	return base
+}
+
+// rebuild takes node's copy of c's key, sent whole because the partition
+// moved: h's state, which holds h's hits (those the partition's earlier
+// owner had not acknowledged, from h's base on; nc is what this owner has
+// charged of them, by h or by the sync before it). Those it has not
+// charged are charged, and all are noted (unsynced). Of the owner's state
+// and the copy's state with the other members' hits noted charged to it,
+// it keeps the fuller (see merge): the fuller of the states the earlier
+// owner last answered, plus every member's hits since. Hits before the
+// key's latest reset (reset) are not charged. o.mu is held.
+func (o *ownerPart) rebuild(node string, c *algo.Check, h *clusterpb.Hits, nc nodeCharged, reset, now int64) {
+	k := keyOf(c)
+	var kept int64 // how far the notes hold node's copy's hits
+	for _, x := range o.unsynced[k] {
+		if x.node == node && x.epoch == h.GetEpoch() {
+			kept = x.upTo
+		}
+	}
+	if h.GetEpoch() == nc.epoch {
+		cum := h.GetBase()
+		for i, n := range h.GetN() {
+			if n <= 0 {
+				continue
+			}
+			next := satAdd(cum, n)
+			at := min(h.GetAt()[i], now)
+			if at >= reset && next > nc.done {
+				cc := *c
+				cc.N = next - max(cum, nc.done)
+				o.table.Charge(&cc, at)
+			}
+			if at >= reset && next > kept {
+				o.note(k, node, h.GetEpoch(), at, next-max(cum, kept), next, now)
+			}
+			cum = next
+		}
+	}
+	var others []nodeHits
+	for _, x := range o.unsynced[k] {
+		if x.node != node {
+			others = append(others, x)
+		}
+	}
+	o.mergeWith(c, h.GetState(), now, others)
+}
+
 // merge keeps the fuller of the owner's state of c's key and state, a
 // member's copy of it: the one that holds more hits at now (for a bucket,
 // the one that drains later). o.mu is held.
 func (o *ownerPart) merge(c *algo.Check, state []byte, now int64) {
+	o.mergeWith(c, state, now, nil)
+}
+
+// mergeWith is merge, with hits charged to state first. o.mu is held.
+func (o *ownerPart) mergeWith(c *algo.Check, state []byte, now int64, hits []nodeHits) {
 	theirs := algo.Record{Algorithm: c.Algorithm, Period: c.Period, ID: c.ID, Death: 1<<63 - 1, State: state}
 	if o.scratch.Load(now, theirs) != nil {
 		return
+	}
+	for _, x := range hits {
+		cc := *c
+		cc.N = x.n
+		o.scratch.Charge(&cc, x.at)
 	}
 	t := o.scratch.Record(c)
 	o.scratch.Delete(keyOf(c).table())
@@ -393,7 +510,15 @@ func (o *ownerPart) applyLive(c *algo.Check, now int64) (algo.Decision, bool) {
 		return algo.Decision{}, false
 	}
 	defer o.leave()
-	return o.apply(c, now), true
+	o.touch()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	d := o.table.Apply(c, now)
+	if d.Allowed && c.Op == algo.OpHit {
+		// The owner's own hit: noted, as the members' (see rebuild).
+		o.note(keyOf(c), "", 0, now, c.N, 0, now)
+	}
+	return d, true
 }
 
 // syncLive is sync while the state is the owner's; it returns nil once it
@@ -464,6 +589,11 @@ func (o *ownerPart) sweep(now int64) int {
 	for k, ch := range o.charged {
 		if ch.death < now {
 			delete(o.charged, k)
+		}
+	}
+	for k := range o.unsynced {
+		if _, ok := o.table.Get(k.table()); !ok || now >= o.recordUntil {
+			delete(o.unsynced, k)
 		}
 	}
 	for k, w := range o.windows {

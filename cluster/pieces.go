@@ -174,6 +174,10 @@ func pieces(st *clusterpb.PartState, version uint64) []*clusterpb.PartState {
 		c := room(proto.Size(r) + 8)
 		c.Resets = append(c.Resets, r)
 	}
+	for _, r := range st.GetRemembered() {
+		c := room(proto.Size(r) + 8)
+		c.Remembered = append(c.Remembered, r)
+	}
 	for _, c := range out {
 		c.Pieces = uint32(len(out))
 	}
@@ -268,6 +272,7 @@ func (m *Member) assemble(from string, st *clusterpb.PartState, backup bool) *cl
 	a.state.Records = append(a.state.Records, st.GetRecords()...)
 	a.state.Charged = append(a.state.Charged, st.GetCharged()...)
 	a.state.Resets = append(a.state.Resets, st.GetResets()...)
+	a.state.Remembered = append(a.state.Remembered, st.GetRemembered()...)
 	if a.next < st.GetPieces() {
 		return nil
 	}

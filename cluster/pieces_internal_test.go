@@ -14,7 +14,7 @@ import (
 )
 
 // bigState is a partition's state of n keys of each kind, with ids of
-// idLen bytes.
+// idLen bytes, and n remembered requests.
 func bigState(n, idLen int) *clusterpb.PartState {
 	st := &clusterpb.PartState{Partition: 7}
 	pad := strings.Repeat("x", idLen)
@@ -26,6 +26,8 @@ func bigState(n, idLen int) *clusterpb.PartState {
 		st.Charged = append(st.Charged, &clusterpb.Charged{Algorithm: uint32(algo.TokenBucket), PeriodNs: 1e9, Id: id, Death: 1e18,
 			Nodes: []*clusterpb.NodeCharged{{Node: "127.0.0.1:4002", Epoch: 4, Done: 8}}})
 		st.Resets = append(st.Resets, &clusterpb.Reset{Algorithm: uint32(algo.GCRA), Id: id, PeriodNs: 1e9, At: 5, Until: 1e18})
+		st.Remembered = append(st.Remembered, &clusterpb.Remembered{RequestId: uint64(i) + 1, LeftNs: 1e9,
+			Decisions: []*clusterpb.Decision{{Allowed: true, Count: 3, Remaining: 7}}})
 	}
 	return st
 }

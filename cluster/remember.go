@@ -54,9 +54,13 @@ type rememberedID struct {
 }
 
 // rememberedReply is one request's decisions, or, charged, that the owner
-// took it as a member's fallback charge (it answers a late request so).
+// took it as a member's fallback charge (it answers a late request so);
+// part is the request's partition, at when it was decided (Unix ns, on
+// the member's clock).
 type rememberedReply struct {
 	charged   bool
+	part      uint32
+	at        int64
 	decisions []algo.Decision
 }
 
@@ -75,11 +79,14 @@ func (r *remembered) shard(id uint64) *rememberShard {
 	return &r.shards[mix64(id)%rememberShards]
 }
 
-// put remembers id's reply at now, forgetting first the ids older than
-// keep, and the oldest when the shard is full. The shard's lock is held.
+// put remembers id's reply, decided at rep.at, at now, forgetting first
+// the ids older than keep, and the oldest when the shard is full. The
+// shard's lock is held.
 func (s *rememberShard) put(id uint64, now, keep int64, rep rememberedReply) {
 	for s.head < len(s.ring) && (len(s.ring)-s.head >= perShard || s.ring[s.head].at < now-keep) {
-		delete(s.byID, s.ring[s.head].id)
+		if r, ok := s.byID[s.ring[s.head].id]; ok && r.at == s.ring[s.head].at {
+			delete(s.byID, s.ring[s.head].id)
+		}
 		s.head++
 	}
 	if s.head > 0 && s.head >= len(s.ring)/2 {
@@ -87,8 +94,72 @@ func (s *rememberShard) put(id uint64, now, keep int64, rep rememberedReply) {
 		clear(s.ring[n:])
 		s.ring, s.head = s.ring[:n], 0
 	}
-	s.ring = append(s.ring, rememberedID{id: id, at: now})
+	s.ring = append(s.ring, rememberedID{id: id, at: rep.at})
 	s.byID[id] = rep
+}
+
+// get returns id's reply, unless it is older than keep at now (a reply
+// that a hand-off brought may wait behind younger ones in the ring). The
+// shard's lock is held.
+func (s *rememberShard) get(id uint64, now, keep int64) (rememberedReply, bool) {
+	rep, ok := s.byID[id]
+	if !ok || rep.at < now-keep {
+		return rememberedReply{}, false
+	}
+	return rep, true
+}
+
+// export returns, for each partition of parts, the requests of it that r
+// remembers at now, each with how much longer r would remember it: what a
+// hand-off of the partition carries to its next owner.
+func (r *remembered) export(parts map[int]bool, now int64) map[int][]*clusterpb.Remembered {
+	out := make(map[int][]*clusterpb.Remembered)
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		for id, rep := range s.byID {
+			left := rep.at + r.keep - now
+			if !parts[int(rep.part)] || left <= 0 {
+				continue
+			}
+			w := &clusterpb.Remembered{RequestId: id, LeftNs: left, Charged: rep.charged}
+			if len(rep.decisions) > 0 {
+				w.Decisions = make([]*clusterpb.Decision, len(rep.decisions))
+				for j, d := range rep.decisions {
+					w.Decisions[j] = decisionToWire(d)
+				}
+			}
+			out[int(rep.part)] = append(out[int(rep.part)], w)
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// load remembers, at now, the requests of partition p that its previous
+// owner remembered (checked: see peerCheck.remembered), each for what was
+// left of its time there, at most keep; an id r remembers already keeps
+// what r has. The bounds hold as for the requests r decides.
+func (r *remembered) load(p uint32, reqs []*clusterpb.Remembered, now int64) {
+	for _, w := range reqs {
+		id, left := w.GetRequestId(), min(w.GetLeftNs(), r.keep)
+		if id == 0 || left <= 0 {
+			continue
+		}
+		rep := rememberedReply{charged: w.GetCharged(), part: p, at: now - (r.keep - left)}
+		if !rep.charged {
+			rep.decisions = make([]algo.Decision, len(w.GetDecisions()))
+			for j, d := range w.GetDecisions() {
+				rep.decisions[j] = decisionFromWire(d)
+			}
+		}
+		s := r.shard(id)
+		s.mu.Lock()
+		if _, ok := s.get(id, now, r.keep); !ok {
+			s.put(id, now, r.keep, rep)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // len returns how many requests are remembered.
@@ -119,7 +190,7 @@ func (o *ownerPart) answer(req *clusterpb.DecideRequest, checks []algo.Check, no
 		defer o.leave()
 	}
 	if len(req.GetCharges()) > 0 {
-		o.takeCharges(req.GetCharges(), now, mem, deduped)
+		o.takeCharges(req.GetPartition(), req.GetCharges(), now, mem, deduped)
 		return &clusterpb.DecideReply{}
 	}
 	id := req.GetRequestId()
@@ -130,7 +201,9 @@ func (o *ownerPart) answer(req *clusterpb.DecideRequest, checks []algo.Check, no
 		s = mem.shard(id)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if rep, ok := s.byID[id]; ok {
+		// A reply that does not fit the checks (the same id from another
+		// sender: never, with random ids) is not theirs.
+		if rep, ok := s.get(id, now, mem.keep); ok && (rep.charged || len(rep.decisions) == len(checks)) {
 			if deduped != nil {
 				deduped.Add(1)
 			}
@@ -146,7 +219,7 @@ func (o *ownerPart) answer(req *clusterpb.DecideRequest, checks []algo.Check, no
 	out := make([]algo.Decision, len(checks))
 	o.decide(now, checks, out)
 	if s != nil {
-		s.put(id, now, mem.keep, rememberedReply{decisions: out})
+		s.put(id, now, mem.keep, rememberedReply{part: req.GetPartition(), at: now, decisions: out})
 	}
 	return decisionsReply(out)
 }
@@ -160,17 +233,17 @@ func decisionsReply(out []algo.Decision) *clusterpb.DecideReply {
 	return reply
 }
 
-// takeCharges charges, at now, the requests that members decided on their
-// share while this owner did not answer, each once: those it remembers
-// (decided, or charged already) are skipped.
-func (o *ownerPart) takeCharges(charges []*clusterpb.Charge, now int64, mem *remembered, deduped *atomic.Uint64) {
+// takeCharges charges, at now, the requests of partition p that members
+// decided on their share while this owner did not answer, each once: those
+// it remembers (decided, or charged already) are skipped.
+func (o *ownerPart) takeCharges(p uint32, charges []*clusterpb.Charge, now int64, mem *remembered, deduped *atomic.Uint64) {
 	for _, ch := range charges {
 		id := ch.GetRequestId()
 		var s *rememberShard
 		if id != 0 && mem != nil {
 			s = mem.shard(id)
 			s.mu.Lock()
-			if _, ok := s.byID[id]; ok {
+			if _, ok := s.get(id, now, mem.keep); ok {
 				s.mu.Unlock()
 				if deduped != nil {
 					deduped.Add(1)
@@ -184,7 +257,7 @@ func (o *ownerPart) takeCharges(charges []*clusterpb.Charge, now int64, mem *rem
 		}
 		o.charge1(ch, at, now)
 		if s != nil {
-			s.put(id, now, mem.keep, rememberedReply{charged: true})
+			s.put(id, now, mem.keep, rememberedReply{charged: true, part: p, at: now})
 			s.mu.Unlock()
 		}
 	}

@@ -64,6 +64,7 @@ func (o *ownerPart) resetKey(c *algo.Check, at int64) bool {
 		return false
 	}
 	o.table.Delete(k.table())
+	delete(o.unsynced, k)
 	if c.Algorithm == algo.FixedWindow {
 		lk := localKey{id: c.ID, period: int64(c.Period)}
 		if w := o.windows[lk]; w != nil && algo.FloorDiv(at, lk.period) >= w.window {

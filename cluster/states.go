@@ -310,16 +310,18 @@ func (s *stateShard) pending(k stateKey, cp *stateCopy) statePending {
 	policy := cp.policy
 	policy.Op, policy.N = algo.OpHit, 1
 	h := &clusterpb.Hits{Check: checkToWire(&policy), Epoch: cp.epoch, Base: cp.acked, ResetAt: cp.reset}
+	// Its hits since the owner last charged them; when rebuilding, with
+	// the state, which holds them: the new owner charges those it has not,
+	// and merges the other members' with the state.
+	h.At, h.N = make([]int64, len(cp.hits)), make([]int64, len(cp.hits))
+	for i, x := range cp.hits {
+		h.At[i], h.N[i] = x.at, x.n
+	}
 	if cp.rebuild {
-		// The state holds every hit of the copy: the owner counts them all.
-		h.Base = cp.total
 		if r := s.t.Record(&policy); r.State != nil {
 			h.State = r.State
-		}
-	} else {
-		h.At, h.N = make([]int64, len(cp.hits)), make([]int64, len(cp.hits))
-		for i, x := range cp.hits {
-			h.At[i], h.N[i] = x.at, x.n
+		} else {
+			h.Base, h.At, h.N = cp.total, nil, nil // no state: every hit taken as charged
 		}
 	}
 	return statePending{key: k, part: int(cp.part), epoch: cp.epoch, rebuild: cp.rebuild, hits: h}
@@ -426,10 +428,13 @@ func (st *states) applied(sp statePending, r *clusterpb.State, now int64, replac
 	if sp.rebuild {
 		cp.rebuild = false
 	}
-	cp.ack(r.GetDone())
 	if !replace {
+		// An owner that started empty: the copy's hits go again with its
+		// state (rebuildIn), for the new owner to merge them with the other
+		// members' states.
 		return
 	}
+	cp.ack(r.GetDone())
 	k := sp.key.table()
 	if len(r.GetState()) == 0 {
 		if mine := s.t.Record(&cp.policy); mine.State != nil && mine.Death > now {

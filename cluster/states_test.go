@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -142,5 +143,45 @@ func (d *detachedCluster) ownWithRelease(i, p int) func() {
 		delete(d.handlers, p)
 		d.mu.Unlock()
 		release()
+	}
+}
+
+// TestLocalFirstStatesSurvivorsMerge: a partition's owner dies while the
+// members hold hits it has not acknowledged, and their copies rest on
+// different answers of it (member 0 synced last). The new owner, a fourth
+// party or one of the members, takes every member's state whole and keeps
+// the union of what they know: the fuller of the dead owner's states they
+// last saw (member 0's, 20) plus every member's hits since (3 and 4), 27;
+// not the fuller copy alone (25: member 1's 3 or member 0's 4 lost), as
+// when it kept the fullest. Member 1, whose copy rests on the older
+// answer, syncs with the new owner first.
+func TestLocalFirstStatesSurvivorsMerge(t *testing.T) {
+	for _, owner := range []int{-1, 0} {
+		for a, p := range others() {
+			t.Run(fmt.Sprintf("%v/new-owner-%d", a, owner), func(t *testing.T) {
+				d := newDetached(t, 3, newFakeClock())
+				for i := range d.members {
+					d.hit(t, i, "k", p, 5+i)
+				}
+				d.syncAll()
+				d.syncAll() // every copy holds 18
+				d.hit(t, 0, "k", p, 2)
+				d.members[0].SyncNow() // 20 at the owner, and in member 0's copy
+				d.hit(t, 1, "k", p, 3)
+				d.hit(t, 0, "k", p, 4)
+				part := cluster.Partition("k", 16)
+				d.owners.Drop(part) // the owner dies with none of the 7
+				if owner >= 0 {
+					d.own(owner, part)
+				}
+				d.members[1].SyncNow()
+				d.members[0].SyncNow()
+				d.members[2].SyncNow()
+				d.syncAll()
+				for i := range d.members {
+					assert.EqualValues(t, 27, d.peekCount(t, i, "k", p), "member %d", i)
+				}
+			})
+		}
 	}
 }

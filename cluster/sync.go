@@ -85,7 +85,20 @@ func (m *Member) syncRound(now int64) {
 	for _, p := range m.local.takeActive(now, m.round, nil) {
 		work.of(p.part).totals = append(work.of(p.part).totals, p)
 	}
-	for _, sp := range m.states.takeActive(m.round, nil) {
+	// The partitions this member came to own since the last round (taken
+	// over, handed to it): its copies' states there go whole to its own
+	// owner's state, as any member's go to a new owner (rebuildIn).
+	fresh := make(map[int]bool)
+	for p := range m.parts {
+		if op := m.parts[p].owned.Load(); op != nil && m.parts[p].known.Load() != op.inc {
+			fresh[p] = true
+		}
+	}
+	var rebuilt []statePending
+	if len(fresh) > 0 {
+		rebuilt = m.states.rebuildIn(fresh, m.round, nil)
+	}
+	for _, sp := range m.states.takeActive(m.round, rebuilt) {
 		work.of(sp.part).hits = append(work.of(sp.part).hits, sp)
 	}
 	m.resetMu.Lock()

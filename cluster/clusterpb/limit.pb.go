@@ -684,8 +684,11 @@ type Hits struct {
 	At []int64 `protobuf:"varint,4,rep,packed,name=at,proto3" json:"at,omitempty"`
 	N  []int64 `protobuf:"varint,5,rep,packed,name=n,proto3" json:"n,omitempty"`
 	// state, when set, is the node's copy of the key's state, in the
-	// table's encoding, sent instead of hits to an owner that started
-	// empty: it keeps the fuller of its own state and this one.
+	// table's encoding, sent to an owner that started empty, with the hits
+	// above (from base on) that the state holds and the owner before did
+	// not acknowledge: the owner charges those it has not, and keeps the
+	// fuller of its own state and this one with the other nodes' such hits
+	// charged to it.
 	State []byte `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
 	// reset_at is the time (Unix ns) of the latest reset of the key that
 	// the copy has honoured: a state sent whole from before a later reset
@@ -1191,13 +1194,20 @@ type PartState struct {
 	// resets are the owner's latest resets of the partition's keys.
 	Resets []*Reset `protobuf:"bytes,5,rep,name=resets,proto3" json:"resets,omitempty"`
 	// A state larger than a message may be is sent in pieces, in order,
-	// each with some of its windows, records, charged and resets: piece
+	// each with some of its windows, records, charged, resets and
+	// remembered requests: piece
 	// numbers them from 0 of pieces, and version names the export they are
 	// pieces of. The receiver takes the state once it has every piece of one
 	// version; pieces 0 (or 1) means the state is whole.
-	Piece         uint32 `protobuf:"varint,6,opt,name=piece,proto3" json:"piece,omitempty"`
-	Pieces        uint32 `protobuf:"varint,7,opt,name=pieces,proto3" json:"pieces,omitempty"`
-	Version       uint64 `protobuf:"varint,8,opt,name=version,proto3" json:"version,omitempty"`
+	Piece   uint32 `protobuf:"varint,6,opt,name=piece,proto3" json:"piece,omitempty"`
+	Pieces  uint32 `protobuf:"varint,7,opt,name=pieces,proto3" json:"pieces,omitempty"`
+	Version uint64 `protobuf:"varint,8,opt,name=version,proto3" json:"version,omitempty"`
+	// remembered are the Owner-mode requests of the partition that the
+	// owner decided or charged lately (see DecideRequest.request_id): a
+	// hand-off carries them, so that a request sent again to the next owner
+	// after its answer was lost is answered from the first decision there
+	// too, and a charge sent again counts nothing.
+	Remembered    []*Remembered `protobuf:"bytes,9,rep,name=remembered,proto3" json:"remembered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1288,6 +1298,84 @@ func (x *PartState) GetVersion() uint64 {
 	return 0
 }
 
+func (x *PartState) GetRemembered() []*Remembered {
+	if x != nil {
+		return x.Remembered
+	}
+	return nil
+}
+
+// Remembered is one request an owner remembers: its id, its decisions
+// (none when charged: the owner took it as a member's charge), and how
+// much longer (ns) the owner would have remembered it.
+type Remembered struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     uint64                 `protobuf:"fixed64,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	LeftNs        int64                  `protobuf:"varint,2,opt,name=left_ns,json=leftNs,proto3" json:"left_ns,omitempty"`
+	Charged       bool                   `protobuf:"varint,3,opt,name=charged,proto3" json:"charged,omitempty"`
+	Decisions     []*Decision            `protobuf:"bytes,4,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Remembered) Reset() {
+	*x = Remembered{}
+	mi := &file_limit_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Remembered) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Remembered) ProtoMessage() {}
+
+func (x *Remembered) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Remembered.ProtoReflect.Descriptor instead.
+func (*Remembered) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Remembered) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *Remembered) GetLeftNs() int64 {
+	if x != nil {
+		return x.LeftNs
+	}
+	return 0
+}
+
+func (x *Remembered) GetCharged() bool {
+	if x != nil {
+		return x.Charged
+	}
+	return false
+}
+
+func (x *Remembered) GetDecisions() []*Decision {
+	if x != nil {
+		return x.Decisions
+	}
+	return nil
+}
+
 // Window is the owner's state of one key's fixed window (LocalFirst): each
 // member's total, as in Total, and their sum.
 type Window struct {
@@ -1303,7 +1391,7 @@ type Window struct {
 
 func (x *Window) Reset() {
 	*x = Window{}
-	mi := &file_limit_proto_msgTypes[15]
+	mi := &file_limit_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1403,7 @@ func (x *Window) String() string {
 func (*Window) ProtoMessage() {}
 
 func (x *Window) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[15]
+	mi := &file_limit_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +1416,7 @@ func (x *Window) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Window.ProtoReflect.Descriptor instead.
 func (*Window) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{15}
+	return file_limit_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Window) GetId() string {
@@ -1380,7 +1468,7 @@ type NodeTotal struct {
 
 func (x *NodeTotal) Reset() {
 	*x = NodeTotal{}
-	mi := &file_limit_proto_msgTypes[16]
+	mi := &file_limit_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1480,7 @@ func (x *NodeTotal) String() string {
 func (*NodeTotal) ProtoMessage() {}
 
 func (x *NodeTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[16]
+	mi := &file_limit_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1493,7 @@ func (x *NodeTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTotal.ProtoReflect.Descriptor instead.
 func (*NodeTotal) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{16}
+	return file_limit_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NodeTotal) GetNode() string {
@@ -1450,7 +1538,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_limit_proto_msgTypes[17]
+	mi := &file_limit_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1550,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[17]
+	mi := &file_limit_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1563,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{17}
+	return file_limit_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Record) GetAlgorithm() uint32 {
@@ -1528,7 +1616,7 @@ type Charged struct {
 
 func (x *Charged) Reset() {
 	*x = Charged{}
-	mi := &file_limit_proto_msgTypes[18]
+	mi := &file_limit_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +1628,7 @@ func (x *Charged) String() string {
 func (*Charged) ProtoMessage() {}
 
 func (x *Charged) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[18]
+	mi := &file_limit_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +1641,7 @@ func (x *Charged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Charged.ProtoReflect.Descriptor instead.
 func (*Charged) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{18}
+	return file_limit_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Charged) GetAlgorithm() uint32 {
@@ -1603,7 +1691,7 @@ type NodeCharged struct {
 
 func (x *NodeCharged) Reset() {
 	*x = NodeCharged{}
-	mi := &file_limit_proto_msgTypes[19]
+	mi := &file_limit_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1703,7 @@ func (x *NodeCharged) String() string {
 func (*NodeCharged) ProtoMessage() {}
 
 func (x *NodeCharged) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[19]
+	mi := &file_limit_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1716,7 @@ func (x *NodeCharged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCharged.ProtoReflect.Descriptor instead.
 func (*NodeCharged) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{19}
+	return file_limit_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NodeCharged) GetNode() string {
@@ -1672,7 +1760,7 @@ type HandOff struct {
 
 func (x *HandOff) Reset() {
 	*x = HandOff{}
-	mi := &file_limit_proto_msgTypes[20]
+	mi := &file_limit_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1772,7 @@ func (x *HandOff) String() string {
 func (*HandOff) ProtoMessage() {}
 
 func (x *HandOff) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[20]
+	mi := &file_limit_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1785,7 @@ func (x *HandOff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandOff.ProtoReflect.Descriptor instead.
 func (*HandOff) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{20}
+	return file_limit_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HandOff) GetFrom() string {
@@ -1747,7 +1835,7 @@ type HandOffReply struct {
 
 func (x *HandOffReply) Reset() {
 	*x = HandOffReply{}
-	mi := &file_limit_proto_msgTypes[21]
+	mi := &file_limit_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1847,7 @@ func (x *HandOffReply) String() string {
 func (*HandOffReply) ProtoMessage() {}
 
 func (x *HandOffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_limit_proto_msgTypes[21]
+	mi := &file_limit_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1860,7 @@ func (x *HandOffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandOffReply.ProtoReflect.Descriptor instead.
 func (*HandOffReply) Descriptor() ([]byte, []int) {
-	return file_limit_proto_rawDescGZIP(), []int{21}
+	return file_limit_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HandOffReply) GetTaken() []uint32 {
@@ -1880,7 +1968,7 @@ const file_limit_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x14\n" +
 	"\x05death\x18\x03 \x01(\x03R\x05death\"F\n" +
 	"\tSyncReply\x123\n" +
-	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02\"\xc7\x02\n" +
+	"\x05parts\x18\x02 \x03(\v2\x1d.actorlimit.cluster.PartReplyR\x05partsJ\x04\b\x01\x10\x02\"\x87\x03\n" +
 	"\tPartState\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x124\n" +
 	"\awindows\x18\x02 \x03(\v2\x1a.actorlimit.cluster.WindowR\awindows\x124\n" +
@@ -1889,7 +1977,17 @@ const file_limit_proto_rawDesc = "" +
 	"\x06resets\x18\x05 \x03(\v2\x19.actorlimit.cluster.ResetR\x06resets\x12\x14\n" +
 	"\x05piece\x18\x06 \x01(\rR\x05piece\x12\x16\n" +
 	"\x06pieces\x18\a \x01(\rR\x06pieces\x12\x18\n" +
-	"\aversion\x18\b \x01(\x04R\aversion\"\x94\x01\n" +
+	"\aversion\x18\b \x01(\x04R\aversion\x12>\n" +
+	"\n" +
+	"remembered\x18\t \x03(\v2\x1e.actorlimit.cluster.RememberedR\n" +
+	"remembered\"\x9a\x01\n" +
+	"\n" +
+	"Remembered\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x06R\trequestId\x12\x17\n" +
+	"\aleft_ns\x18\x02 \x01(\x03R\x06leftNs\x12\x18\n" +
+	"\acharged\x18\x03 \x01(\bR\acharged\x12:\n" +
+	"\tdecisions\x18\x04 \x03(\v2\x1c.actorlimit.cluster.DecisionR\tdecisions\"\x94\x01\n" +
 	"\x06Window\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tperiod_ns\x18\x02 \x01(\x03R\bperiodNs\x12\x16\n" +
@@ -1939,7 +2037,7 @@ func file_limit_proto_rawDescGZIP() []byte {
 	return file_limit_proto_rawDescData
 }
 
-var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_limit_proto_goTypes = []any{
 	(*Check)(nil),         // 0: actorlimit.cluster.Check
 	(*Decision)(nil),      // 1: actorlimit.cluster.Decision
@@ -1956,13 +2054,14 @@ var file_limit_proto_goTypes = []any{
 	(*State)(nil),         // 12: actorlimit.cluster.State
 	(*SyncReply)(nil),     // 13: actorlimit.cluster.SyncReply
 	(*PartState)(nil),     // 14: actorlimit.cluster.PartState
-	(*Window)(nil),        // 15: actorlimit.cluster.Window
-	(*NodeTotal)(nil),     // 16: actorlimit.cluster.NodeTotal
-	(*Record)(nil),        // 17: actorlimit.cluster.Record
-	(*Charged)(nil),       // 18: actorlimit.cluster.Charged
-	(*NodeCharged)(nil),   // 19: actorlimit.cluster.NodeCharged
-	(*HandOff)(nil),       // 20: actorlimit.cluster.HandOff
-	(*HandOffReply)(nil),  // 21: actorlimit.cluster.HandOffReply
+	(*Remembered)(nil),    // 15: actorlimit.cluster.Remembered
+	(*Window)(nil),        // 16: actorlimit.cluster.Window
+	(*NodeTotal)(nil),     // 17: actorlimit.cluster.NodeTotal
+	(*Record)(nil),        // 18: actorlimit.cluster.Record
+	(*Charged)(nil),       // 19: actorlimit.cluster.Charged
+	(*NodeCharged)(nil),   // 20: actorlimit.cluster.NodeCharged
+	(*HandOff)(nil),       // 21: actorlimit.cluster.HandOff
+	(*HandOffReply)(nil),  // 22: actorlimit.cluster.HandOffReply
 }
 var file_limit_proto_depIdxs = []int32{
 	0,  // 0: actorlimit.cluster.DecideRequest.checks:type_name -> actorlimit.cluster.Check
@@ -1978,18 +2077,20 @@ var file_limit_proto_depIdxs = []int32{
 	12, // 10: actorlimit.cluster.PartReply.states:type_name -> actorlimit.cluster.State
 	11, // 11: actorlimit.cluster.PartReply.resets:type_name -> actorlimit.cluster.Reset
 	10, // 12: actorlimit.cluster.SyncReply.parts:type_name -> actorlimit.cluster.PartReply
-	15, // 13: actorlimit.cluster.PartState.windows:type_name -> actorlimit.cluster.Window
-	17, // 14: actorlimit.cluster.PartState.records:type_name -> actorlimit.cluster.Record
-	18, // 15: actorlimit.cluster.PartState.charged:type_name -> actorlimit.cluster.Charged
+	16, // 13: actorlimit.cluster.PartState.windows:type_name -> actorlimit.cluster.Window
+	18, // 14: actorlimit.cluster.PartState.records:type_name -> actorlimit.cluster.Record
+	19, // 15: actorlimit.cluster.PartState.charged:type_name -> actorlimit.cluster.Charged
 	11, // 16: actorlimit.cluster.PartState.resets:type_name -> actorlimit.cluster.Reset
-	16, // 17: actorlimit.cluster.Window.nodes:type_name -> actorlimit.cluster.NodeTotal
-	19, // 18: actorlimit.cluster.Charged.nodes:type_name -> actorlimit.cluster.NodeCharged
-	14, // 19: actorlimit.cluster.HandOff.parts:type_name -> actorlimit.cluster.PartState
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	15, // 17: actorlimit.cluster.PartState.remembered:type_name -> actorlimit.cluster.Remembered
+	1,  // 18: actorlimit.cluster.Remembered.decisions:type_name -> actorlimit.cluster.Decision
+	17, // 19: actorlimit.cluster.Window.nodes:type_name -> actorlimit.cluster.NodeTotal
+	20, // 20: actorlimit.cluster.Charged.nodes:type_name -> actorlimit.cluster.NodeCharged
+	14, // 21: actorlimit.cluster.HandOff.parts:type_name -> actorlimit.cluster.PartState
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_limit_proto_init() }
@@ -2003,7 +2104,7 @@ func file_limit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_limit_proto_rawDesc), len(file_limit_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

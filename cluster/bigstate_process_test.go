@@ -42,8 +42,9 @@ func bigID(i int) string { return fmt.Sprintf("user-session:%09d:0123456789", i)
 //	hit N       hits keys 0 to N-1 once each (in runs of one partition);
 //	            answers "hit ALLOWED ERRORS"
 //	settle      waits (up to 45 s) until it holds a backup of every
-//	            partition it is the backup of, has sent its own partitions'
-//	            states to their backups, and hands on or waits for none;
+//	            partition it is the backup of, its own partitions'
+//	            backups have taken their latest states (not only been
+//	            sent them), and it hands on or waits for none;
 //	            answers "settled UNSETTLED KEYS", UNSETTLED the partitions
 //	            of which it lacks a backup or has one to send, hand on or
 //	            wait for, KEYS the keys it owns

@@ -151,7 +151,7 @@ func (m *Member) OwnerSizes() OwnerSizes {
 func (m *Member) Unsettled() int {
 	n := 0
 	for p := range m.parts {
-		if op := m.parts[p].owned.Load(); op != nil && op.dirty.Load() {
+		if op := m.parts[p].owned.Load(); op != nil && op.backupPending() {
 			if v := m.view.Load(); v != nil && v.backup(p) != "" && v.backup(p) != m.node {
 				n++
 			}
@@ -212,4 +212,12 @@ func (o *Owners) SetOwnersClock(clock actorlimit.TickerClock) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.clock.Clock = clock
+}
+
+// HoldOwnership holds m's lock on what it owns, backs up and hands on
+// until release is called: the backups and hand-offs sent to m wait for
+// their answer meanwhile, as with a slow member.
+func (m *Member) HoldOwnership() (release func()) {
+	m.own.mu.Lock()
+	return m.own.mu.Unlock
 }

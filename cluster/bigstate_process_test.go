@@ -28,8 +28,11 @@ const bigChildEnv = "ACTORLIMIT_BIG_CHILD"
 // a third on each of 3 members, a half on each of 2, all on the last one.
 const bigKeys = 600_000
 
-// bigPolicy is one hit an hour: every key is at its limit after one.
-var bigPolicy = actorlimit.Policy{Limit: 1, Period: time.Hour}
+// bigPolicy is one hit an hour, counted from the hit (GCRA): every key is
+// at its limit after one, until an hour after it. A fixed window would end
+// at the next hh:00 of the wall clock, and a run across it would see every
+// key allowed again.
+var bigPolicy = actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 1, Period: time.Hour}
 
 // bigID is the i-th key: long enough that a member's keys take several
 // times gRPC's 4 MiB.
@@ -42,8 +45,9 @@ func bigID(i int) string { return fmt.Sprintf("user-session:%09d:0123456789", i)
 //	hit N       hits keys 0 to N-1 once each (in runs of one partition);
 //	            answers "hit ALLOWED ERRORS"
 //	settle      waits (up to 45 s) until it holds a backup of every
-//	            partition it is the backup of, has sent its own partitions'
-//	            states to their backups, and hands on or waits for none;
+//	            partition it is the backup of, its own partitions'
+//	            backups have taken their latest states (not only been
+//	            sent them), and it hands on or waits for none;
 //	            answers "settled UNSETTLED KEYS", UNSETTLED the partitions
 //	            of which it lacks a backup or has one to send, hand on or
 //	            wait for, KEYS the keys it owns

@@ -33,10 +33,11 @@
 //   - Every sync (SyncEvery, in both modes) an owner sends the state of
 //     each partition that changed since to its backup member. When the
 //     owner dies, the backup, which becomes the owner in the others' views,
-//     takes over from that state: the partition loses at most what its
-//     owner admitted in its last sync interval. In LocalFirst mode the
-//     other members send the new owner what they hold (below), so only the
-//     dead owner's own hits since its last backup can be lost.
+//     takes over from the last state it took whole: the partition loses at
+//     most what its owner admitted since that state was taken (its last
+//     sync interval, and a backup under way when it died). In LocalFirst
+//     mode the other members send the new owner what they hold (below), so
+//     only the dead owner's own hits since its last backup can be lost.
 //   - A member whose view gives it a partition, held by a live member,
 //     waits for the hand-off; one that no live member holds (the cluster
 //     starts, an owner died without a backup) starts empty.

@@ -151,7 +151,7 @@ func (m *Member) OwnerSizes() OwnerSizes {
 func (m *Member) Unsettled() int {
 	n := 0
 	for p := range m.parts {
-		if op := m.parts[p].owned.Load(); op != nil && op.dirty.Load() {
+		if op := m.parts[p].owned.Load(); op != nil && op.backupPending() {
 			if v := m.view.Load(); v != nil && v.backup(p) != "" && v.backup(p) != m.node {
 				n++
 			}
@@ -225,4 +225,12 @@ func (m *Member) WrapSend(wrap func(send func(int, any) (any, error)) func(int, 
 // members (addresses).
 func (m *Member) OwnerAmong(id string, members []string) string {
 	return newView(members, m.ids).owner(m.partition(id))
+}
+
+// HoldOwnership holds m's lock on what it owns, backs up and hands on
+// until release is called: the backups and hand-offs sent to m wait for
+// their answer meanwhile, as with a slow member.
+func (m *Member) HoldOwnership() (release func()) {
+	m.own.mu.Lock()
+	return m.own.mu.Unlock
 }

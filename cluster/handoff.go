@@ -94,7 +94,7 @@ func foldTotal(pw *clusterpb.Window, node string, epoch uint64, hits int64) {
 // with the larger sum, the state that holds more hits. Records it cannot
 // load are skipped.
 func (o *ownerPart) load(st *clusterpb.PartState, now int64, node string, own func(k localKey, window int64) (uint64, bool)) {
-	o.touch()
+	defer o.touch() // once the change is made (see touch)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, pw := range st.GetWindows() {

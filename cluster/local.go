@@ -172,7 +172,7 @@ func (l *local) decide(c *algo.Check, now int64, p int, ps *partState, members i
 			op = nil
 		} else {
 			defer op.leave()
-			op.touch()
+			defer op.touch() // once the copy changed (see ownerPart.touch)
 		}
 	}
 	s := l.shard(c.ID)

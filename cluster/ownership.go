@@ -522,17 +522,23 @@ func (m *Member) maintain(now int64) {
 }
 
 // sendBackups sends the state of every partition this member owns that
-// changed since it was last sent to the partition's backup member, in one
-// request per member; what fails is sent again by the next sync.
+// changed since it was last taken for the backup to the partition's backup
+// member, in one request per member; what fails is sent again by the next
+// sync. Each partition is marked clean before its copies are read and its
+// state taken: a change made meanwhile is either in the backup or marks it
+// dirty again (see ownerPart.touch). Until the backup member acknowledges
+// it, the state is not backed up (ownerPart.backupPending).
 func (m *Member) sendBackups(now int64) {
 	v := m.view.Load()
 	if v == nil || m.cluster == nil {
 		return
 	}
+	ops := make(map[int]*ownerPart)
 	dirty := make(map[int]bool)
 	for p := range m.parts {
 		if op := m.parts[p].owned.Load(); op != nil && op.dirty.Load() && v.backup(p) != "" && v.backup(p) != m.node {
-			dirty[p] = true
+			op.takeBackup()
+			ops[p], dirty[p] = op, true
 		}
 	}
 	if len(dirty) == 0 {
@@ -543,17 +549,14 @@ func (m *Member) sendBackups(now int64) {
 		copies[c.part] = append(copies[c.part], c)
 	}
 	byBackup := make(map[string][]*clusterpb.PartState)
-	ops := make(map[int]*ownerPart)
-	for p := range dirty {
-		op := m.parts[p].owned.Load()
-		if op == nil || !op.enter() {
+	for p, op := range ops {
+		if !op.enter() {
+			delete(ops, p)
 			continue
 		}
-		op.dirty.Store(false)
 		st := op.export(p, now, m.node, copies[p])
 		op.leave()
 		byBackup[v.backup(p)] = append(byBackup[v.backup(p)], st)
-		ops[p] = op
 	}
 	var wg sync.WaitGroup
 	for to, parts := range byBackup {
@@ -569,9 +572,8 @@ func (m *Member) sendBackups(now int64) {
 				done[int(p)] = true
 			}
 			for _, st := range parts {
-				if p := int(st.GetPartition()); !done[p] {
-					ops[p].dirty.Store(true)
-				}
+				p := int(st.GetPartition())
+				ops[p].backupDone(done[p])
 			}
 			m.counters.backups.Add(uint64(len(done)))
 		})

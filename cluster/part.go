@@ -61,8 +61,11 @@ type ownerPart struct {
 	// handed on: nothing may change it.
 	life sync.RWMutex
 	gone bool
-	// dirty says the state changed since it was last sent to the backup.
-	dirty atomic.Bool
+	// dirty says the state changed since it was last taken for the
+	// backup; unacked that the state last taken is not yet acknowledged
+	// by the backup member (under way, or failed: then dirty again).
+	dirty   atomic.Bool
+	unacked atomic.Bool
 
 	mu      sync.Mutex
 	windows map[localKey]*ownerWindow
@@ -171,7 +174,7 @@ func newOwnerPart(limit int) *ownerPart {
 // owner's counts nothing; nor does one whose hits all came before the
 // key's latest reset (it is recorded as counted).
 func (o *ownerPart) add(node string, k localKey, window int64, epoch uint64, hits, last int64) (int64, int64) {
-	o.touch()
+	defer o.touch() // once the change is made (see touch)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	before := last < o.resetAt(stateKey{alg: algo.FixedWindow, period: k.period, id: k.id})
@@ -240,7 +243,7 @@ func (o *ownerPart) window(k localKey, window int64) (int64, int64) {
 // totals and its hits; it answers with the resets node has not seen yet,
 // and the owner's counts and states, which reflect them.
 func (o *ownerPart) sync(node string, ps *clusterpb.PartSync, now int64) *clusterpb.PartReply {
-	o.touch()
+	defer o.touch() // once the changes are made (see touch)
 	at := ps.GetResetAt()
 	for i, w := range ps.GetResets() {
 		if c, err := checkFromWire(w); err == nil {
@@ -495,13 +498,40 @@ func (o *ownerPart) close() bool {
 	return was
 }
 
-// touch records that the state changed since it was last sent to the
-// backup.
+// touch records that the state changed since it was last taken for the
+// backup. It is called once the change is made (deferred), never before:
+// a backup taken between a change marked and the change made would go
+// without it and leave the state clean, its backup lacking the change
+// until the next one.
 func (o *ownerPart) touch() {
 	if !o.dirty.Load() {
 		o.dirty.Store(true)
 	}
 }
+
+// takeBackup marks the state clean as a backup of it is about to be taken,
+// and unacknowledged: before the state is read (and before the copies it
+// reads are), so that a change made meanwhile is either in the backup or
+// marks the state dirty again.
+func (o *ownerPart) takeBackup() {
+	o.unacked.Store(true)
+	o.dirty.Store(false)
+}
+
+// backupDone records the backup member's answer to the backup last taken:
+// taken, or not (the state is sent again).
+func (o *ownerPart) backupDone(taken bool) {
+	if taken {
+		o.unacked.Store(false)
+	} else {
+		o.dirty.Store(true)
+	}
+}
+
+// backupPending reports whether the backup member lacks some of the
+// state: it changed since it was last taken, or the backup last taken is
+// not acknowledged yet.
+func (o *ownerPart) backupPending() bool { return o.dirty.Load() || o.unacked.Load() }
 
 // applyLive is apply while the state is the owner's; it reports false once
 // it is gone.
@@ -534,7 +564,7 @@ func (o *ownerPart) syncLive(node string, ps *clusterpb.PartSync, now int64) *cl
 // decide decides checks at now on the owner's table, writing the i-th
 // decision to out[i]; a reset is the owner's (see ownerPart.reset).
 func (o *ownerPart) decide(now int64, checks []algo.Check, out []algo.Decision) {
-	o.touch()
+	defer o.touch() // once the change is made (see touch)
 	o.mu.Lock()
 	var selfResets []int
 	for i := range checks {
@@ -557,7 +587,7 @@ func (o *ownerPart) decide(now int64, checks []algo.Check, out []algo.Decision) 
 
 // apply decides c, a hit or a peek, at now on the owner's table.
 func (o *ownerPart) apply(c *algo.Check, now int64) algo.Decision {
-	o.touch()
+	defer o.touch() // once the change is made (see touch)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.table.Apply(c, now)

@@ -270,7 +270,7 @@ func (o *ownerPart) takeCharges(p uint32, charges []*clusterpb.Charge, now int64
 // denied hits change nothing. Checks that are not valid are skipped.
 func (o *ownerPart) charge1(ch *clusterpb.Charge, at, now int64) {
 	allowed := ch.GetAllowed()
-	o.touch()
+	defer o.touch() // once the change is made (see touch)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for i, w := range ch.GetChecks() {

@@ -540,7 +540,7 @@ func (o *ownerPart) applyLive(c *algo.Check, now int64) (algo.Decision, bool) {
 		return algo.Decision{}, false
 	}
 	defer o.leave()
-	o.touch()
+	defer o.touch() // once the change is made (see touch)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	d := o.table.Apply(c, now)

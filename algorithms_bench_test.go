@@ -94,12 +94,17 @@ func BenchmarkHitParallel(b *testing.B) {
 // 10 000 keys, with a limit of 500 per day (so every hit is allowed and the
 // sliding log holds 500 timestamps a key). It reports heap in use after
 // runtime.GC, less what the idle limiter used, divided by the keys: B/key.
+// With -short (CI's run of every benchmark once), a tenth of the keys.
 func BenchmarkMemory(b *testing.B) {
 	const hitsPerDay = 500
 	ctx := context.Background()
+	keys := benchKeys
+	if testing.Short() {
+		keys = benchKeys / 10
+	}
 	for _, alg := range allAlgorithms {
-		b.Run(fmt.Sprintf("alg=%v/keys=%d", alg, benchKeys), func(b *testing.B) {
-			ids := benchIDs(b, benchKeys)
+		b.Run(fmt.Sprintf("alg=%v/keys=%d", alg, keys), func(b *testing.B) {
+			ids := benchIDs(b, keys)
 			p := actorlimit.Policy{Algorithm: alg, Limit: hitsPerDay, Period: 24 * time.Hour}
 			hits := make([]actorlimit.HitRequest, len(ids))
 			for i, id := range ids {

@@ -73,9 +73,13 @@ func BenchmarkPersistence(b *testing.B) {
 // and checking both files, loading them into the table, and writing the
 // loaded state as the snapshot Start writes before it serves. Each run
 // starts on a fresh copy of the directory (not timed), and its Close (a
-// last snapshot) is not timed.
+// last snapshot) is not timed. With -short (CI's run of every benchmark
+// once), a tenth of the keys and of the log.
 func BenchmarkStartPersisted(b *testing.B) {
-	const n, logged = 1_000_000, 100_000
+	n, logged := 1_000_000, 100_000
+	if testing.Short() {
+		n, logged = 100_000, 10_000
+	}
 	tmpl := b.TempDir()
 	writePersisted(b, tmpl, n, logged)
 	b.Run(fmt.Sprintf("entries=%d/logged=%d", n, logged), func(b *testing.B) {

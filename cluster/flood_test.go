@@ -3,7 +3,9 @@ package cluster_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -26,9 +28,9 @@ const (
 )
 
 // TestFloodBoundsMemory: a flood of new ids on one member of two
-// (floodIDs of them, half fixed windows, half token buckets, each hit once,
-// syncs every syncEvery ids), with MaxCopies and MaxEntries of floodBound, keeps
-// both members' heap under floodHeap; four active ids, hit between every
+// (floodIDs of them, or ACTORLIMIT_FLOOD_IDS; half fixed windows, half
+// token buckets, each hit once, syncs every syncEvery ids), with MaxCopies
+// and MaxEntries of floodBound, keeps both members' heap under floodHeap; four active ids, hit between every
 // activeEvery ids of the flood (a fixed window and a token bucket in each
 // member's partitions), are allowed their limit and no more: the flood
 // never resets their count. The owner's state of every kind is bounded:
@@ -89,8 +91,15 @@ func TestFloodBoundsMemory(t *testing.T) {
 		}
 		reqs = reqs[:0]
 	}
+	ids := floodIDs
+	if v := os.Getenv("ACTORLIMIT_FLOOD_IDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, "ACTORLIMIT_FLOOD_IDS")
+		require.Positive(t, n, "ACTORLIMIT_FLOOD_IDS")
+		ids = n
+	}
 	activeHits := 0
-	for i := range floodIDs {
+	for i := range ids {
 		pol := fixed
 		if i%2 == 1 {
 			pol = bucket
@@ -132,7 +141,7 @@ func TestFloodBoundsMemory(t *testing.T) {
 	}
 	after := heapAfterGC()
 	grown := after - min(before, after)
-	t.Logf("heap after %d new ids and a GC: %d MiB more than before the members started", floodIDs, grown>>20)
+	t.Logf("heap after %d new ids and a GC: %d MiB more than before the members started", ids, grown>>20)
 	assert.Less(t, grown, uint64(floodHeap), "the heap, both members together")
 }
 

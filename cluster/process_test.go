@@ -130,13 +130,15 @@ func TestChildMember(t *testing.T) {
 // most the 2-member bound (both plus procSlack) and at least 90% of the
 // limit, or of the hits the members tried where a loaded machine let them
 // try fewer. The victim is the member that owns the hot id's partition.
+// The three cases run side by side (-parallel, 2 by default), each on
+// members of its own: their processes mostly wait for the next tick.
 func TestMembersAsProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes for about 25 s")
 	}
-	t.Run("signal=SIGKILL", func(t *testing.T) { testMembersAsProcesses(t, syscall.SIGKILL, "localfirst") })
-	t.Run("signal=SIGSTOP", func(t *testing.T) { testMembersAsProcesses(t, syscall.SIGSTOP, "localfirst") })
-	t.Run("signal=SIGKILL,mode=Owner", func(t *testing.T) { testMembersAsProcesses(t, syscall.SIGKILL, "owner") })
+	t.Run("signal=SIGKILL", func(t *testing.T) { t.Parallel(); testMembersAsProcesses(t, syscall.SIGKILL, "localfirst") })
+	t.Run("signal=SIGSTOP", func(t *testing.T) { t.Parallel(); testMembersAsProcesses(t, syscall.SIGSTOP, "localfirst") })
+	t.Run("signal=SIGKILL,mode=Owner", func(t *testing.T) { t.Parallel(); testMembersAsProcesses(t, syscall.SIGKILL, "owner") })
 }
 
 // procOwnerLoss is the most an Owner-mode window may lose, and so allow

@@ -25,11 +25,22 @@ func fillTable(b *testing.B, n int) *table.Table {
 	return tb
 }
 
+// benchEntries is the entries of BenchmarkLoad and BenchmarkSnapshot: a
+// million, or a tenth of it with -short, which CI's run of every benchmark
+// once passes so that none takes long to set up.
+func benchEntries() int {
+	if testing.Short() {
+		return 100_000
+	}
+	return 1_000_000
+}
+
 // BenchmarkLoad measures what a restart costs: reading and checking a
 // snapshot of a million entries from this machine's disk and loading it
-// into an empty table.
+// into an empty table. With -short (CI's run of every benchmark once), a
+// tenth of the entries.
 func BenchmarkLoad(b *testing.B) {
-	const n = 1_000_000
+	n := benchEntries()
 	dir := b.TempDir()
 	j, err := persist.New(dir, persist.Config{})
 	if err != nil {
@@ -61,8 +72,10 @@ func BenchmarkLoad(b *testing.B) {
 // limiter's work in all, which it spreads over messages of
 // actor.SnapshotChunk keys; and one such chunk, the longest a check waits
 // for a snapshot.
+//
+// With -short, a tenth of the entries.
 func BenchmarkSnapshot(b *testing.B) {
-	const n = 1_000_000
+	n := benchEntries()
 	src := fillTable(b, n)
 	j, err := persist.New(b.TempDir(), persist.Config{FS: newMemFS()})
 	if err != nil {

@@ -184,12 +184,16 @@ func testFrozenOwner(t *testing.T, p actorlimit.Policy) {
 	for i, m := range d.members {
 		// A call that falls back waits OwnerWait on a timer, which this
 		// process may run late (measured meanwhile, L), then decides at
-		// once; the bound allows 2 L, the answered calls' slowest, and 5 ms.
+		// once; the bound allows 2 L, the answered calls' slowest, and
+		// 100 ms for what L does not see (a GC pause, a thread descheduled
+		// between the timer and the decision: 5 ms failed at load 17-19).
+		// It stays far under RequestTimeout (1 s), what a call that did
+		// not fall back would wait.
 		late := lateness()
 		allowed, slowest := timedHits(t, m, "k", p, 20)
 		l := late()
 		assert.Equal(t, 10, allowed, "member %d: its share, 30/3", i)
-		assert.Less(t, slowest, ownerWait+2*l+base+5*time.Millisecond, "member %d: no call waits longer than OwnerWait and the scheduling (L = %v, answered calls %v)", i, l, base)
+		assert.Less(t, slowest, ownerWait+2*l+base+100*time.Millisecond, "member %d: no call waits longer than OwnerWait and the scheduling (L = %v, answered calls %v)", i, l, base)
 		assert.EqualValues(t, 20, m.SyncStats().OwnerFallbacks-before[i].OwnerFallbacks, "member %d", i)
 	}
 	clock.Advance(100 * time.Millisecond) // the waiting requests are late now (2 × OwnerWait)

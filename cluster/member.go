@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/labstack/echo"
+	"google.golang.org/grpc"
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/algo"
@@ -39,6 +40,7 @@ type Member struct {
 	ids      []string     // partition number -> identity
 	hash     partitioner  // places ids in partitions
 	topology *eventstream.Subscription
+	streams  peerStreams          // the streams open to the member's server
 	view     atomic.Pointer[view] // the members this member takes for live; nil before the first
 	viewMu   sync.Mutex
 	viewCh   chan struct{} // closed when the view changes
@@ -93,7 +95,8 @@ func Start(cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	remoteOpts, err := cfg.remoteOptions()
+	m := newMember(cfg, "", nil)
+	remoteOpts, err := cfg.remoteOptions(grpc.StreamInterceptor(m.streams.intercept))
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +104,6 @@ func Start(cfg Config) (*Member, error) {
 	cfg.warnOpen(logger)
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
-	m := newMember(cfg, "", nil)
 	if cfg.AutoManaged != nil {
 		p, err := autoManaged(cfg, system)
 		if err != nil {
@@ -533,8 +535,13 @@ func (m *Member) Stats(ctx context.Context) (actorlimit.BackendStats, error) {
 // PID is nil: a member has no single actor to message.
 func (m *Member) PID() *protoactor.PID { return nil }
 
-// Close stops the sync after one last round, leaves the cluster and shuts
-// the member's actor system down. It is idempotent.
+// Close stops the sync after one last round, hands the partitions the
+// member owns to their next owners, leaves the cluster and shuts the
+// member's actor system down. It returns once the other members have
+// dropped the member (each closes its connection to it when it does),
+// answering meanwhile the requests they still send it, naming the
+// partitions' new owners: at once with a registry that tells them at
+// once, at most about 2.5 s. It is idempotent.
 func (m *Member) Close() error {
 	if m.closed == nil {
 		return nil // a zero Member: nothing to close
@@ -567,14 +574,18 @@ func (m *Member) Kill() {
 	})
 }
 
-// shutdown leaves the cluster, gracefully or not, and stops the actor
-// system.
+// shutdown leaves the cluster, gracefully (leave) or as a crash would
+// (crash), and stops the actor system.
 func (m *Member) shutdown(graceful bool) {
 	if m.cluster == nil {
 		return
 	}
 	m.cluster.ActorSystem.EventStream.Unsubscribe(m.topology)
-	m.cluster.Shutdown(graceful)
+	if graceful {
+		m.leave()
+	} else {
+		m.crash()
+	}
 }
 
 // claim records that this member owns partition p, whose owner's state is

@@ -97,17 +97,17 @@ func hasCert(b []byte) bool {
 // remoteOptions returns the options of the member's remote: with TLS, its
 // server requires and checks the peers' certificates, and its connections
 // present the member's and check the peer's, instead of the engine's
-// default insecure connections.
-func (c Config) remoteOptions() ([]remote.ConfigOption, error) {
+// default insecure connections. serverOpts are added to the server's.
+func (c Config) remoteOptions(serverOpts ...grpc.ServerOption) ([]remote.ConfigOption, error) {
 	if c.TLS == nil {
-		return nil, nil
+		return []remote.ConfigOption{remote.WithServerOptions(serverOpts...)}, nil
 	}
 	server, client, err := c.TLS.configs()
 	if err != nil {
 		return nil, err
 	}
 	return []remote.ConfigOption{
-		remote.WithServerOptions(grpc.Creds(credentials.NewTLS(server))),
+		remote.WithServerOptions(append([]grpc.ServerOption{grpc.Creds(credentials.NewTLS(server))}, serverOpts...)...),
 		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(client))),
 	}, nil
 }

@@ -1,0 +1,202 @@
+package cluster
+
+import (
+	"sync"
+	"time"
+
+	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// The bounds of a member's leave (Member.Close).
+const (
+	// leaveLinger bounds how long a closing member, out of the registry,
+	// goes on answering (refusing, naming the partitions' new owners) the
+	// members that may still send it requests: until every member it
+	// takes for live has dropped it, which closes that member's
+	// connection to it. The engine's own close waits 2 s, always.
+	leaveLinger = 2 * time.Second
+	// disconnectWait bounds how long a closing member's server waits,
+	// once it has told the others it disconnects, for their connections
+	// to end (the engine's own waits 10 s): a member that does not
+	// answer (frozen, or killed in this process by a test) is cut off.
+	disconnectWait = 500 * time.Millisecond
+	// lingerPoll is how often the linger looks at the connections.
+	lingerPoll = 5 * time.Millisecond
+)
+
+// leave is a graceful close's part in the cluster, after the member has
+// handed its partitions on: it tells the others it leaves (the gossip's
+// graceful-leave key, and the registry), answers those that may still
+// send it requests until they have dropped it (at most leaveLinger), and
+// stops its actor system, gossip and remote. It is the engine's
+// Cluster.Shutdown(true) without its fixed 2 s sleep: the members learn
+// of the leave through the registry (each drops the member, blocks it,
+// and closes its connection to it, which leave waits for) and through
+// the gossip, which carries the key out at once and goes on while the
+// member lingers.
+func (m *Member) leave() {
+	c := m.cluster
+	opened := m.streams.opened()
+	if err := c.Gossip.SetStateRequest(protocluster.GracefullyLeftKey, &emptypb.Empty{}); err != nil {
+		m.cfg.Logger.Warn("actorlimit cluster: leaving: the gossip took no graceful-leave key", "error", err)
+	}
+	if err := c.Config.ClusterProvider.Shutdown(true); err != nil {
+		m.cfg.Logger.Warn("actorlimit cluster: leaving: the registry", "error", err)
+	}
+	c.Gossip.SendState()
+	m.linger(opened, leaveLinger)
+	c.ActorSystem.Shutdown()
+	c.IdentityLookup.Shutdown()
+	c.Gossip.Shutdown()
+	m.stopRemote(disconnectWait)
+}
+
+// linger waits, at most max, until no member this member takes for live
+// holds a connection to it of the first opened (see peerStreams.opened):
+// one that member opened before it could know of the leave, and closes
+// when it drops this member. A connection opened since (to carry the
+// answer to the last gossip, say) is not waited for.
+func (m *Member) linger(opened uint64, max time.Duration) {
+	deadline := time.Now().Add(max)
+	t := time.NewTicker(lingerPoll)
+	defer t.Stop()
+	for m.streams.holding(opened, m.takesForLive) && time.Now().Before(deadline) {
+		<-t.C
+	}
+}
+
+// takesForLive reports whether the member with system id id is among
+// those this member takes for live: listed, not blocked.
+func (m *Member) takesForLive(id string) bool {
+	return m.cluster.MemberList.ContainsMemberID(id) && !m.cluster.Remote.BlockList().IsBlocked(id)
+}
+
+// stopRemote stops the member's remote: it stops reading, closes its own
+// connections, tells the others it disconnects, and waits at most wait
+// for their connections to end before it closes them, and returns.
+func (m *Member) stopRemote(wait time.Duration) {
+	r := m.cluster.Remote
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Shutdown(true)
+	}()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		// Closing the connections ends the graceful stop; the engine's
+		// endpoint manager may still be stopping (a connection it is
+		// retrying to a member that died holds it, up to 2 s a try), and
+		// goes on in the background.
+		r.Shutdown(false)
+	}
+}
+
+// crash is Kill's part in the cluster: it stops the member as the death
+// of its process would, with no goodbye (no graceful-leave key, no
+// registry change, no last heartbeat). Its server stops at once, and its
+// own connections to the others close, as the system closes a dead
+// process's sockets; left open, each would hold the graceful close of
+// the member it leads to until that member's wait ran out.
+func (m *Member) crash() {
+	c := m.cluster
+	c.ActorSystem.Shutdown()
+	c.Gossip.Shutdown()
+	c.Remote.Shutdown(false)
+	self := c.ActorSystem.Address()
+	for _, mb := range c.MemberList.Members().Members() {
+		if a := mb.Address(); a != self {
+			c.ActorSystem.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: a})
+		}
+	}
+}
+
+// peerStreams tracks the streams open to the member's server: one from
+// each member that has sent it anything, named by that member's system
+// id once its connect request has come.
+type peerStreams struct {
+	mu   sync.Mutex
+	open map[*peerStream]struct{}
+	seq  uint64 // the streams opened so far
+}
+
+// peerStream is one stream to the member's server.
+type peerStream struct {
+	grpc.ServerStream
+	ps    *peerStreams
+	seq   uint64 // the stream's place in the order of opening
+	id    string // the sender's system id, "" before its connect request; guarded by ps.mu
+	first bool   // the first message has come; read and set by the stream's reader alone
+}
+
+// intercept is the server's stream interceptor: it tracks the stream
+// while handler serves it.
+func (ps *peerStreams) intercept(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	s := &peerStream{ServerStream: ss, ps: ps}
+	ps.mu.Lock()
+	if ps.open == nil {
+		ps.open = make(map[*peerStream]struct{})
+	}
+	ps.seq++
+	s.seq = ps.seq
+	ps.open[s] = struct{}{}
+	ps.mu.Unlock()
+	defer func() {
+		ps.mu.Lock()
+		delete(ps.open, s)
+		ps.mu.Unlock()
+	}()
+	return handler(srv, s)
+}
+
+// RecvMsg receives a message, naming the stream by the first: the
+// engine's connect request, which carries the sender's system id.
+func (s *peerStream) RecvMsg(msg any) error {
+	if err := s.ServerStream.RecvMsg(msg); err != nil {
+		return err
+	}
+	if s.first {
+		return nil
+	}
+	s.first = true
+	if rm, ok := msg.(*remote.RemoteMessage); ok {
+		if sc := rm.GetConnectRequest().GetServerConnection(); sc != nil {
+			s.ps.mu.Lock()
+			s.id = sc.GetSystemId()
+			s.ps.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// opened returns how many streams have been opened so far: the mark of
+// those holding considers.
+func (ps *peerStreams) opened() uint64 {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.seq
+}
+
+// holding reports whether, of the first opened streams, one is open from
+// a member live takes for live, or from one not named yet.
+func (ps *peerStreams) holding(opened uint64, live func(id string) bool) bool {
+	ps.mu.Lock()
+	ids := make([]string, 0, len(ps.open))
+	for s := range ps.open {
+		if s.seq <= opened {
+			ids = append(ids, s.id)
+		}
+	}
+	ps.mu.Unlock()
+	for _, id := range ids {
+		if id == "" || live(id) {
+			return true
+		}
+	}
+	return false
+}

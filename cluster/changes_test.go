@@ -114,9 +114,9 @@ func newChangeCluster(t *testing.T, n int, mode cluster.Mode) *changeCluster {
 		// the others decide on their shares.
 		Strict: mode == cluster.Owner,
 	}}
-	// The members are closed together: a graceful close takes the engine
-	// over 2 s, and a survivor of a killed member about 10 s, which one
-	// after the other would add up.
+	// The members are closed together: a graceful close may take up to
+	// about 2.5 s (see Member.Close), which one after the other would add
+	// up.
 	t.Cleanup(func() {
 		c.mu.Lock()
 		started := slices.Clone(c.started)
@@ -317,8 +317,7 @@ func (c *changeCluster) check(name string, allowed []int, n int) {
 // hits on the 2 survivors. Every id allows exactly its limit in Owner
 // mode, between the limit and the stated bound in LocalFirst; no call
 // errs. Each phase has its own minute on the injected clock. The two modes
-// run at once, each a cluster of its own: most of a mode's time is the
-// engine closing its members, which waits.
+// run at once, each a cluster of its own.
 func TestMembershipChanges(t *testing.T) {
 	for _, mode := range []cluster.Mode{cluster.Owner, cluster.LocalFirst} {
 		t.Run(fmt.Sprint("mode=", map[cluster.Mode]string{cluster.Owner: "Owner", cluster.LocalFirst: "LocalFirst"}[mode]), func(t *testing.T) {

@@ -54,13 +54,13 @@ func (m *Member) leave() {
 	m.stopRemote(disconnectWait)
 }
 
-// linger waits, at most max, until no member this member takes for live
+// linger waits, at most bound, until no member this member takes for live
 // holds a connection to it of the first opened (see peerStreams.opened):
 // one that member opened before it could know of the leave, and closes
 // when it drops this member. A connection opened since (to carry the
 // answer to the last gossip, say) is not waited for.
-func (m *Member) linger(opened uint64, max time.Duration) {
-	deadline := time.Now().Add(max)
+func (m *Member) linger(opened uint64, bound time.Duration) {
+	deadline := time.Now().Add(bound)
 	t := time.NewTicker(lingerPoll)
 	defer t.Stop()
 	for m.streams.holding(opened, m.takesForLive) && time.Now().Before(deadline) {

@@ -559,7 +559,10 @@ func (m *Member) Close() error {
 }
 
 // Kill stops the member at once, as a crash would: no last sync, no
-// goodbye to the other members. For tests of members that die.
+// goodbye to the other members (no graceful-leave gossip, no registry
+// change, no last heartbeat), and its server and its own connections to
+// the others close, as the system closes a dead process's sockets; the
+// others take it for dead after DeadAfter. For tests of members that die.
 func (m *Member) Kill() {
 	if m.closed == nil {
 		return

@@ -353,9 +353,9 @@ func TestCallerGivingUpWhileItWaitsForItsTurn(t *testing.T) {
 }
 
 // TestSweepAmongCallersTakingTurns: a sweep of many chunks while more
-// callers than processors keep taking turns. Its chunks are paced to leave
-// the callers their turns, and it still finishes and deletes every ended
-// entry; every caller's check is decided.
+// callers than processors keep taking turns. It is left to them while they
+// wait (a bit of it on some of their turns), and it still finishes and
+// deletes every ended entry; every caller's check is decided.
 func TestSweepAmongCallersTakingTurns(t *testing.T) {
 	const ended = 40 * SweepChunk
 	tb := table.New(0)

@@ -11,8 +11,13 @@
 //   - the janitor (package janitor), which ticks every interval and asks the
 //     limiter to delete old entries. The limiter deletes them in chunks of at
 //     most [SweepChunk] entries a message, so a sweep of a large table never
-//     holds the mailbox for long. A [Journal]'s snapshot is taken the same
-//     way, [SnapshotChunk] keys a message.
+//     holds the mailbox for long. With the embedded table, while callers
+//     wait for their turns, the rest of a sweep is left to them instead: the
+//     caller that hands the turn on deletes one entry in every few turns
+//     first, so the turn is never held much longer than for a check, and
+//     the sweep goes on as the turns go round; once nobody waits, it goes on
+//     in chunks. A [Journal]'s snapshot is taken in chunks too,
+//     [SnapshotChunk] keys a message.
 //
 // # Supervision
 //

@@ -30,12 +30,12 @@ func (l *limiter) Receive(c protoactor.Context) {
 		defer answerAllOnPanic(m)
 		l.serveGather(m)
 	case *sweep:
-		defer l.endSweepOnPanic(m)
+		defer endSweepOnPanic(m)
 		l.continueSweep(c, m)
 	case *janitor.Sweep:
 		if !l.sweeping {
 			l.sweeping = true
-			l.continueSweep(c, &sweep{before: l.cutoff(m.Timeout), start: l.now()})
+			l.continueSweep(c, &sweep{before: l.cutoff(m.Timeout), start: l.now(), janitor: l})
 		}
 	case flushRequest:
 		l.h.flushJournal()
@@ -185,21 +185,40 @@ func (l *limiter) cutoff(timeout time.Duration) int64 {
 // itself, behind the messages already queued, or reports the total.
 func (l *limiter) continueSweep(c protoactor.Context, s *sweep) {
 	began := time.Now()
-	n, more := l.h.store.Expire(s.before, SweepChunk)
-	s.removed += n
-	l.h.expired += uint64(n)
-	if more {
+	if l.h.sweepChunk(s, SweepChunk) {
 		l.h.sendSelf(c, s, time.Since(began))
-		return
 	}
-	l.h.sweeps++
-	l.h.sweepTime += time.Duration(max(0, l.now()-s.start))
-	if s.reply == nil {
-		l.sweeping = false
-		return
+}
+
+// sweepChunk deletes at most most entries of s, and reports whether some
+// may be left; if not, it ends s: counts it, and answers its caller (or
+// tells the janitor's limiter that it may sweep again). It must run as the
+// limiter does (see [heir.serveCheck]).
+func (h *heir) sweepChunk(s *sweep, most int) (more bool) {
+	n, more := h.store.Expire(s.before, most)
+	s.removed += n
+	h.expired += uint64(n)
+	if more {
+		return true
 	}
-	s.reply.n = s.removed
-	s.reply.answer(nil)
+	h.sweeps++
+	h.sweepTime += time.Duration(max(0, h.now()-s.start))
+	if s.janitor != nil {
+		s.janitor.sweeping = false
+	}
+	if s.reply != nil {
+		s.reply.n = s.removed
+		s.reply.answer(nil)
+	}
+	return false
+}
+
+// sweepBit is [mailbox.tendChore]'s work on a sweep left to the callers
+// taking turns: it deletes one entry of s, as sweepChunk does, and answers
+// its caller with ErrPanicked if that panics.
+func (h *heir) sweepBit(s *sweep) (more bool) {
+	defer endSweepOnPanic(s)
+	return h.sweepChunk(s, 1)
 }
 
 // sendSelf sends msg, the rest of a chunked job (a sweep, a snapshot), to
@@ -207,13 +226,26 @@ func (l *limiter) continueSweep(c protoactor.Context, s *sweep) {
 // waiting go between two chunks. took is how long the chunk just done took.
 //
 // Callers that take turns are not queued: each would run the next chunk
-// before its own check, so while they wait the chunk is posted only after
-// as long again as the last one took. The job then takes at most half the
-// limiter's time, and a caller waits for at most one chunk, not one per
-// turn ahead of it; with nobody waiting it goes on at once.
+// before its own check, and the 256 callers of two processors, parked one
+// behind the other while a chunk of tens of microseconds holds the turn,
+// would then be woken one at a time (the mutex's starvation mode) for as
+// long as the job lasts. A sweep is left to them instead, as the mailbox's
+// chore (see [mailbox.tendChore]): in every few turns handed on to a
+// waiting caller, the caller handing it on deletes one entry first, so the
+// turn is never held for much longer than a check, and no goroutine is
+// started or woken for the sweep; once nobody waits, the rest goes back in
+// the queue, in chunks. Any other job (a snapshot), or a second sweep while
+// one is the chore, is posted only after as long again as the last chunk
+// took: the job then takes at most half the limiter's time, and a caller
+// waits for at most one chunk, not one per turn ahead of it. With nobody
+// waiting it goes on at once.
 func (h *heir) sendSelf(c protoactor.Context, msg any, took time.Duration) {
 	if h.turns {
 		if m := h.mailbox.Load(); m != nil && m.takers.Load() > 0 {
+			if s, ok := msg.(*sweep); ok && m.chore == nil {
+				m.chore = s
+				return
+			}
 			time.AfterFunc(took, func() { m.PostUserMessage(msg) })
 			return
 		}
@@ -228,7 +260,7 @@ func (h *heir) sendSelf(c protoactor.Context, msg any, took time.Duration) {
 
 // endSweepOnPanic answers the caller of a Sweep if the limiter panics while
 // sweeping for it; recover must be called by the deferred function itself.
-func (l *limiter) endSweepOnPanic(s *sweep) {
+func endSweepOnPanic(s *sweep) {
 	if r := recover(); r != nil {
 		if s.reply != nil {
 			s.reply.answer(fmt.Errorf("%w: %v", ErrPanicked, r))

@@ -28,6 +28,10 @@ import (
 //     runs it itself (see [mailbox.Take]). The check then runs
 //     on the caller's own processor, with no hand-off and no wake-up to
 //     wait for; only one goroutine at a time runs the actor, as always.
+//   - A sweep that the limiter leaves to the callers taking turns (its
+//     chore) is done a little at a time by the caller handing the turn on
+//     to a waiting one (see [mailbox.tendChore]), and goes back in the
+//     queue when nobody waits.
 //   - Consecutive check calls of one run are handed to the limiter as one
 //     [gather] message, up to maxChecks checks, so that the store decides
 //     them in one Decide: under load a networked store makes one round trip
@@ -67,6 +71,15 @@ type mailbox struct {
 	// otherwise.
 	check func(*call)
 	over  *atomic.Bool
+
+	// chore is a sweep that the limiter left to the callers taking turns
+	// (see [heir.sendSelf]), nil if none; bit is the limiter's work on it
+	// (heir.sweepBit), set with check; since counts the turns handed on
+	// since its last bit. [mailbox.tendChore] runs it. Only the goroutine
+	// holding the turn touches chore and since.
+	chore *sweep
+	bit   func(*sweep) bool
+	since int
 
 	// solo is the call in which a caller holding the turn runs its own
 	// check when nothing is queued ([mailbox.runSolo]): only the goroutine
@@ -297,7 +310,7 @@ func (m *mailbox) process(budget int, own any) {
 			go m.drain() // still running: the drainer owns the mailbox now
 			return
 		case runYield:
-			m.turn.Unlock() // a waiting caller takes it, and runs the rest
+			m.unlock() // a waiting caller takes it, and runs the rest
 			return
 		}
 		if !m.release() {
@@ -312,7 +325,7 @@ func (m *mailbox) process(budget int, own any) {
 // nobody else runs it. A caller waiting in Take for its turn always runs
 // it: it runs the queue before its own message.
 func (m *mailbox) release() bool {
-	m.turn.Unlock()
+	m.unlock()
 	if m.takers.Load() > 0 {
 		return false // a caller waiting in Take runs what is left
 	}
@@ -320,6 +333,58 @@ func (m *mailbox) release() bool {
 		return false
 	}
 	return m.turn.TryLock()
+}
+
+// unlock lets go of the turn, after tending the chore, if there is one.
+func (m *mailbox) unlock() {
+	if m.chore != nil {
+		m.tendChore()
+	}
+	m.turn.Unlock()
+}
+
+// tendChore does a bit of the chore, a sweep, on the turn of a caller that
+// is handing it on to a caller waiting for it: in every [choreEvery] such
+// turns it deletes one entry, which costs about as much as a check, so a
+// sweep adds a fraction of a check to each turn, no goroutine is started
+// or woken for it, and it goes on under any load, as fast as the turns go
+// round. A sweep that holds the turn for a chunk instead, while the
+// callers of the other processors park one behind the other, leaves them
+// to be woken one at a time (the mutex's starvation mode), which under
+// load lasts as long as the sweep. The chore is done once a bit finds
+// nothing more to delete.
+//
+// If nobody waits, or the mailbox is suspended or has a system message to
+// run first, the chore goes back in the queue as the message it was, to
+// go on in whole chunks (or after the restart): a chore never waits for a
+// caller that may not come. A panic is escalated to the supervisor with
+// the sweep, whose caller has been answered with ErrPanicked, as in
+// runCheck; once the limiter has stopped for good the chore is dropped,
+// as protoactor drops a stopped actor's messages.
+func (m *mailbox) tendChore() {
+	s := m.chore
+	if m.over.Load() {
+		m.chore = nil
+		return
+	}
+	if m.takers.Load() == 0 || m.systems.Load() != 0 || m.suspended.Load() {
+		m.chore, m.since = nil, 0
+		m.enqueue(s)
+		return
+	}
+	if m.since++; m.since < choreEvery {
+		return
+	}
+	m.since = 0
+	defer func() {
+		if r := recover(); r != nil {
+			m.chore = nil
+			m.invoker.EscalateFailure(r, s)
+		}
+	}()
+	if !m.bit(s) {
+		m.chore = nil
+	}
 }
 
 // run processes system messages first, then user messages in batches. It

@@ -353,9 +353,9 @@ func TestCallerGivingUpWhileItWaitsForItsTurn(t *testing.T) {
 }
 
 // TestSweepAmongCallersTakingTurns: a sweep of many chunks while more
-// callers than processors keep taking turns. Its chunks are paced to leave
-// the callers their turns, and it still finishes and deletes every ended
-// entry; every caller's check is decided.
+// callers than processors keep taking turns. It is left to them while they
+// wait (a bit of it on some of their turns), and it still finishes and
+// deletes every ended entry; every caller's check is decided.
 func TestSweepAmongCallersTakingTurns(t *testing.T) {
 	const ended = 40 * SweepChunk
 	tb := table.New(0)
@@ -391,4 +391,116 @@ func TestSweepAmongCallersTakingTurns(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, err)
 	assert.Equal(t, ended, n)
+}
+
+// choreMailbox returns a recorded mailbox whose chore is a sweep that
+// takes bits bits to end (a bit that panics when panics is set); done
+// counts the bits run.
+func choreMailbox(bits int, panics bool) (m *mailbox, r *recorder, s *sweep, done *int) {
+	m, r = newRecorded(300)
+	m.over = &atomic.Bool{}
+	done = new(int)
+	m.bit = func(*sweep) bool {
+		*done++
+		if panics {
+			panic("boom")
+		}
+		return *done < bits
+	}
+	s = &sweep{}
+	m.chore = s
+	return m, r, s, done
+}
+
+// TestMailboxChoreBitsGoWithTheTurns: while a caller waits for the turn,
+// a chore (a sweep left to the callers) gets a bit in every choreEvery
+// turns handed on, and only then; the bit that finds nothing more ends it.
+func TestMailboxChoreBitsGoWithTheTurns(t *testing.T) {
+	m, r, _, done := choreMailbox(3, false)
+	m.takers.Add(1) // a caller waits for the turn, always
+	for turn := 1; turn <= 3*choreEvery; turn++ {
+		m.turn.Lock()
+		m.unlock()
+		require.Equal(t, turn/choreEvery, *done, "bits after %d turns", turn)
+	}
+	assert.Nil(t, m.chore, "the chore did not end with its last bit")
+	m.turn.Lock()
+	m.unlock()
+	assert.Equal(t, 3, *done, "a chore that had ended got another bit")
+	assert.Empty(t, r.user, "a chore went in the queue while callers waited")
+}
+
+// TestMailboxChoreGoesBackInTheQueue: a turn let go with no caller waiting
+// for it, or by a mailbox that is suspended or has a system message to
+// run first, puts the chore back in the queue as the message it was, with
+// no bit: it then runs as a message, at once or after the resume. Once the
+// limiter has stopped for good, the chore is dropped.
+func TestMailboxChoreGoesBackInTheQueue(t *testing.T) {
+	tests := []struct {
+		name            string
+		takers          int32
+		suspended, over bool
+		system          bool
+		queued, ran     bool
+	}{
+		{name: "nobody waits", queued: true, ran: true},
+		{name: "suspended", takers: 1, suspended: true, queued: true},
+		{name: "a system message first", takers: 1, system: true, queued: true, ran: true},
+		{name: "stopped for good", takers: 1, over: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, r, s, done := choreMailbox(1, false)
+			m.takers.Add(tt.takers)
+			m.suspended.Store(tt.suspended)
+			m.over.Store(tt.over)
+			m.turn.Lock()
+			if tt.system {
+				m.mu.Lock()
+				m.system = append(m.system, "sys")
+				m.mu.Unlock()
+				m.systems.Add(1)
+			}
+			for range choreEvery {
+				m.unlock()
+				m.turn.Lock()
+			}
+			m.takers.Add(-tt.takers)
+			if m.release() { // as after a caller's turn
+				m.process(m.batch, nil)
+			}
+			assert.Zero(t, *done, "a bit ran")
+			assert.Nil(t, m.chore)
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			switch {
+			case tt.ran:
+				assert.Equal(t, []any{s}, r.user, "the chore did not run as a message")
+			case tt.queued:
+				assert.Empty(t, r.user)
+				assert.Equal(t, 1, m.UserMessageCount(), "the chore is not queued")
+			default:
+				assert.Empty(t, r.user)
+				assert.Zero(t, m.UserMessageCount(), "a stopped limiter's chore was queued")
+			}
+		})
+	}
+}
+
+// TestMailboxChorePanicGoesToTheSupervisor: a bit that panics is escalated
+// with the sweep as the failing message, the chore is dropped, and the
+// mailbox is suspended until the supervisor resumes it.
+func TestMailboxChorePanicGoesToTheSupervisor(t *testing.T) {
+	m, r, s, done := choreMailbox(1, true)
+	m.takers.Add(1)
+	for range choreEvery {
+		m.turn.Lock()
+		m.unlock()
+	}
+	assert.Equal(t, 1, *done)
+	assert.Nil(t, m.chore)
+	r.mu.Lock()
+	assert.Equal(t, []any{s}, r.failures)
+	r.mu.Unlock()
+	assert.Equal(t, int32(1), m.systems.Load(), "no suspend posted")
 }

@@ -25,6 +25,12 @@ var (
 // during a sweep waits little.
 const SweepChunk = 64
 
+// choreEvery is how often a sweep left to the callers taking turns gets a
+// turn of its own (see [mailbox.tendChore]): one entry is deleted in
+// every choreEvery turns that a waiting caller is handed, so the sweep
+// adds about a tenth of a check's time to each, on average.
+const choreEvery = 4
+
 // Stats describes a limiter.
 type Stats struct {
 	// Entries is the number of keys the store holds; -1 if it cannot tell.
@@ -148,12 +154,14 @@ func (k *call) answer(err error) {
 func (k *call) gone() bool { return k.state.Load() == abandoned }
 
 // sweep is a sweep in progress: the limiter sends it to itself after each
-// chunk, so the messages queued behind a sweep are served between chunks.
+// chunk, so the messages queued behind a sweep are served between chunks,
+// or leaves it to the callers taking turns (see [heir.sendSelf]).
 type sweep struct {
 	before  int64 // delete entries whose window ended at or before this Unix ns
 	removed int
-	reply   *call // nil for the janitor's sweeps
-	start   int64 // the clock when it began, Unix ns
+	reply   *call    // nil for the janitor's sweeps
+	janitor *limiter // for the janitor's: the limiter that began it, told when it ends
+	start   int64    // the clock when it began, Unix ns
 }
 
 // checks reports whether k asks for checks to be decided: the calls that a

@@ -238,7 +238,7 @@ func (s *supervisor) spawnChildren(c protoactor.Context) {
 		protoactor.WithMailbox(func() protoactor.Mailbox {
 			m := newMailbox(cfg.Throughput, cfg.MaxBatch)
 			if s.h.turns {
-				m.check, m.over = s.h.serveCheck, &s.h.over
+				m.check, m.over, m.bit = s.h.serveCheck, &s.h.over, s.h.sweepBit
 			}
 			s.h.mailbox.Store(m)
 			return m

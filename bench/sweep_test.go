@@ -66,17 +66,44 @@ func sweepKeys() int {
 // same time). One sweep of 10 000 entries makes few calls: report.sh runs
 // 20 sweeps (-benchtime=20x) for enough of them. The limiter
 // reads a clock moved by hand and read without a lock (handClock); its
-// janitor is off, so only the benchmark sweeps.
+// janitor is off, so only the benchmark sweeps. BenchmarkNoSweep is the
+// same with no sweep.
 func BenchmarkSweepUnderLoad(b *testing.B) {
 	n := sweepKeys()
 	for _, callers := range []int{2, 256} {
 		b.Run(fmt.Sprintf("keys=%d/callers=%d", n, callers), func(b *testing.B) {
-			benchSweep(b, keySet(n), callers)
+			benchSweep(b, keySet(n), callers, true)
 		})
 	}
 }
 
-func benchSweep(b *testing.B, keys []string, callers int) {
+// noSweepWindow is how long each iteration of BenchmarkNoSweep records
+// calls: about as long as a sweep of 10 000 entries under 256 callers.
+const noSweepWindow = 400 * time.Millisecond
+
+// BenchmarkNoSweep is BenchmarkSweepUnderLoad's baseline, in its own
+// harness: the same table, the same callers calling without pause, their
+// latencies recorded for noSweepWindow an iteration, with no sweep.
+// impl=actorlimit is the limiter of BenchmarkSweepUnderLoad (the ended tenth
+// is hit again each iteration, and left there); impl=mutex-btree is a
+// sync.Mutex around a google/btree on the same clock, filled the same way.
+// It reports the same percentiles; ns/op is one window.
+func BenchmarkNoSweep(b *testing.B) {
+	n := sweepKeys()
+	for _, name := range []string{"actorlimit", "mutex-btree"} {
+		for _, callers := range []int{2, 256} {
+			b.Run(fmt.Sprintf("impl=%s/keys=%d/callers=%d", name, n, callers), func(b *testing.B) {
+				if name == "actorlimit" {
+					benchSweep(b, keySet(n), callers, false)
+					return
+				}
+				benchMutexNoSweep(b, keySet(n), callers)
+			})
+		}
+	}
+}
+
+func benchSweep(b *testing.B, keys []string, callers int, sweep bool) {
 	ended, live := keys[:len(keys)/10], keys[len(keys)/10:]
 	clock := newHandClock(time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)) // a minute into a day
 	lim, err := actorlimit.Start(actorlimit.WithClock(clock), actorlimit.WithJanitor(0, 0))
@@ -85,10 +112,20 @@ func benchSweep(b *testing.B, keys []string, callers int) {
 	}
 	defer lim.Close()
 	hitAll(b, lim, live, liveMs)
-	samples := make([][]time.Duration, callers)
-	for i := range samples {
-		samples[i] = make([]time.Duration, 0, maxSamples/callers)
+	check := func(id string) (bool, error) {
+		r, err := lim.CheckRate(id, liveMs, perHour)
+		return r.Allowed, err
 	}
+	during := func() {
+		n, err := lim.Sweep(context.Background())
+		if err != nil || n != len(ended) {
+			b.Fatalf("Sweep deleted %d entries, want %d (error %v)", n, len(ended), err)
+		}
+	}
+	if !sweep {
+		during = func() { time.Sleep(noSweepWindow) }
+	}
+	samples := newSamples(callers)
 	var sweeping time.Duration
 	b.ResetTimer()
 	for range b.N {
@@ -100,9 +137,54 @@ func benchSweep(b *testing.B, keys []string, callers int) {
 		// allocate, so what is measured is the limiter alone.
 		runtime.GC()
 		b.StartTimer()
-		sweeping += sweepUnderLoad(b, lim, live, samples, len(ended))
+		sweeping += callDuring(b, check, live, samples, during)
 	}
 	b.StopTimer()
+	reportSamples(b, samples)
+	if sweep {
+		b.ReportMetric(float64(sweeping)/float64(time.Millisecond)/float64(b.N), "sweep-ms")
+	}
+}
+
+// benchMutexNoSweep is benchSweep, with no sweep, for a sync.Mutex around a
+// google/btree.
+func benchMutexNoSweep(b *testing.B, keys []string, callers int) {
+	ended, live := keys[:len(keys)/10], keys[len(keys)/10:]
+	clock := newHandClock(time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC))
+	l := newMutexBTree(func() int64 { return clock.ns.Load() })
+	for _, id := range live {
+		l.CheckRate(id, liveMs, perHour)
+	}
+	check := func(id string) (bool, error) { return l.CheckRate(id, liveMs, perHour), nil }
+	samples := newSamples(callers)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		for _, id := range ended {
+			l.CheckRate(id, endedMs, perHour)
+		}
+		clock.Advance(2 * time.Second)
+		runtime.GC()
+		b.StartTimer()
+		callDuring(b, check, live, samples, func() { time.Sleep(noSweepWindow) })
+	}
+	b.StopTimer()
+	reportSamples(b, samples)
+}
+
+// newSamples returns a latency buffer for each of callers goroutines, their
+// capacities summing to maxSamples.
+func newSamples(callers int) [][]time.Duration {
+	samples := make([][]time.Duration, callers)
+	for i := range samples {
+		samples[i] = make([]time.Duration, 0, maxSamples/callers)
+	}
+	return samples
+}
+
+// reportSamples reports the percentiles of every latency in samples and
+// how many there are.
+func reportSamples(b *testing.B, samples [][]time.Duration) {
 	all := slices.Concat(samples...)
 	if len(all) == 0 {
 		b.Fatal("no CheckRate call completed during a sweep")
@@ -111,7 +193,6 @@ func benchSweep(b *testing.B, keys []string, callers int) {
 	b.ReportMetric(percentile(all, 0.5), "p50-ns")
 	b.ReportMetric(percentile(all, 0.99), "p99-ns")
 	b.ReportMetric(percentile(all, 0.999), "p999-ns")
-	b.ReportMetric(float64(sweeping)/float64(time.Millisecond)/float64(b.N), "sweep-ms")
 	b.ReportMetric(float64(len(all)), "calls")
 }
 
@@ -133,11 +214,10 @@ func hitAll(b *testing.B, lim *actorlimit.Limiter, ids []string, scaleMs int64) 
 	}
 }
 
-// sweepUnderLoad runs one Sweep, expected to delete want entries, while
-// len(samples) goroutines call CheckRate on live and append each call's
-// latency to their own slice of samples until it is full. It returns the
-// sweep's time.
-func sweepUnderLoad(b *testing.B, lim *actorlimit.Limiter, live []string, samples [][]time.Duration, want int) time.Duration {
+// callDuring runs during (a Sweep, or a wait) while len(samples) goroutines
+// call check on live and append each call's latency to their own slice of
+// samples until it is full. It returns how long during took.
+func callDuring(b *testing.B, check checkFunc, live []string, samples [][]time.Duration, during func()) time.Duration {
 	var recording, done atomic.Bool
 	var ready, wg sync.WaitGroup
 	ready.Add(len(samples))
@@ -150,12 +230,12 @@ func sweepUnderLoad(b *testing.B, lim *actorlimit.Limiter, live []string, sample
 				id := live[i%len(live)]
 				i++
 				start := time.Now()
-				r, err := lim.CheckRate(id, liveMs, perHour)
+				ok, err := check(id)
 				d := time.Since(start)
 				if first {
 					ready.Done()
 				}
-				if err != nil || !r.Allowed {
+				if err != nil || !ok {
 					b.Error("denied or failed:", err)
 					return
 				}
@@ -171,12 +251,9 @@ func sweepUnderLoad(b *testing.B, lim *actorlimit.Limiter, live []string, sample
 	ready.Wait() // every caller is calling
 	recording.Store(true)
 	start := time.Now()
-	n, err := lim.Sweep(context.Background())
+	during()
 	took := time.Since(start)
 	done.Store(true)
 	wg.Wait()
-	if err != nil || n != want {
-		b.Fatalf("Sweep deleted %d entries, want %d (error %v)", n, want, err)
-	}
 	return took
 }

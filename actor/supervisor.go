@@ -237,9 +237,12 @@ func (s *supervisor) spawnChildren(c protoactor.Context) {
 		func() protoactor.Actor { return &limiter{h: s.h} },
 		protoactor.WithMailbox(func() protoactor.Mailbox {
 			m := newMailbox(cfg.Throughput, cfg.MaxBatch)
-			if s.h.turns {
-				m.check, m.over = s.h.serveCheck, &s.h.over
-			}
+			// Every limiter's check calls run straight from the mailbox
+			// (mailbox.runCheck), not through protoactor's actor context:
+			// for a networked store, a lone caller that finds the mailbox
+			// idle runs its round trip on its own goroutine with nothing
+			// but the limiter's own work around it.
+			m.check, m.over = s.h.serveCheck, &s.h.over
 			s.h.mailbox.Store(m)
 			return m
 		}),

@@ -37,14 +37,14 @@ func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Che
 			}
 		}
 		if sc := runScript(c); sc != nil {
-			r.calls = append(r.calls, s.planRun(ctx, r, now, s.key(c), c, sc))
+			r.calls = append(r.calls, s.planRun(ctx, r, now, s.roundKey(r, c), c, sc))
 			if !s.batched {
 				s.endRun(ctx, r, now) // a run of one: its key's slot alone
 			}
 			continue
 		}
 		s.endRun(ctx, r, now)
-		r.calls = append(r.calls, s.plan(ctx, now, s.key(c), c))
+		r.calls = append(r.calls, s.plan(ctx, now, s.roundKey(r, c), c))
 		if cmd := r.calls[i].cmd; cmd != nil {
 			r.pipe = append(r.pipe, cmd)
 		}

@@ -94,6 +94,11 @@ type round struct {
 	args   []any       // the runs' commands' arguments
 	params []byte      // the bucket runs' parameters
 	dctx   deadlineCtx // the round trip's context (withDeadline)
+
+	// The last Period a key was made for and its decimal text (roundKey),
+	// kept from round to round.
+	period     time.Duration
+	periodText []byte
 }
 
 var rounds = sync.Pool{New: func() any { return new(round) }}
@@ -449,11 +454,25 @@ func capacity(c *algo.Check) int64 {
 // Period in ns. In the tag, '%' is written "%25" and '}' "%7D", so that
 // the tag is the whole ID (a '}' would end it early, and every ID that
 // starts alike would share one slot) and two IDs never share a key.
-func (s *Store) key(c *algo.Check) string {
-	// Room for the key without escapes: '{', "}:", the algorithm, ':' and
-	// at most 19 digits (an escape makes append grow it).
+func (s *Store) key(c *algo.Check) string { return s.roundKey(nil, c) }
+
+// roundKey is key for a check of r's batch: r keeps the text of the last
+// Period it wrote (a batch's checks, and a lone caller's rounds, mostly
+// share one), which spares a key its decimal conversion.
+func (s *Store) roundKey(r *round, c *algo.Check) string {
+	var period []byte
+	if r != nil {
+		if r.periodText == nil || r.period != c.Period {
+			r.period, r.periodText = c.Period, strconv.AppendInt(r.periodText[:0], int64(c.Period), 10)
+		}
+		period = r.periodText
+	} else {
+		period = strconv.AppendInt(nil, int64(c.Period), 10)
+	}
+	// Room for the key without escapes: '{', "}:", the algorithm and ':'
+	// (an escape makes append grow it).
 	alg := c.Algorithm.String()
-	b := make([]byte, 0, len(s.cfg.prefix)+len(keyVersion)+len(c.ID)+4+len(alg)+digits(int64(c.Period)))
+	b := make([]byte, 0, len(s.cfg.prefix)+len(keyVersion)+len(c.ID)+4+len(alg)+len(period))
 	b = append(b, s.cfg.prefix...)
 	b = append(b, keyVersion...)
 	b = append(b, '{')
@@ -461,17 +480,8 @@ func (s *Store) key(c *algo.Check) string {
 	b = append(b, "}:"...)
 	b = append(b, alg...)
 	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(c.Period), 10)
+	b = append(b, period...)
 	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again: one allocation, not two
-}
-
-// digits returns how many decimal digits v >= 0 has.
-func digits(v int64) int {
-	n := 1
-	for ; v >= 10; v /= 10 {
-		n++
-	}
-	return n
 }
 
 // appendTag appends id to b with '%' and '}' escaped as "%25" and "%7D".

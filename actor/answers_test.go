@@ -210,3 +210,57 @@ func TestAnswerRacesAbandon(t *testing.T) {
 	assert.GreaterOrEqual(t, won, rounds/50, "the caller rarely won: the race was hardly tested")
 	assert.GreaterOrEqual(t, lost, rounds/50, "the limiter rarely won: the race was hardly tested")
 }
+
+// answeringStore is a countingStore with an Answerer that answers every
+// hit it is asked about (Count -1) and counts the questions; quietStore
+// and loudStore add an Answering method that reports false and true.
+type answeringStore struct {
+	*countingStore
+	asked atomic.Int32
+}
+
+func (s *answeringStore) Answer(int64, *algo.Check) (algo.Decision, bool) {
+	s.asked.Add(1)
+	return algo.Decision{Count: -1}, true
+}
+
+type quietStore struct{ *answeringStore }
+
+func (quietStore) Answering() bool { return false }
+
+type loudStore struct{ *answeringStore }
+
+func (loudStore) Answering() bool { return true }
+
+// TestAnsweringFalseIsNeverAsked: a store whose Answering reports false is
+// never asked to answer (its hits go to Decide, with no clock read and no
+// copy of the check for it); one that reports true, or has no Answering
+// method, is asked first, and its answer is the caller's.
+func TestAnsweringFalseIsNeverAsked(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		store     func(*answeringStore) Store
+		wantAsked int32
+	}{
+		{"Answering false", func(s *answeringStore) Store { return quietStore{s} }, 0},
+		{"Answering true", func(s *answeringStore) Store { return loudStore{s} }, 3},
+		{"no Answering method", func(s *answeringStore) Store { return s }, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &answeringStore{countingStore: newCountingStore()}
+			c := startWithStore(t, tc.store(s), 0)
+			for range 3 {
+				d, err := c.Do(context.Background(), hit("a", 1))
+				require.NoError(t, err)
+				if tc.wantAsked == 0 {
+					assert.Equal(t, algo.Decision{Allowed: true, Count: 1}, d, "decided by the store's Decide")
+				} else {
+					assert.Equal(t, algo.Decision{Count: -1}, d, "the Answerer's answer")
+				}
+			}
+			assert.Equal(t, tc.wantAsked, s.asked.Load())
+			_, ids := s.seen()
+			assert.Equal(t, 3-int(tc.wantAsked), ids["a"], "hits that reached Decide")
+		})
+	}
+}

@@ -64,7 +64,9 @@ func Start(parent protoactor.SpawnerContext, cfg Config) (*Client, error) {
 		c.jan = protoactor.NewPID(sup.Address, sup.Id+"/"+janitorName)
 	}
 	c.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
-	c.fast, _ = h.store.(Answerer)
+	if a, ok := h.store.(Answerer); ok && answers(a) {
+		c.fast = a
+	}
 	target.Store(c.pid)
 	select {
 	case <-h.ready:
@@ -162,6 +164,14 @@ func (c *Client) doTurn(ctx context.Context, m *mailbox, chk *algo.Check, d *alg
 	*d = k.decs[0]
 	c.release(k)
 	return nil
+}
+
+// answers reports whether a may answer some hits: false for one that says
+// it never does (see [Answerer]), which the limiter then never asks, so
+// that its hits pay neither a clock read nor a copy of their check.
+func answers(a Answerer) bool {
+	q, ok := a.(interface{ Answering() bool })
+	return !ok || q.Answering()
 }
 
 // answer asks the store's Answerer for chk's decision. It takes chk by
@@ -324,6 +334,13 @@ func (c *Client) post(ctx context.Context, k *call) bool {
 		if m := c.h.mailbox.Load(); m != nil {
 			return m.Take(ctx, k)
 		}
+	}
+	if m := c.h.mailbox.Load(); m != nil {
+		// What protoactor's Send does once it has found the limiter's
+		// process: post k to its mailbox. A mailbox that finds itself idle
+		// runs k on this goroutine (see [mailbox.PostUserMessage]).
+		m.PostUserMessage(k)
+		return true
 	}
 	c.root.Send(c.pid, k)
 	return true

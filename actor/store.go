@@ -86,7 +86,9 @@ type Screener interface {
 // mailbox. Answer must be safe for concurrent use with everything else the
 // store does, cheap, and must not block; it applies nothing (a hit it
 // answers changes no state), and returns false for every check it does not
-// answer.
+// answer. A store that implements Answerer but may never answer (a cache
+// it can be made without) may also have a method Answering() bool: when it
+// reports false, the limiter never asks it.
 type Answerer interface {
 	Answer(now int64, c *algo.Check) (algo.Decision, bool)
 }

@@ -237,8 +237,16 @@ func (s *supervisor) spawnChildren(c protoactor.Context) {
 		func() protoactor.Actor { return &limiter{h: s.h} },
 		protoactor.WithMailbox(func() protoactor.Mailbox {
 			m := newMailbox(cfg.Throughput, cfg.MaxBatch)
+			// Every limiter's check calls run straight from the mailbox
+			// (mailbox.runCheck), not through protoactor's actor context:
+			// for a networked store, a lone caller that finds the mailbox
+			// idle runs its round trip on its own goroutine with nothing
+			// but the limiter's own work around it. A sweep of the
+			// embedded table is left to the callers taking turns
+			// (heir.sendSelf).
+			m.check, m.over = s.h.serveCheck, &s.h.over
 			if s.h.turns {
-				m.check, m.over, m.bit = s.h.serveCheck, &s.h.over, s.h.sweepBit
+				m.bit = s.h.sweepBit
 			}
 			s.h.mailbox.Store(m)
 			return m

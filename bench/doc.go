@@ -128,8 +128,15 @@
 //     four limiter actors on one shared redisstore.Store (four pipelines in
 //     flight), impl=actorlimit-1shard one. Callers come first in the names,
 //     so one run alternates the implementations at each caller count. It
-//     reports hits/s, p50-µs and p99-µs, and, from INFO commandstats, the
-//     client commands and the µs of Redis time per hit.
+//     reports hits/s, p50-µs and p99-µs, from INFO commandstats the client
+//     commands and the µs of Redis time per hit, and client-cpu-µs/hit: the
+//     CPU time of the test process (the client side: callers, limiter,
+//     go-redis, runtime; not redis-server) per hit, from getrusage.
+//   - BenchmarkRedisClientPath/impl=<name> (clientpath_test.go): a lone
+//     hit's client work alone, with no network and no Redis (a go-redis
+//     hook answers each command in place), for actorlimit-1shard and
+//     redis_rate; run it under callgrind (ir.sh) for a count that load does
+//     not move.
 //   - BenchmarkRedisScript/impl=<name>: the µs of Redis time per check of
 //     each algorithm's script, and of redis_rate's (INFO commandstats), and
 //     how many checks one script call decided (a run of bucket checks is

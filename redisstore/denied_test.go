@@ -163,3 +163,26 @@ func TestDeniedCacheConcurrent(t *testing.T) {
 	assert.Equal(t, 2*limit, allowed)
 	assert.Greater(t, s.Stats().Cached, uint64(workers*tries/2))
 }
+
+// TestAnswering: a store answers hits itself (and a limiter asks it) only
+// when it was made WithDeniedCache.
+func TestAnswering(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialed
+	t.Cleanup(func() { _ = client.Close() })
+	for _, tc := range []struct {
+		name string
+		opts []redisstore.Option
+		want bool
+	}{
+		{"default", nil, false},
+		{"WithDeniedCache", []redisstore.Option{redisstore.WithDeniedCache(time.Second)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := redisstore.New(client, tc.opts...)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, s.Answering())
+			_, ok := s.Answer(0, &algo.Check{ID: "a", Algorithm: algo.GCRA, Limit: 1, Period: time.Second, N: 1})
+			assert.False(t, ok, "nothing denied yet")
+		})
+	}
+}

@@ -10,3 +10,14 @@ var Scripts = map[string]string{"fixed": fixedScript, "count": countScript, "dra
 
 // SetWall makes s read the wall clock (its probe's and log's pace) from f.
 func SetWall(s *Store, f func() int64) { s.wall = f }
+
+// RoundKeys returns the keys of checks made one after the other in one
+// round, as a batch's are.
+func RoundKeys(s *Store, checks []algo.Check) []string {
+	r := new(round)
+	keys := make([]string, len(checks))
+	for i := range checks {
+		keys[i] = s.roundKey(r, &checks[i])
+	}
+	return keys
+}

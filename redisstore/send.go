@@ -37,14 +37,14 @@ func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Che
 			}
 		}
 		if sc := runScript(c); sc != nil {
-			r.calls = append(r.calls, s.planRun(ctx, r, now, s.key(c), c, sc))
+			r.calls = append(r.calls, s.planRun(ctx, r, now, s.roundKey(r, c), c, sc))
 			if !s.batched {
 				s.endRun(ctx, r, now) // a run of one: its key's slot alone
 			}
 			continue
 		}
 		s.endRun(ctx, r, now)
-		r.calls = append(r.calls, s.plan(ctx, now, s.key(c), c))
+		r.calls = append(r.calls, s.plan(ctx, now, s.roundKey(r, c), c))
 		if cmd := r.calls[i].cmd; cmd != nil {
 			r.pipe = append(r.pipe, cmd)
 		}
@@ -169,7 +169,7 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 				}
 			}
 			again = append(again, cmd)
-		} else if c.Name() == "del" && failed[cmd.Args()[1].(string)] {
+		} else if failed != nil && isDel(cmd) && failed[cmd.Args()[1].(string)] {
 			again = append(again, cmd)
 		}
 	}
@@ -190,7 +190,7 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 		p := s.client.Pipeline()
 		for _, c := range again {
 			f := redis.NewCmd(ctx, c.Args()...)
-			if c.Name() != "del" {
+			if !isDel(c) {
 				f.SetFirstKeyPos(3)
 			}
 			_ = p.Process(ctx, f)
@@ -215,6 +215,13 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 		}
 	}
 	return nil
+}
+
+// isDel reports whether cmd is a Reset's DEL, as plan makes it: its name
+// compared as written, not through Cmd.Name, which lowers its case.
+func isDel(cmd *redis.Cmd) bool {
+	name, _ := cmd.Args()[0].(string)
+	return name == "del"
 }
 
 func p2cmds(m map[*redis.Cmd]*redis.Cmd) []redis.Cmder {

@@ -323,3 +323,30 @@ func TestTimeoutHungRedis(t *testing.T) {
 		})
 	}
 }
+
+// TestRoundKeys: the keys a batch's checks get, with the Period's text
+// kept from one check to the next, are the keys each gets alone, whatever
+// the order of Periods and the escapes in the ids.
+func TestRoundKeys(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialed
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := redisstore.New(client, redisstore.WithPrefix("p:"))
+	require.NoError(t, err)
+	chk := func(id string, a algo.Algorithm, period time.Duration) algo.Check {
+		return algo.Check{ID: id, Algorithm: a, Limit: 1, Period: period, N: 1}
+	}
+	checks := []algo.Check{
+		chk("a", algo.GCRA, time.Second),
+		chk("a", algo.GCRA, time.Second),
+		chk("b%}", algo.FixedWindow, time.Minute),
+		chk("c", algo.SlidingLog, time.Second),
+		chk("}", algo.TokenBucket, 7*time.Millisecond),
+		chk("", algo.LeakyBucket, time.Minute),
+	}
+	got := redisstore.RoundKeys(s, checks)
+	for i := range checks {
+		assert.Equal(t, redisstore.Key(s, &checks[i]), got[i], "check %d", i)
+	}
+	assert.Equal(t, "p:v4:{b%25%7D}:FixedWindow:60000000000", got[2])
+	assert.Equal(t, "p:v4:{a}:GCRA:1000000000", got[1])
+}

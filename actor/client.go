@@ -135,8 +135,8 @@ func (c *Client) fill(k *call, chk *algo.Check) {
 
 // doTurn is DoCheck for a caller that takes its turn to run the mailbox
 // (the embedded table): it waits for the turn and runs its check itself,
-// in the mailbox's own call when nothing is queued ([mailbox.runSolo]), or
-// in a pooled call behind what is queued.
+// in place when nothing is queued ([mailbox.runSolo]), or in a pooled call
+// behind what is queued.
 func (c *Client) doTurn(ctx context.Context, m *mailbox, chk *algo.Check, d *algo.Decision) error {
 	if c.closed.Load() {
 		return ErrClosed

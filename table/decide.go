@@ -28,6 +28,10 @@ func (t *Table) Apply(c *algo.Check, now int64) algo.Decision {
 	return d
 }
 
+// ApplyTo is [Table.Apply] writing the decision to *d: one check with no
+// slices and no copy of its decision (the limiter's path for a lone check).
+func (t *Table) ApplyTo(c *algo.Check, now int64, d *algo.Decision) { t.apply(c, now, d) }
+
 // apply is [Table.Apply], writing the decision to d: a hit's decision goes
 // from the algorithm's function to d with no copy in between.
 func (t *Table) apply(c *algo.Check, now int64, d *algo.Decision) {

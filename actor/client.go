@@ -137,8 +137,8 @@ func (c *Client) fill(k *call, chk *algo.Check) {
 
 // doTurn is DoCheck for a caller that takes its turn to run the mailbox
 // (the embedded table): it waits for the turn and runs its check itself,
-// in the mailbox's own call when nothing is queued ([mailbox.runSolo]), or
-// in a pooled call behind what is queued.
+// in place when nothing is queued ([mailbox.runSolo]), or in a pooled call
+// behind what is queued.
 func (c *Client) doTurn(ctx context.Context, m *mailbox, chk *algo.Check, d *algo.Decision) error {
 	if c.closed.Load() {
 		return ErrClosed
@@ -146,6 +146,10 @@ func (c *Client) doTurn(ctx context.Context, m *mailbox, chk *algo.Check, d *alg
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("actorlimit: %w", err)
 	}
+	// The key's index slot, a miss from memory in a large table, loads
+	// while the caller reads the clock and waits for its turn, not during
+	// its turn, while every other caller waits.
+	c.h.table.Prefetch(chk)
 	at := c.readClock()
 	if !m.lockTurn(ctx) {
 		// Its context ended while it waited for its turn: nothing counted.

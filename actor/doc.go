@@ -48,9 +48,10 @@
 // the queue's lock, counter and slices, whose cache lines would otherwise
 // move between the cores of two callers taking turns. The mailbox still
 // serializes every message, system messages first. A caller of the embedded
-// table that holds its turn and finds nothing queued does not even take a
-// pooled request: its check goes in the mailbox's own, which only the
-// goroutine holding the turn touches.
+// table that holds its turn and finds nothing queued takes no request at
+// all: the table decides its check in place, from the caller's own stack,
+// so that the turn writes nothing but the table's lines that the next
+// caller, on the other core, would have to fetch back.
 //
 // What a caller does when it finds the mailbox busy depends on the store.
 // With the embedded table, whose checks take well under a microsecond, it

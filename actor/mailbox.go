@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -64,28 +65,21 @@ type mailbox struct {
 	g         *gather // reused across runs; only the running goroutine touches it
 	drain     func()  // m.runDrainer, bound once
 
-	// check is the limiter's work on a check call (heir.serveCheck), run
-	// by runCheck without going through protoactor's actor context; over
-	// is set once the limiter has stopped for good. Both are set, before
-	// the mailbox is used, for a limiter whose callers take turns; nil
-	// otherwise.
-	check func(*call)
-	over  *atomic.Bool
+	// h is the limiter's heir, set before the mailbox is used (nil in
+	// tests of the mailbox alone): runCheck does the limiter's work on a
+	// check call through it, without going through protoactor's actor
+	// context, and, for a limiter whose callers take turns (the embedded
+	// table), runSolo decides a lone check in place.
+	h *heir
 
 	// chore is a sweep that the limiter left to the callers taking turns
 	// (see [heir.sendSelf]), nil if none; bit is the limiter's work on it
-	// (heir.sweepBit), set with check; since counts the turns handed on
-	// since its last bit. [mailbox.tendChore] runs it. Only the goroutine
-	// holding the turn touches chore and since.
+	// (heir.sweepBit), set with h for the embedded table; since counts the
+	// turns handed on since its last bit. [mailbox.tendChore] runs it.
+	// Only the goroutine holding the turn touches chore and since.
 	chore *sweep
 	bit   func(*sweep) bool
 	since int
-
-	// solo is the call in which a caller holding the turn runs its own
-	// check when nothing is queued ([mailbox.runSolo]): only the goroutine
-	// holding the turn touches it, so it needs no pool. It is dropped after
-	// a check that failed, which the supervisor may have been handed.
-	solo *call
 }
 
 // newMailbox returns a mailbox whose callers run at most batch messages and
@@ -163,40 +157,19 @@ func (m *mailbox) lockTurn(ctx context.Context) bool {
 
 // runSolo is [mailbox.runOwn] for one check of a caller that holds the
 // turn (see [Client.Do]), when nothing is queued and the mailbox is not
-// suspended: it decides chk, with the clock read at at (see
-// [heir.instant]), writes its decision to d, releases the turn and reports
-// true with the check's error. The check runs as runCheck runs it, in the
-// mailbox's own call instead of a pooled one: no pool to take it from and
-// put it back in, no state for anyone else to read. Otherwise runSolo does
-// nothing and reports false: the turn is still held, and the check must go
-// behind what is queued, in a call of its own.
+// suspended: it decides chk in place ([mailbox.serveOne]), with the clock
+// read at at (see [heir.instant]), writes its decision to d, releases the
+// turn and reports true with the check's error. No call carries the check:
+// chk and d stay where the caller has them, and the turn is held for the
+// table's work alone, with nothing written that the next caller, on
+// another processor, must fetch back but the table's own lines. Otherwise
+// runSolo does nothing and reports false: the turn is still held, and the
+// check must go behind what is queued, in a call of its own.
 func (m *mailbox) runSolo(chk *algo.Check, at int64, d *algo.Decision) (bool, error) {
-	if m.check == nil || m.users.Load() != 0 || m.systems.Load() != 0 || m.suspended.Load() {
+	if m.h == nil || !m.h.turns || m.users.Load() != 0 || m.systems.Load() != 0 || m.suspended.Load() {
 		return false, nil
 	}
-	k := m.solo
-	if k == nil {
-		k = &call{kind: callCheck, own: make([]algo.Check, 1), ownDecs: make([]algo.Decision, 1)}
-		k.batch, k.decs = k.own, k.ownDecs
-		m.solo = k
-	}
-	k.own[0] = *chk
-	k.at = at
-	m.runCheck(k)
-	var err error
-	if k.state.Load() == answered {
-		err = k.err
-		*d = k.ownDecs[0]
-	} else {
-		err = ErrClosed // the limiter has stopped for good: k was dropped
-	}
-	if err == nil {
-		k.own[0].ID = "" // hold no id alive
-		k.at = 0
-		k.state.Store(waiting)
-	} else {
-		m.solo = nil // the supervisor may hold it as the failing message
-	}
+	err := m.serveOne(chk, at, d)
 	if m.release() {
 		m.process(max(1, m.batch-1), nil)
 	}
@@ -207,7 +180,7 @@ func (m *mailbox) runSolo(chk *algo.Check, at int64, d *algo.Decision) (bool, er
 // the mailbox is not suspended, else from the queue behind the others.
 func (m *mailbox) runOwn(msg any) {
 	if m.users.Load() == 0 && m.systems.Load() == 0 && !m.suspended.Load() {
-		if k, ok := msg.(*call); ok && m.check != nil && k.checks() {
+		if k, ok := msg.(*call); ok && m.h != nil && k.checks() {
 			m.runCheck(k)
 		} else {
 			m.direct(msg)
@@ -250,7 +223,7 @@ func (m *mailbox) direct(msg any) {
 // stopped for good k is dropped, as protoactor drops a stopped actor's
 // messages, and its caller gets ErrClosed.
 func (m *mailbox) runCheck(k *call) {
-	if m.over.Load() {
+	if m.h.over.Load() {
 		return
 	}
 	defer func() {
@@ -258,7 +231,32 @@ func (m *mailbox) runCheck(k *call) {
 			m.invoker.EscalateFailure(r, k)
 		}
 	}()
-	m.check(k)
+	m.h.serveCheck(k)
+}
+
+// serveOne is runCheck for the one check of a caller holding the turn when
+// nothing is queued, decided by the embedded table in place: chk, d and
+// the caller's error are the caller's own, on its stack. The actor's
+// contract holds as in runCheck. Once the limiter has stopped for good the
+// check is not decided and the caller gets ErrClosed. A panic is the
+// caller's ErrPanicked, and is escalated to the supervisor with a call
+// holding the check, answered, as if it had been queued: the supervisor
+// may keep that message, so it is made only then.
+func (m *mailbox) serveOne(chk *algo.Check, at int64, d *algo.Decision) (err error) {
+	if m.h.over.Load() {
+		return ErrClosed
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrPanicked, r)
+			k := &call{kind: callCheck, own: []algo.Check{*chk}, ownDecs: make([]algo.Decision, 1), done: make(chan struct{}, 1)}
+			k.batch, k.decs = k.own, k.ownDecs
+			k.answer(err)
+			m.invoker.EscalateFailure(r, k)
+		}
+	}()
+	m.h.decideOne(chk, d, m.h.instant(at))
+	return nil
 }
 
 // PostSystemMessage implements protoactor.Mailbox.
@@ -363,7 +361,7 @@ func (m *mailbox) unlock() {
 // as protoactor drops a stopped actor's messages.
 func (m *mailbox) tendChore() {
 	s := m.chore
-	if m.over.Load() {
+	if m.h.over.Load() {
 		m.chore = nil
 		return
 	}

@@ -398,7 +398,7 @@ func TestSweepAmongCallersTakingTurns(t *testing.T) {
 // counts the bits run.
 func choreMailbox(bits int, panics bool) (m *mailbox, r *recorder, s *sweep, done *int) {
 	m, r = newRecorded(300)
-	m.over = &atomic.Bool{}
+	m.h = &heir{}
 	done = new(int)
 	m.bit = func(*sweep) bool {
 		*done++
@@ -453,7 +453,7 @@ func TestMailboxChoreGoesBackInTheQueue(t *testing.T) {
 			m, r, s, done := choreMailbox(1, false)
 			m.takers.Add(tt.takers)
 			m.suspended.Store(tt.suspended)
-			m.over.Store(tt.over)
+			m.h.over.Store(tt.over)
 			m.turn.Lock()
 			if tt.system {
 				m.mu.Lock()

@@ -117,6 +117,7 @@ type heir struct {
 	mailbox   atomic.Pointer[mailbox] // the limiter's, set at each spawn; read by stats and tests
 	screener  Screener                // store, if it is one; nil for the embedded table
 	turns     bool                    // callers take turns running the mailbox (see [mailbox.Take])
+	table     *table.Table            // store, if it is the embedded table (then turns is true)
 	over      atomic.Bool             // the limiter stopped for good: done is closed, or about to be
 
 	ready     chan struct{}
@@ -135,12 +136,13 @@ func newHeir(cfg Config) *heir {
 	// caller waits less for its turn than it would for a hand-off; a store
 	// that waits on the network gathers the calls queued behind a round
 	// trip instead.
-	_, turns := store.(*table.Table)
+	tbl, turns := store.(*table.Table)
 	return &heir{
 		cfg:      cfg,
 		store:    store,
 		screener: screener,
 		turns:    turns,
+		table:    tbl,
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -175,6 +177,16 @@ func (h *heir) decide(checks []algo.Check, out []algo.Decision, now int64) error
 		h.markDirty(checks)
 	}
 	return nil
+}
+
+// decideOne is decide for one check on the embedded table (h.table), at
+// now, writing its decision to d: no slices, no interface, so that chk and
+// d, which [mailbox.serveOne] has from the caller's stack, stay there.
+func (h *heir) decideOne(chk *algo.Check, d *algo.Decision, now int64) {
+	h.table.ApplyTo(chk, now, d)
+	if h.snap != nil && chk.Op != algo.OpPeek {
+		h.dirty.add(chk)
+	}
 }
 
 // screen returns the error the store would refuse a batch holding one of
@@ -244,7 +256,7 @@ func (s *supervisor) spawnChildren(c protoactor.Context) {
 			// but the limiter's own work around it. A sweep of the
 			// embedded table is left to the callers taking turns
 			// (heir.sendSelf).
-			m.check, m.over = s.h.serveCheck, &s.h.over
+			m.h = s.h
 			if s.h.turns {
 				m.bit = s.h.sweepBit
 			}

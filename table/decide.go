@@ -28,6 +28,10 @@ func (t *Table) Apply(c *algo.Check, now int64) algo.Decision {
 	return d
 }
 
+// ApplyTo is [Table.Apply] writing the decision to *d: one check with no
+// slices and no copy of its decision (the limiter's path for a lone check).
+func (t *Table) ApplyTo(c *algo.Check, now int64, d *algo.Decision) { t.apply(c, now, d) }
+
 // apply is [Table.Apply], writing the decision to d: a hit's decision goes
 // from the algorithm's function to d with no copy in between.
 func (t *Table) apply(c *algo.Check, now int64, d *algo.Decision) {
@@ -91,28 +95,3 @@ func unknown(a algo.Algorithm) string {
 // table that large no longer fits in a core's caches (48 bytes a node), so
 // each check would otherwise wait in turn for two reads from memory.
 const touchMin = 1 << 15
-
-// touch reads the index slot and the node of each check's key, so that
-// their reads from memory, independent of one another, overlap instead of
-// waiting one after the other; the checks then find them in the cache. It
-// changes nothing but t.sink, which keeps the reads from being optimised
-// away.
-func (t *Table) touch(checks []algo.Check) {
-	if t.dir == nil {
-		return
-	}
-	var sum uint32
-	for i := range checks {
-		c := &checks[i]
-		r := t.runOf(uint8(c.Algorithm), int64(c.Period))
-		if r == nil {
-			continue
-		}
-		h := t.hash(r.num, c.ID)
-		s := t.sub(h)
-		if v := s.slots[h&uint64(len(s.slots)-1)]; v != 0 {
-			sum += uint32(t.at(v & nodeMask).Window)
-		}
-	}
-	t.sink += sum
-}

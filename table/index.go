@@ -1,6 +1,9 @@
 package table
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"sync/atomic"
+)
 
 // The index finds a key's node: open addressing with linear probing, over
 // slots of 32 bits that hold a node number and, in its top bits, a tag of
@@ -40,9 +43,10 @@ const (
 
 // subIndex is one part of the index.
 type subIndex struct {
-	slots []uint32 // 0: empty; else tag<<nodeBits | node number
-	n     int      // slots in use
-	depth uint8    // the top bits of the hash that its keys share
+	slots []uint32                 // 0: empty; else tag<<nodeBits | node number
+	n     int                      // slots in use
+	depth uint8                    // the top bits of the hash that its keys share
+	view  atomic.Pointer[[]uint32] // slots, for Prefetch (prefetch.go)
 }
 
 // hash returns the hash of the key (run, id).
@@ -94,7 +98,10 @@ func (t *Table) find(run uint32, id string, h uint64) uint32 {
 // place puts node i, whose key hashes to h, in the index.
 func (t *Table) place(i uint32, h uint64) {
 	if t.dir == nil {
-		t.dir = []*subIndex{{slots: make([]uint32, minSlots)}}
+		s := &subIndex{slots: make([]uint32, minSlots)}
+		s.publish()
+		t.dir = []*subIndex{s}
+		t.seeDirectory()
 	}
 	s := t.sub(h)
 	for (s.n+1)*4 > len(s.slots)*3 {
@@ -133,6 +140,7 @@ func (t *Table) grow(s *subIndex) {
 			put(s.slots, v, t.nodeHash(v&nodeMask))
 		}
 	}
+	s.publish()
 }
 
 // split replaces s, the part of hash h, by two parts of one more bit.
@@ -143,6 +151,7 @@ func (t *Table) split(s *subIndex, h uint64) {
 			dir[2*j], dir[2*j+1] = p, p
 		}
 		t.dir, t.depth = dir, t.depth+1
+		t.seeDirectory()
 	}
 	d := s.depth + 1
 	// The keys' hashes, computed once: t.hashes is kept for the next split.
@@ -171,9 +180,12 @@ func (t *Table) split(s *subIndex, h uint64) {
 	// the first half go to the keys whose next bit is 0.
 	span := 1 << (t.depth - s.depth)
 	start := int(h>>(64-s.depth)) * span
+	halves[0].publish()
+	halves[1].publish()
 	for j := range span {
 		t.dir[start+j] = halves[j/(span/2)]
 	}
+	t.seePart(start, span)
 }
 
 // unplace takes node i, whose key hashes to h, out of the index; it must

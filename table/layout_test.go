@@ -55,6 +55,43 @@ func checkIndex(t *testing.T, tb *Table) {
 		}
 		return true
 	})
+	checkSeen(t, tb)
+}
+
+// checkSeen fails unless what Prefetch sees is the index as it is: the
+// directory, each part's slots (the same array) and the runs' numbers.
+func checkSeen(t *testing.T, tb *Table) {
+	t.Helper()
+	v := tb.seen.Load()
+	switch {
+	case tb.dir == nil && v == &noIndex:
+	case tb.dir == nil || v == &noIndex:
+		t.Fatalf("directory %v, Prefetch sees one %v", tb.dir != nil, v != &noIndex)
+	case v.depth != tb.depth || len(v.parts) != len(tb.dir):
+		t.Fatalf("directory of depth %d, %d parts; Prefetch sees %d, %d", tb.depth, len(tb.dir), v.depth, len(v.parts))
+	}
+	for j, sub := range tb.dir {
+		if v.parts[j].Load() != sub {
+			t.Fatalf("directory entry %d: Prefetch sees another part", j)
+		}
+		view := sub.view.Load()
+		if view == nil || len(*view) != len(sub.slots) || &(*view)[0] != &sub.slots[0] {
+			t.Fatalf("part at %d: Prefetch sees other slots", j)
+		}
+	}
+	var want []seenRun
+	for _, r := range tb.runs {
+		if r != nil && len(want) < maxSeenRuns {
+			want = append(want, seenRun{r.group, r.num})
+		}
+	}
+	var got []seenRun
+	if rs := tb.seenRuns.Load(); rs != nil {
+		got = *rs
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("runs %+v, Prefetch sees %+v", want, got)
+	}
 }
 
 // randomID returns an id of a length that crosses idInline: empty, short,

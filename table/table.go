@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/google/btree"
 
@@ -91,13 +92,12 @@ type run struct {
 
 // Table is an ordered table of limit entries with a hash index for point
 // lookups. The zero value is not usable; call [New]. A Table is not safe for
-// concurrent use.
+// concurrent use, except for [Table.Prefetch].
 type Table struct {
 	nodes    slab
-	wides    wideSlab // the states that do not fit in their nodes (state.go)
-	long     []string // the ids longer than idInline, by the number their node holds
-	longFree []uint32 // the free places of long
-	seed     maphash.Seed
+	wides    wideSlab    // the states that do not fit in their nodes (state.go)
+	long     []string    // the ids longer than idInline, by the number their node holds
+	longFree []uint32    // the free places of long
 	dir      []*subIndex // the index's directory (index.go); nil until the first entry
 	depth    uint8       // len(dir) == 1<<depth
 	hashes   []uint64    // a split's scratch (index.go)
@@ -121,6 +121,15 @@ type Table struct {
 
 	evictions uint64
 	sink      uint32 // see touch
+
+	// What Prefetch reads, between pads, on a cache line of its own that
+	// the owner writes only when the directory or the runs change: callers
+	// reading it take no line that the owner writes at each check.
+	_        [64]byte
+	seed     maphash.Seed
+	seen     atomic.Pointer[seenIndex] // the directory, for Prefetch (prefetch.go)
+	seenRuns atomic.Pointer[[]seenRun] // the runs' numbers, for Prefetch
+	_        [64]byte
 }
 
 // New returns an empty table that holds at most limit entries; limit <= 0
@@ -129,12 +138,14 @@ func New(limit int) *Table {
 	if limit < 0 {
 		limit = 0
 	}
-	return &Table{
+	t := &Table{
 		groups: make(map[group]*run),
 		runs:   []*run{nil},
 		seed:   maphash.MakeSeed(),
 		limit:  limit,
 	}
+	t.seen.Store(&noIndex)
+	return t
 }
 
 // at returns node i.
@@ -299,6 +310,7 @@ func (t *Table) newRun(g group) *run {
 	}
 	t.groups[g] = r
 	t.last = r
+	t.seeRuns()
 	return r
 }
 
@@ -363,6 +375,7 @@ func (t *Table) unindex(r *run, i uint32) {
 		t.runs[r.num] = nil
 		t.freeRuns = append(t.freeRuns, r.num)
 		t.last = nil
+		t.seeRuns()
 	}
 }
 

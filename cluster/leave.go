@@ -18,11 +18,6 @@ const (
 	// takes for live has dropped it, which closes that member's
 	// connection to it. The engine's own close waits 2 s, always.
 	leaveLinger = 2 * time.Second
-	// disconnectWait bounds how long a closing member's server waits,
-	// once it has told the others it disconnects, for their connections
-	// to end (the engine's own waits 10 s): a member that does not
-	// answer (frozen, or killed in this process by a test) is cut off.
-	disconnectWait = 500 * time.Millisecond
 	// lingerPoll is how often the linger looks at the connections.
 	lingerPoll = 5 * time.Millisecond
 )
@@ -51,7 +46,7 @@ func (m *Member) leave() {
 	c.ActorSystem.Shutdown()
 	c.IdentityLookup.Shutdown()
 	c.Gossip.Shutdown()
-	m.stopRemote(disconnectWait)
+	m.stopRemote()
 }
 
 // linger waits, at most bound, until no member this member takes for live
@@ -74,26 +69,32 @@ func (m *Member) takesForLive(id string) bool {
 	return m.cluster.MemberList.ContainsMemberID(id) && !m.cluster.Remote.BlockList().IsBlocked(id)
 }
 
-// stopRemote stops the member's remote: it stops reading, closes its own
-// connections, tells the others it disconnects, and waits at most wait
-// for their connections to end before it closes them, and returns.
-func (m *Member) stopRemote(wait time.Duration) {
-	r := m.cluster.Remote
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.Shutdown(true)
-	}()
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		// Closing the connections ends the graceful stop; the engine's
-		// endpoint manager may still be stopping (a connection it is
-		// retrying to a member that died holds it, up to 2 s a try), and
-		// goes on in the background.
-		r.Shutdown(false)
+// stopRemote stops the member's remote once it has left: it closes its
+// own connections to the others, then its server, which ends the others'
+// connections to it. It does not call the engine's graceful
+// Remote.Shutdown(true): that waits up to 10 s for the others'
+// connections to end (held by a connection the engine retries to a
+// member that died, up to 2 s a try), and its endpoint manager's stop
+// races with connections ending at the same moment (it can send on a
+// stream's channel the stream has just closed, or remove an endpoint from
+// the map it has just cleared: either panics in the engine's goroutine).
+// The linger before it has let the others drop the member already.
+func (m *Member) stopRemote() {
+	c := m.cluster
+	m.closeConnections()
+	c.Remote.Shutdown(false)
+}
+
+// closeConnections closes the member's own connections to the other
+// members, as the engine does when it takes a member's endpoint for
+// terminated.
+func (m *Member) closeConnections() {
+	c := m.cluster
+	self := c.ActorSystem.Address()
+	for _, mb := range c.MemberList.Members().Members() {
+		if a := mb.Address(); a != self {
+			c.ActorSystem.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: a})
+		}
 	}
 }
 
@@ -108,12 +109,7 @@ func (m *Member) crash() {
 	c.ActorSystem.Shutdown()
 	c.Gossip.Shutdown()
 	c.Remote.Shutdown(false)
-	self := c.ActorSystem.Address()
-	for _, mb := range c.MemberList.Members().Members() {
-		if a := mb.Address(); a != self {
-			c.ActorSystem.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: a})
-		}
-	}
+	m.closeConnections()
 }
 
 // peerStreams tracks the streams open to the member's server: one from

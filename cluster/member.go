@@ -541,7 +541,7 @@ func (m *Member) PID() *protoactor.PID { return nil }
 // dropped the member (each closes its connection to it when it does),
 // answering meanwhile the requests they still send it, naming the
 // partitions' new owners: at once with a registry that tells them at
-// once, at most about 2.5 s. It is idempotent.
+// once, at most about 2 s. It is idempotent.
 func (m *Member) Close() error {
 	if m.closed == nil {
 		return nil // a zero Member: nothing to close

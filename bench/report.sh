@@ -39,7 +39,7 @@ run() { "$bin/bench.test" -test.run='^$' -test.timeout=0 "$@"; }
   # One measurement per run: a memory reading, or 20 sweeps for enough calls
   # to give a p99.9.
   run -test.bench='^BenchmarkMemory$' -test.benchtime=1x -test.count="$count"
-  run -test.bench='^BenchmarkSweepUnderLoad$' -test.benchtime=20x -test.count="$count"
+  run -test.bench='^Benchmark(SweepUnderLoad|NoSweep)$' -test.benchtime=20x -test.count="$count"
 } | tee "$raw"
 
 "${benchstat[@]}" "$raw" >results/limiters-benchstat.txt 2>&1

@@ -83,44 +83,68 @@ func (res *results) writeMemory(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-// writeSweep writes the latencies of BenchmarkSweepUnderLoad.
+// writeSweep writes the latencies of BenchmarkSweepUnderLoad, and beside
+// them BenchmarkNoSweep's: the same harness with no sweep, for actorlimit
+// and for a sync.Mutex around a google/btree.
 func (res *results) writeSweep(w io.Writer) {
 	const bench = "SweepUnderLoad"
 	keys, callers := res.values(bench, "keys"), res.values(bench, "callers")
 	if len(keys) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "## CheckRate during a sweep (BenchmarkSweepUnderLoad)")
+	fmt.Fprintln(w, "## CheckRate during a sweep (BenchmarkSweepUnderLoad, BenchmarkNoSweep)")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "A sweep deletes the tenth of the entries whose window ended while the callers hit live keys; medians over the runs of each latency percentile, of the sweep's time and of the number of calls the percentiles rest on.")
+	fmt.Fprintln(w, "A sweep deletes the tenth of the entries whose window ended while the callers hit live keys; BenchmarkNoSweep is the same harness with no sweep, for actorlimit and for a sync.Mutex around a google/btree. Medians over the runs of each latency percentile, of the sweep's time and of the number of calls the percentiles rest on.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| entries | deleted | callers | calls | p50 | p99 | p99.9 | sweep |")
-	fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "| entries | callers | run | calls | p50 | p99 | p99.9 | sweep |")
+	fmt.Fprintln(w, "|--:|--:|:--|--:|--:|--:|--:|--:|")
+	rows := []struct {
+		name, bench, impl string
+	}{
+		{"actorlimit, during a sweep of a tenth", bench, ""},
+		{"actorlimit, no sweep", "NoSweep", "actorlimit"},
+		{"mutex-btree, no sweep", "NoSweep", "mutex-btree"},
+	}
 	for _, k := range keys {
 		for _, c := range callers {
-			conf := map[string]string{"keys": k, "callers": c}
-			var n int
-			fmt.Sscan(k, &n)
-			fmt.Fprintf(w, "| %s | %s | %s |", group(k), num(float64(n/10), true), c)
-			calls, ok := res.find("calls", bench, conf)
-			fmt.Fprintf(w, " %s |", num(calls, ok))
-			for _, p := range []string{"p50", "p99", "p999"} {
-				fmt.Fprintf(w, " %s |", res.latency(p, conf))
+			for _, r := range rows {
+				conf := map[string]string{"keys": k, "callers": c}
+				if r.impl != "" {
+					conf["impl"] = r.impl
+				}
+				calls, ok := res.find("calls", r.bench, conf)
+				if r.impl != "" && !res.has(r.bench, conf) {
+					continue // BenchmarkNoSweep not run
+				}
+				fmt.Fprintf(w, "| %s | %s | %s | %s |", group(k), c, r.name, num(calls, ok))
+				for _, p := range []string{"p50", "p99", "p999"} {
+					fmt.Fprintf(w, " %s |", res.latency(r.bench, p, conf))
+				}
+				ms, ok := res.find("sweep-ms", r.bench, conf)
+				fmt.Fprintf(w, " %s |\n", duration(ms*1e6, ok))
 			}
-			ms, ok := res.find("sweep-ms", bench, conf)
-			fmt.Fprintf(w, " %s |\n", duration(ms*1e6, ok))
 		}
 	}
 	fmt.Fprintln(w)
 }
 
-// latency returns the percentile p, reported by the benchmark in "p-ns"
-// and which benchstat may have turned into seconds.
-func (res *results) latency(p string, conf map[string]string) string {
-	if v, ok := res.find(p+"-sec", "SweepUnderLoad", conf); ok {
+// has reports whether bench's run conf reported any unit.
+func (res *results) has(bench string, conf map[string]string) bool {
+	for unit := range res.median {
+		if _, ok := res.find(unit, bench, conf); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// latency returns the percentile p of bench's run conf, reported by the
+// benchmark in "p-ns" and which benchstat may have turned into seconds.
+func (res *results) latency(bench, p string, conf map[string]string) string {
+	if v, ok := res.find(p+"-sec", bench, conf); ok {
 		return duration(v*1e9, true)
 	}
-	v, ok := res.find(p+"-ns", "SweepUnderLoad", conf)
+	v, ok := res.find(p+"-ns", bench, conf)
 	return duration(v, ok)
 }
 

@@ -205,7 +205,7 @@
 //
 // rls.sh [COUNT] [BENCHTIME] runs both with the peers COUNT times (default
 // 5, 2s each) and writes results/rls.md (cmd/rlsreport: medians and the
-// issue's targets) beside the raw output:
+// ratios the report checks) beside the raw output:
 //
 //	bench/rls.sh
 //

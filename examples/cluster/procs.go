@@ -19,15 +19,15 @@ import (
 // -member i and -ports (each member's remote port, then each member's
 // automanaged port), reads "ready" from each on its stdout, writes
 // "start <Unix ns>" to each one's stdin, and reads back "w <window>
-// <allowed>" lines, one per window.
+// <offered> <allowed>" lines, one per window.
 
 // memberEnv is set in the members' environment: a test binary that finds
 // it runs main, as this program would.
 const memberEnv = "ACTORLIMIT_EXAMPLE_MEMBER"
 
 // runProcs runs the three members as three OS processes and returns what
-// each allowed in each window.
-func runProcs(s settings) ([][]int64, error) {
+// each did in each window.
+func runProcs(s settings) ([][]tally, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -78,9 +78,9 @@ func runProcs(s settings) ([][]int64, error) {
 			lines <- line{i, nil} // the member exited
 		}()
 	}
-	allowed := make([][]int64, members)
-	for i := range allowed {
-		allowed[i] = make([]int64, s.windows)
+	counts := make([][]tally, members)
+	for i := range counts {
+		counts[i] = make([]tally, s.windows)
 	}
 	timeout := time.After(time.Minute + time.Duration(s.windows)*s.policy.Period)
 	for ready, exited := 0, 0; exited < members; {
@@ -103,17 +103,18 @@ func runProcs(s settings) ([][]int64, error) {
 				fmt.Fprintf(os.Stderr, "3 processes (pids %d, %d, %d) ready; load from %s\n",
 					cmds[0].Process.Pid, cmds[1].Process.Pid, cmds[2].Process.Pid, start.Format("15:04:05.000"))
 			}
-		case l.f[0] == "w" && len(l.f) == 3:
+		case l.f[0] == "w" && len(l.f) == 4:
 			w, _ := strconv.Atoi(l.f[1])
-			n, _ := strconv.ParseInt(l.f[2], 10, 64)
+			offered, _ := strconv.ParseInt(l.f[2], 10, 64)
+			allowed, _ := strconv.ParseInt(l.f[3], 10, 64)
 			if w >= 0 && w < s.windows {
-				allowed[l.member][w] = n
+				counts[l.member][w] = tally{offered: offered, allowed: allowed}
 			}
 		case l.f[0] == "err":
 			fmt.Fprintf(os.Stderr, "member %d: %s\n", l.member+1, strings.Join(l.f[1:], " "))
 		}
 	}
-	return allowed, nil
+	return counts, nil
 }
 
 // args are the flags that give a member s.
@@ -170,9 +171,9 @@ func runMember(s settings, i int, portList string) error {
 	if _, err := fmt.Fscanf(os.Stdin, "start %d\n", &start); err != nil {
 		return fmt.Errorf("reading the start: %w", err)
 	}
-	allowed := drive(m, s, time.Unix(0, start), func(err error) { fmt.Println("err", err) })
-	for w, n := range allowed {
-		fmt.Println("w", w, n)
+	counts := drive(m, s, time.Unix(0, start), func(err error) { fmt.Println("err", err) })
+	for w, c := range counts {
+		fmt.Println("w", w, c.offered, c.allowed)
 	}
 	return nil
 }

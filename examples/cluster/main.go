@@ -213,7 +213,7 @@ func report(w io.Writer, s settings, counts [][]tally) {
 			offered += c.offered
 			fmt.Fprintf(w, " member %d allowed %d of %d,", i+1, c.allowed, c.offered)
 		}
-		fmt.Fprintf(w, " total %d of %d offered, limit %d (%.3f×), predicted bound %d\n",
-			total, offered, s.policy.Limit, float64(total)/float64(s.policy.Limit), s.bound())
+		fmt.Fprintf(w, " total %d of limit %d (%.3f×), predicted bound %d, %d offered\n",
+			total, s.policy.Limit, float64(total)/float64(s.policy.Limit), s.bound(), offered)
 	}
 }

@@ -316,6 +316,43 @@ func TestConcurrentHitsOnOneIDAreExact(t *testing.T) {
 	assert.Equal(t, int64(goroutines*each), res.Count)
 }
 
+// TestConcurrentHitsOnALargeTableAreExact: on a table large enough that a
+// caller prefetches its key's index slot before its turn, and whose index
+// splits its parts as the keys come, many callers at once, each on keys of
+// its own with ids built at the call, allow exactly each key's limit, and
+// the table holds each key once.
+func TestConcurrentHitsOnALargeTableAreExact(t *testing.T) {
+	lim := start(t, newFakeClock())
+	p := actorlimit.Policy{Limit: 3, Period: time.Minute}
+	const goroutines, keys, hits = 8, 6_000, 4 // 48 000 keys: the prefetch's depth
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for k := range keys {
+				allowed := 0
+				for range hits {
+					res, err := lim.Hit(context.Background(), fmt.Sprintf("g%d-key-%d", g, k), p)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if res.Allowed {
+						allowed++
+					}
+				}
+				if allowed != 3 {
+					t.Errorf("g%d-key-%d: %d of %d hits allowed, limit 3", g, k, allowed, hits)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st, err := lim.Stats(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, goroutines*keys, st.Entries)
+}
+
 func TestContextErrors(t *testing.T) {
 	lim := start(t, newFakeClock())
 	p := actorlimit.Policy{Limit: 1, Period: time.Second}

@@ -370,3 +370,54 @@ func TestPersistenceCloseError(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), res.Count, "the second hit was not written")
 }
+
+// TestPersistenceCloseWhileHitting: callers hit their own keys as fast as
+// they can while the limiter closes; every hit answered without error is in
+// the state the next limiter loads, and no hit answered with ErrClosed is.
+func TestPersistenceCloseWhileHitting(t *testing.T) {
+	ctx := context.Background()
+	p := actorlimit.Policy{Limit: 1 << 40, Period: time.Hour}
+	const callers = 4
+	for round := range 20 {
+		clk, dir := newFakeClock(), t.TempDir()
+		lim, err := startPersisted(t, clk, dir, actorlimit.PersistConfig{})
+		require.NoError(t, err)
+		var answered [callers]int64
+		var going, wg sync.WaitGroup
+		going.Add(callers)
+		for c := range callers {
+			wg.Go(func() {
+				id := fmt.Sprintf("caller-%d", c)
+				for i := 0; ; i++ {
+					if i == 50 {
+						going.Done()
+					}
+					_, err := lim.Hit(ctx, id, p)
+					if errors.Is(err, actorlimit.ErrClosed) {
+						if i < 50 {
+							going.Done()
+						}
+						return
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					answered[c]++
+				}
+			})
+		}
+		going.Wait()
+		require.NoError(t, lim.Close())
+		wg.Wait()
+
+		lim, err = startPersisted(t, clk, dir, actorlimit.PersistConfig{})
+		require.NoError(t, err)
+		for c := range callers {
+			res, err := lim.Peek(ctx, fmt.Sprintf("caller-%d", c), p)
+			require.NoError(t, err)
+			require.Equal(t, answered[c], res.Count, "round %d, caller %d: hits answered, hits loaded", round, c)
+		}
+		require.NoError(t, lim.Close())
+	}
+}

@@ -1,6 +1,7 @@
 package actor
 
 import (
+	"context"
 	"errors"
 	"iter"
 	"sync/atomic"
@@ -217,11 +218,20 @@ func (h *heir) walkChunk(w *snapshotWalk, now int64, max int) bool {
 
 // closeJournal hands the journal the last changed keys, then a last
 // snapshot (the rest of the one under way, if any, or a whole one), and
-// closes it, returning its error; the limiter must have stopped. If the
-// writer is still writing the last snapshot, that one is the last.
+// closes it, returning its error; the limiter must have stopped for good
+// (h.over). If the writer is still writing the last snapshot, that one is
+// the last. A caller that took the turn before the limiter stopped may
+// still be deciding its check on the table in place (the check that it
+// had stopped came first): closeJournal waits for that turn to end, so
+// that the last snapshot holds the check the caller is answered for.
+// Every turn after it finds the limiter stopped and leaves the table be.
 func (h *heir) closeJournal() error {
 	if h.snap == nil {
 		return nil
+	}
+	if m := h.mailbox.Load(); m != nil {
+		m.lockTurn(context.Background())
+		m.turn.Unlock()
 	}
 	j := h.cfg.Journal
 	h.flushJournal()

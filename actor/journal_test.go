@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -162,4 +163,71 @@ func TestCloseFinishesSnapshot(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"begin": 1, "record": keys, "end": 1}, counts)
 	assert.Equal(t, "end", got[len(got)-1])
+}
+
+// keptJournal keeps every record it is handed, the last one of each id.
+type keptJournal struct {
+	mu   sync.Mutex
+	kept map[string]algo.Record
+}
+
+func (j *keptJournal) keep(r algo.Record) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.kept == nil {
+		j.kept = map[string]algo.Record{}
+	}
+	j.kept[r.ID] = r
+}
+func (j *keptJournal) Load(int64, func(algo.Record) error) error   { return nil }
+func (j *keptJournal) Start(iter.Seq[algo.Record], func(), func()) {}
+func (j *keptJournal) Append(r algo.Record)                        { j.keep(r) }
+func (j *keptJournal) Commit()                                     {}
+func (j *keptJournal) BeginSnapshot() bool                         { return true }
+func (j *keptJournal) SnapshotRecord(r algo.Record)                { j.keep(r) }
+func (j *keptJournal) EndSnapshot()                                {}
+func (j *keptJournal) Failures() (errors, dropped uint64)          { return 0, 0 }
+func (j *keptJournal) Close() error                                { return nil }
+
+// TestCloseWaitsForTheLastTurn: a caller that took the turn before the
+// limiter stopped for good, and decides its check on the table in place
+// after it stopped, holds Close's last snapshot back until its turn ends,
+// and its check is in that snapshot.
+func TestCloseWaitsForTheLastTurn(t *testing.T) {
+	j := &keptJournal{}
+	sys := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
+		func(*protoactor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	c, err := Start(sys.Root, Config{Clock: frozenClock{}, Journal: j})
+	require.NoError(t, err)
+	chk := algo.Check{Algorithm: algo.FixedWindow, Period: time.Hour, Limit: 10, ID: "a", N: 1}
+	_, err = c.Do(context.Background(), chk)
+	require.NoError(t, err)
+
+	// The limiter stops for good, as Close has it stop, while a caller
+	// holds the turn: it saw the limiter running and decides its check.
+	m := c.h.mailbox.Load()
+	require.True(t, m.lockTurn(context.Background()))
+	c.h.stopped()
+	closed := make(chan error, 1)
+	go func() { closed <- c.h.closeJournal() }()
+	for m.takers.Load() == 0 {
+		select {
+		case err := <-closed:
+			t.Fatalf("the last snapshot was taken during a turn (error %v)", err)
+		default:
+			runtime.Gosched()
+		}
+	}
+	var d algo.Decision
+	m.h.decideOne(&chk, &d, frozenClock{}.Now().UnixNano())
+	require.True(t, d.Allowed)
+	m.turn.Unlock()
+	require.NoError(t, <-closed)
+
+	tb := table.New(0)
+	require.NoError(t, tb.Load(frozenClock{}.Now().UnixNano(), j.kept["a"]))
+	peek := chk
+	peek.Op = algo.OpPeek
+	assert.EqualValues(t, 2, tb.Apply(&peek, frozenClock{}.Now().UnixNano()).Count, "hits of a in the last snapshot")
 }

@@ -404,7 +404,8 @@ func (l *Limiter) PIDFor(id string) *protoactor.PID {
 // Close lets the limiter answer every call already queued, then stops it,
 // its janitor and its supervisor (and, for a limiter made by Start, its
 // actor system). Calls after Close return ErrClosed. With [WithPersistence]
-// it writes a last snapshot, and returns an error if the last snapshot, or
+// it writes a last snapshot, which holds every hit answered without error,
+// calls made while it closed too, and returns an error if the last snapshot, or
 // the records after it, could not be written: the directory then holds an
 // older state than the limiter had (the failure is logged too). Otherwise
 // it returns nil. Close is idempotent and returns the same error every

@@ -229,9 +229,10 @@ func (h *heir) closeJournal() error {
 	if h.snap == nil {
 		return nil
 	}
-	if m := h.mailbox.Load(); m != nil {
-		m.lockTurn(context.Background())
-		m.turn.Unlock()
+	if m := h.mailbox.Load(); m != nil && m.lockTurn(context.Background()) {
+		if m.release() { // what was posted meanwhile: answered ErrClosed or dropped, as stopped
+			m.process(m.batch, nil)
+		}
 	}
 	j := h.cfg.Journal
 	h.flushJournal()

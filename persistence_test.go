@@ -388,15 +388,14 @@ func TestPersistenceCloseWhileHitting(t *testing.T) {
 		for c := range callers {
 			wg.Go(func() {
 				id := fmt.Sprintf("caller-%d", c)
+				var once sync.Once // going: after 50 hits, or when the caller stops
+				defer once.Do(going.Done)
 				for i := 0; ; i++ {
 					if i == 50 {
-						going.Done()
+						once.Do(going.Done)
 					}
 					_, err := lim.Hit(ctx, id, p)
 					if errors.Is(err, actorlimit.ErrClosed) {
-						if i < 50 {
-							going.Done()
-						}
 						return
 					}
 					if err != nil {

@@ -137,19 +137,23 @@ type tally struct{ offered, allowed int64 }
 // in which it was sent: a hit sent just before a window's end may be
 // decided just after it, and counts against the next window's limit. A
 // driver that wakes late (a loaded machine) sends the hits it owes at once,
-// so the rate offered holds however the process is scheduled.
+// at most one sync interval's worth (what the predicted bound allows a
+// member between two syncs), so the rate offered holds however the process
+// is scheduled, and a long stall is not made up in one burst.
 func drive(m *cluster.Member, s settings, start time.Time, fail func(error)) []tally {
 	time.Sleep(time.Until(start))
 	counts := make([]tally, s.windows)
 	tick := time.NewTicker(time.Second / time.Duration(s.rate))
 	defer tick.Stop()
 	end := start.Add(time.Duration(s.windows) * s.policy.Period)
+	burst := max(1, int64(s.rate)*int64(s.syncEvery)/int64(time.Second))
 	var sent int64
 	for now := range tick.C {
 		if !now.Before(end) {
 			break
 		}
 		due := int64(time.Since(start))*int64(s.rate)/int64(time.Second) + 1
+		sent = max(sent, due-burst)
 		for ; sent < due; sent++ {
 			at := time.Now()
 			res, err := m.Limiter.Hit(context.Background(), "hot", s.policy)

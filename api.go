@@ -191,6 +191,7 @@ type Limiter struct {
 	system    *protoactor.ActorSystem // made by Start, shut down by Close
 	closeOnce sync.Once
 	closeErr  error // what Close returns
+	shared    bool  // SharedCounts
 }
 
 // Start runs a limiter in an actor system of its own, which Close shuts
@@ -222,7 +223,7 @@ func Spawn(parent protoactor.SpawnerContext, opts ...Option) (*Limiter, error) {
 // start spawns one supervised limiter per shard under parent, each with
 // its own Journal if the limiter is persisted.
 func start(parent protoactor.SpawnerContext, own *protoactor.ActorSystem, s settings) (*Limiter, error) {
-	l := &Limiter{seed: s.seed, system: own}
+	l := &Limiter{seed: s.seed, system: own, shared: s.sharedCounts()}
 	if !s.seeded {
 		l.seed = randomSeed()
 	}

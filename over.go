@@ -9,5 +9,5 @@ func Over(b Backend) (*Limiter, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: Over: backend is nil", ErrInvalidArgument)
 	}
-	return &Limiter{shards: []Backend{b}}, nil
+	return &Limiter{shards: []Backend{b}, shared: backendShared(b)}, nil
 }

@@ -107,7 +107,10 @@ type Config struct {
 	// default, is a key of 32 random bytes drawn once per process: right
 	// for one server, but servers that share counts (a Redis store, a
 	// cluster) must be given the same key, or each counts a client's
-	// token under an id of its own. Set, it is at least [MinSecretKey]
+	// token under an id of its own: New refuses an empty key with a
+	// limiter whose SharedCounts() bool method reports true
+	// (actorlimit.Limiter's does for a Redis store, a cluster member and
+	// persistence). Set, it is at least [MinSecretKey]
 	// bytes, and makes a token's group computable by whoever holds it
 	// (docs/security.md gives the command).
 	SecretKey []byte
@@ -189,6 +192,10 @@ func New(lim Limiter, cfg Config) (*Middleware, error) {
 		return nil, fmt.Errorf("%w: Timeout %v is negative", ErrInvalidConfig, cfg.Timeout)
 	}
 	switch n := len(cfg.SecretKey); {
+	case n == 0 && sharedCounts(lim):
+		return nil, fmt.Errorf("%w: SecretKey is empty, and the limiter's counts are shared or kept (a Redis store, a cluster, persistence): "+
+			"a key drawn per process would count a secret value under another id on every process and after every restart; "+
+			"give every process the same key of at least %d bytes (head -c 32 /dev/urandom > key)", ErrInvalidConfig, MinSecretKey)
 	case n == 0:
 		m.macs = newMacs(processKey())
 	case n < MinSecretKey:
@@ -250,6 +257,13 @@ func checkLimiter(lim Limiter) error {
 		return fmt.Errorf("%w: limiter %T was never started (make it with actorlimit.Start or actorlimit.Spawn)", ErrInvalidConfig, lim)
 	}
 	return nil
+}
+
+// sharedCounts reports whether lim says its counts are shared with other
+// processes or kept across restarts (actorlimit.Limiter.SharedCounts).
+func sharedCounts(lim Limiter) bool {
+	s, ok := lim.(interface{ SharedCounts() bool })
+	return ok && s.SharedCounts()
 }
 
 // sleep waits for d, or until ctx ends.

@@ -123,6 +123,10 @@ type Config struct {
 	Files  []string
 	source []byte
 	rules  int
+	// texts are the files' contents, in Files' order (for RedactedSource).
+	texts [][]byte
+	// secret holds, per domain, the keys a descriptor says secret: true of.
+	secret map[string]map[string]bool
 }
 
 // Rules returns how many rate_limit entries the configuration holds.
@@ -234,7 +238,9 @@ func Parse(files map[string][]byte) (*Config, error) {
 	return c, nil
 }
 
-func newConfig() *Config { return &Config{domains: map[string]*node{}} }
+func newConfig() *Config {
+	return &Config{domains: map[string]*node{}, secret: map[string]map[string]bool{}}
+}
 
 // add loads one file's domain into c.
 func (c *Config) add(file string, data []byte) error {
@@ -278,6 +284,7 @@ func (c *Config) add(file string, data []byte) error {
 	}
 	c.domains[domain] = top
 	c.Files = append(c.Files, file)
+	c.texts = append(c.texts, data)
 	var b bytes.Buffer
 	b.Write(c.source)
 	if len(c.source) > 0 {
@@ -308,6 +315,7 @@ func (c *Config) loadDescriptors(file, domain, parentPath string, parent *node, 
 			key, value                                             string
 			rl, children                                           *yaml.Node
 			shadow, quota, detailed, valueToMetric, shareThreshold bool
+			secret                                                 bool
 		)
 		err := eachField(file, d, "a descriptor", func(k, v *yaml.Node) error {
 			var err error
@@ -330,8 +338,10 @@ func (c *Config) loadDescriptors(file, domain, parentPath string, parent *node, 
 				valueToMetric, err = boolean(file, v, "value_to_metric")
 			case "share_threshold":
 				shareThreshold, err = boolean(file, v, "share_threshold")
+			case "secret":
+				secret, err = boolean(file, v, "secret (an actorlimitd extension)")
 			default:
-				return unknownField(file, k, "a descriptor", "key, value, rate_limit, descriptors, shadow_mode, quota_mode, detailed_metric, value_to_metric, share_threshold")
+				return unknownField(file, k, "a descriptor", "key, value, rate_limit, descriptors, shadow_mode, quota_mode, detailed_metric, value_to_metric, share_threshold, and the extension secret")
 			}
 			return err
 		})
@@ -340,6 +350,12 @@ func (c *Config) loadDescriptors(file, domain, parentPath string, parent *node, 
 		}
 		if key == "" {
 			return nodeErr(file, d, "descriptor has empty key")
+		}
+		if secret {
+			if c.secret[domain] == nil {
+				c.secret[domain] = map[string]bool{}
+			}
+			c.secret[domain][key] = true
 		}
 		final := key
 		if value != "" {

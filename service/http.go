@@ -57,10 +57,11 @@ func JSONHandler(s *Server) http.Handler {
 }
 
 // ConfigHandler serves GET /rlconfig: the configuration files in force, as
-// text.
+// text, the values of secret descriptors redacted (Config.RedactedSource
+// with the Server's Options.Secrets.Keys).
 func ConfigHandler(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write(s.Config().Source())
+		_, _ = w.Write(s.Config().RedactedSource(s.o.Secrets.Keys))
 	})
 }

@@ -18,8 +18,13 @@ type Match struct {
 	// counter's id (share_threshold), or "".
 	shared []string
 	// label is the metric label of a detailed_metric or value_to_metric
-	// rule, which holds the request's values; "" means Rule.Path.
+	// rule, which holds the request's values, or of a rule whose path
+	// holds a secret value (redacted); "" means Rule.Path.
 	label string
+	// detailed: label holds a request's values.
+	detailed bool
+	// secret are the keys the domain's configuration marks secret.
+	secret map[string]bool
 }
 
 // Match finds the rule for a descriptor of domain, as envoy ratelimit does:
@@ -27,12 +32,20 @@ type Match struct {
 // wildcard children (values ending in '*') in file order, then the child
 // "key" alone; a rule applies only when it sits at the descriptor's last
 // entry, and the walk stops at a level with no children.
+//
+// Match knows no Secrets: its Label holds the values as they are. The
+// Server's own matching writes secret and long values as their digests.
 func (c *Config) Match(domain string, d *ratelimitv3.RateLimitDescriptor) Match {
+	return c.match(domain, d, nil)
+}
+
+// match is Match, with h's digests in the label (nil: none).
+func (c *Config) match(domain string, d *ratelimitv3.RateLimitDescriptor, h *hasher) Match {
 	top := c.domains[domain]
 	if top == nil {
 		return Match{}
 	}
-	m := Match{Known: true}
+	m := Match{Known: true, secret: c.secret[domain]}
 	entries := d.GetEntries()
 	// metricValue[i] is what envoy ratelimit writes after entry i's key in
 	// a value_to_metric label; kept only when a level asks for it.
@@ -85,9 +98,38 @@ func (c *Config) Match(domain string, d *ratelimitv3.RateLimitDescriptor) Match 
 		}
 		level = next
 	}
-	if m.Rule == nil || !(m.Rule.DetailedMetric || toMetric) {
+	if m.Rule == nil {
 		return m
 	}
+	// A label with a value to hide: a secret one (even the file's own, in
+	// the rule's path), or a client's long one.
+	hide := false
+	if h != nil {
+		for i, e := range entries {
+			shown := i < len(metricValue) && metricValue[i] != "" || m.Rule.DetailedMetric && e.GetValue() != ""
+			if shown && h.secretKey(e.GetKey(), m.secret) || (m.Rule.DetailedMetric || toMetric) && len(e.GetValue()) > h.maxValue {
+				hide = true
+				break
+			}
+		}
+	}
+	if !(m.Rule.DetailedMetric || toMetric || hide) {
+		return m
+	}
+	l := m.label0(entries, metricValue, nil)
+	m.detailed = (m.Rule.DetailedMetric || toMetric) && (l != m.Rule.Path || m.Rule.DetailedMetric)
+	if hide {
+		l = m.label0(entries, metricValue, h)
+	}
+	if l != m.Rule.Path || m.detailed {
+		m.label = l
+	}
+	return m
+}
+
+// label0 builds the label of a match whose rule is detailed or has values
+// to hide, with h's digests (nil: the values as they are).
+func (m *Match) label0(entries []*ratelimitv3.RateLimitDescriptor_Entry, metricValue []string, h *hasher) string {
 	var b strings.Builder
 	for i, e := range entries {
 		if i > 0 {
@@ -103,13 +145,10 @@ func (c *Config) Match(domain string, d *ratelimitv3.RateLimitDescriptor) Match 
 		}
 		if v != "" {
 			b.WriteByte('_')
-			b.WriteString(v)
+			b.WriteString(h.labelValue(v, h.secretKey(e.GetKey(), m.secret)))
 		}
 	}
-	if l := b.String(); l != m.Rule.Path || m.Rule.DetailedMetric {
-		m.label = l
-	}
-	return m
+	return b.String()
 }
 
 // Label returns the metric label of the match: the rule's path in the
@@ -126,32 +165,38 @@ func (m Match) Label() string {
 }
 
 // Detailed reports whether Label holds a request's values.
-func (m Match) Detailed() bool { return m.label != "" }
+func (m Match) Detailed() bool { return m.detailed }
 
 // ID returns the limiter id of the descriptor's counter: the domain and
 // every entry's key and value (a share_threshold wildcard's pattern in
 // place of the value), each prefixed by its length, so that no two
-// different descriptors share an id.
+// different descriptors share an id. It knows no Secrets: the Server's ids
+// hold secret and long values as their digests (see MaxStoredID).
 func (m Match) ID(domain string, d *ratelimitv3.RateLimitDescriptor) string {
-	return descriptorID(domain, d, m.shared)
+	return m.id(domain, d, nil)
 }
 
-func descriptorID(domain string, d *ratelimitv3.RateLimitDescriptor, shared []string) string {
+// id is ID, with h's digests (nil: none).
+func (m Match) id(domain string, d *ratelimitv3.RateLimitDescriptor, h *hasher) string {
 	n := len(domain) + 4
 	for _, e := range d.GetEntries() {
-		n += len(e.GetKey()) + len(e.GetValue()) + 8
+		n += len(e.GetKey()) + min(len(e.GetValue()), MaxStoredID) + 8
 	}
-	b := make([]byte, 0, n)
+	var buf [MaxStoredID + 64]byte
+	b := buf[:0]
+	if n > len(buf) {
+		b = make([]byte, 0, n)
+	}
 	b = appendField(b, domain)
 	for i, e := range d.GetEntries() {
 		b = appendField(b, e.GetKey())
 		v := e.GetValue()
-		if i < len(shared) && shared[i] != "" {
-			v = shared[i]
+		if i < len(m.shared) && m.shared[i] != "" {
+			v = m.shared[i]
 		}
-		b = appendField(b, v)
+		b = h.appendValue(b, v, h.secretKey(e.GetKey(), m.secret))
 	}
-	return string(b)
+	return h.finish(b)
 }
 
 func appendField(b []byte, s string) []byte {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -12,10 +13,21 @@ const DefaultMaxDetailedSeries = 1000
 
 // Metrics are the service's Prometheus metrics, per domain and descriptor
 // path (the rule's keys and the file's values: no client's value, except
-// for detailed_metric and value_to_metric rules, at most NewMetrics'
-// maxDetailed distinct paths; past the bound such a descriptor's hits are
-// counted under its rule's path, and detailed_series_dropped_total counts
-// the descriptor):
+// for detailed_metric and value_to_metric rules; a secret value, or a
+// client's value longer than Bounds.ValueLength, is written as its digest,
+// see MaxStoredID).
+//
+// The detailed series are at most NewMetrics' maxDetailed, and the budget
+// keeps the busiest, by the space-saving scheme of Metwally, Agrawal and
+// El Abbadi (2005): each series has a weight, the hits counted under it;
+// a new series takes the place of the lightest one, whose metric series
+// are deleted, and starts at that weight plus its own hits. A series whose
+// hits are more than 1/maxDetailed of all the detailed hits since the
+// start is never evicted, so a client that sends many values once cannot
+// push out the values that get the traffic; it only churns the lightest
+// places. detailed_series_dropped_total counts the series evicted.
+//
+// The metrics:
 //
 //	actorlimitd_hits_total{domain,descriptor}          hits asked for (hits_addend summed)
 //	actorlimitd_over_limit_total{domain,descriptor}    hits over the limit
@@ -30,7 +42,11 @@ const DefaultMaxDetailedSeries = 1000
 //	actorlimitd_config_loads_total{result}             configurations loaded: success, error
 //	actorlimitd_config_rules                           rate_limit entries in the configuration in force
 //	actorlimitd_unknown_domain_total                   descriptors of a domain the configuration lacks
-//	actorlimitd_detailed_series_dropped_total          detailed descriptors counted under their rule's path
+//	actorlimitd_detailed_series_dropped_total          detailed series evicted for a new one
+//	actorlimitd_refused_total{reason}                  requests refused (InvalidArgument), by the bound passed:
+//	                                                   domain, no_descriptors, descriptors, entries,
+//	                                                   key_length, override_unit
+//	actorlimitd_hits_addend_clamped_total              descriptors whose hits_addend was over Options.MaxHitsAddend
 //
 // A Metrics is safe for concurrent use.
 type Metrics struct {
@@ -39,17 +55,20 @@ type Metrics struct {
 	requests, loads                  *prometheus.CounterVec
 	duration                         prometheus.Histogram
 	rules                            prometheus.Gauge
-	unknownDomain, dropped           prometheus.Counter
+	unknownDomain, dropped, clamped  prometheus.Counter
+	refused                          *prometheus.CounterVec
 
-	// codes are requests' counters by outcome, resolved once.
-	codes map[string]prometheus.Counter
+	// codes are requests' counters by outcome, resolved once; refusals
+	// by reason.
+	codes, refusals map[string]prometheus.Counter
 
 	maxDetailed int
 	// series maps a seriesKey to its *ruleCounters: read without a lock,
 	// written under mu.
-	series   sync.Map
-	mu       sync.Mutex
-	detailed int
+	series sync.Map
+	mu     sync.Mutex
+	// detailed are the detailed series, at most maxDetailed (under mu).
+	detailed []*ruleCounters
 }
 
 type seriesKey struct{ domain, path string }
@@ -57,6 +76,9 @@ type seriesKey struct{ domain, path string }
 type ruleCounters struct {
 	hits, over, near, within, shadow prometheus.Counter
 	overLocal                        prometheus.Counter
+	// key and weight are a detailed series' (space-saving's count).
+	key    seriesKey
+	weight atomic.Int64
 }
 
 // NewMetrics makes the service's metrics and registers them with reg
@@ -89,17 +111,25 @@ func NewMetrics(reg prometheus.Registerer, maxDetailed int) (*Metrics, error) {
 		unknownDomain: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "actorlimitd", Name: "unknown_domain_total",
 			Help: "Descriptors of a domain that the configuration lacks."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "actorlimitd", Name: "detailed_series_dropped_total",
-			Help: "Descriptors of detailed_metric and value_to_metric rules counted under their rule's path, the bound on detailed series reached."}),
+			Help: "Series of detailed_metric and value_to_metric rules evicted for a new one, the bound on detailed series reached (the busiest are kept)."}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "actorlimitd", Name: "refused_total",
+			Help: "Requests refused with InvalidArgument, by the bound of the operator's configuration they passed."}, []string{"reason"}),
+		clamped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "actorlimitd", Name: "hits_addend_clamped_total",
+			Help: "Descriptors whose hits_addend was over -max-hits-addend, counted as that bound."}),
 		maxDetailed: maxDetailed,
 		codes:       map[string]prometheus.Counter{},
+		refusals:    map[string]prometheus.Counter{},
 	}
 	for _, c := range []string{"ok", "over_limit", "invalid", "error"} {
 		m.codes[c] = m.requests.WithLabelValues(c)
 	}
+	for _, r := range refusedReasons {
+		m.refusals[r] = m.refused.WithLabelValues(r)
+	}
 	m.loads.WithLabelValues("success")
 	m.loads.WithLabelValues("error")
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.hits, m.over, m.near, m.within, m.shadow, m.overLocal, m.requests, m.loads, m.duration, m.rules, m.unknownDomain, m.dropped} {
+		for _, c := range []prometheus.Collector{m.hits, m.over, m.near, m.within, m.shadow, m.overLocal, m.requests, m.loads, m.duration, m.rules, m.unknownDomain, m.dropped, m.refused, m.clamped} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -121,29 +151,60 @@ func (m *Metrics) ConfigLoaded(c *Config, err error) {
 	m.rules.Set(float64(c.Rules()))
 }
 
-// counters returns the counters of a rule's series.
-func (m *Metrics) counters(domain string, match Match) *ruleCounters {
+// counters returns the counters of a match's series, which weight more
+// hits make busier.
+func (m *Metrics) counters(domain string, match Match, weight int64) *ruleCounters {
 	k := seriesKey{domain, match.Label()}
 	if c, ok := m.series.Load(k); ok {
-		return c.(*ruleCounters)
+		c := c.(*ruleCounters)
+		if match.Detailed() {
+			c.weight.Add(weight)
+		}
+		return c
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c, ok := m.series.Load(k); ok {
-		return c.(*ruleCounters)
+		c := c.(*ruleCounters)
+		if match.Detailed() {
+			c.weight.Add(weight)
+		}
+		return c
 	}
-	if match.Detailed() {
-		if m.detailed >= m.maxDetailed {
-			m.dropped.Inc()
-			k.path = match.Rule.Path
-			if c, ok := m.series.Load(k); ok {
-				return c.(*ruleCounters)
-			}
-		} else {
-			m.detailed++
+	c := m.newCounters(k)
+	if !match.Detailed() {
+		m.series.Store(k, c)
+		return c
+	}
+	if len(m.detailed) < m.maxDetailed {
+		c.weight.Store(weight)
+		m.detailed = append(m.detailed, c)
+		m.series.Store(k, c)
+		return c
+	}
+	// Space-saving: the lightest series gives its place, and its weight.
+	j := 0
+	for i, d := range m.detailed {
+		if d.weight.Load() < m.detailed[j].weight.Load() {
+			j = i
 		}
 	}
-	c := &ruleCounters{
+	old := m.detailed[j]
+	m.series.Delete(old.key)
+	for _, v := range []*prometheus.CounterVec{m.hits, m.over, m.near, m.within, m.shadow, m.overLocal} {
+		v.DeleteLabelValues(old.key.domain, old.key.path)
+	}
+	m.dropped.Inc()
+	c.weight.Store(satAdd(old.weight.Load(), weight))
+	m.detailed[j] = c
+	m.series.Store(k, c)
+	return c
+}
+
+// newCounters returns the counters of the series k.
+func (m *Metrics) newCounters(k seriesKey) *ruleCounters {
+	return &ruleCounters{
+		key:    k,
 		hits:   m.hits.WithLabelValues(k.domain, k.path),
 		over:   m.over.WithLabelValues(k.domain, k.path),
 		near:   m.near.WithLabelValues(k.domain, k.path),
@@ -152,6 +213,4 @@ func (m *Metrics) counters(domain string, match Match) *ruleCounters {
 
 		overLocal: m.overLocal.WithLabelValues(k.domain, k.path),
 	}
-	m.series.Store(k, c)
-	return c
 }

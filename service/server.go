@@ -22,19 +22,21 @@ import (
 	"github.com/actorlimit/actorlimit"
 )
 
-// Bounds on a request; a request past one is refused with InvalidArgument
-// naming it, and nothing of it is counted. Zero fields of Options.Bounds
-// take these defaults.
+// Bounds on a request. A request past the bound on descriptors, entries or
+// keys (what the operator's configuration of Envoy decides) is refused with
+// InvalidArgument naming it, nothing of it counted, and
+// actorlimitd_refused_total counts it by reason. A value past its bound
+// (what a client decides) is never refused: it is counted under its digest
+// (see MaxStoredID). Zero fields of Options.Bounds take these defaults.
 const (
 	DefaultMaxDescriptors = 64   // descriptors per request
 	DefaultMaxEntries     = 16   // entries per descriptor
-	DefaultMaxKeyLength   = 256  // bytes of an entry's key
-	DefaultMaxValueLength = 1024 // bytes of an entry's value
+	DefaultMaxKeyLength   = 256  // bytes of an entry's key, and of the domain
+	DefaultMaxValueLength = 1024 // bytes of a value kept as it is in an id or a label
 )
 
-// Bounds limits what one request may hold. Besides these, a descriptor's
-// counter id (its domain, keys and values) must fit in
-// actorlimit.MaxIDLength bytes.
+// Bounds limits what one request may hold. A counter id longer than
+// MaxStoredID bytes is counted under its digest, so no id is refused.
 type Bounds struct {
 	Descriptors, Entries, KeyLength, ValueLength int
 }
@@ -108,6 +110,18 @@ type Options struct {
 	// NearLimitRatio is the share of the limit past which hits count as near
 	// it in metrics; default DefaultNearLimitRatio.
 	NearLimitRatio float64
+	// Secrets says which descriptor values are secret, kept only as their
+	// HMAC in ids and labels, and the HMAC's key. The zero value hashes
+	// DefaultSecretKeys' values under a key drawn per Server, which New
+	// refuses when the Limiter's counts are shared or kept.
+	Secrets Secrets
+	// MaxHitsAddend, if positive, bounds a descriptor's hits: a larger
+	// hits_addend (the request's or the descriptor's) is counted as
+	// MaxHitsAddend, never refused (a refusal is an error, which Envoy
+	// lets through by default), and actorlimitd_hits_addend_clamped_total
+	// counts it. 0, the default, leaves it unbounded, as envoy ratelimit
+	// does.
+	MaxHitsAddend uint64
 }
 
 // Server answers envoy's Rate Limit Service protocol with envoy
@@ -119,6 +133,7 @@ type Server struct {
 	o      Options
 	bounds Bounds
 	cfg    atomic.Pointer[Config]
+	h      *hasher
 	// lastWarn is when the limiter's failure was last logged (Unix ns).
 	lastWarn atomic.Int64
 }
@@ -148,8 +163,16 @@ func New(c *Config, o Options) (*Server, error) {
 		o.NearLimitRatio = DefaultNearLimitRatio
 	}
 	s := &Server{o: o, bounds: o.Bounds.withDefaults()}
+	h, err := newHasher(o.Secrets, s.bounds.ValueLength, o.Limiter.SharedCounts())
+	if err != nil {
+		return nil, err
+	}
+	s.h = h
 	if c == nil {
 		c = newConfig()
+	}
+	if err := s.CheckConfig(c); err != nil {
+		return nil, err
 	}
 	s.cfg.Store(c)
 	return s, nil
@@ -158,8 +181,24 @@ func New(c *Config, o Options) (*Server, error) {
 // SetConfig puts c in force for the requests that start after it. The
 // counts of every rule are kept: a counter is the descriptor's, under its
 // rule's algorithm and period, so a rule whose algorithm and period did not
-// change keeps counting where it was.
+// change keeps counting where it was. Check c with CheckConfig first.
 func (s *Server) SetConfig(c *Config) { s.cfg.Store(c) }
+
+// CheckConfig returns an error wrapping ErrSecretKey if c marks a key
+// secret (secret: true) while the Server has no Secrets.Key and the
+// Limiter's counts are shared or kept: such values would be counted under
+// a key of this process only. The Reloader checks every configuration so.
+func (s *Server) CheckConfig(c *Config) error {
+	if s.h.keyed || !s.o.Limiter.SharedCounts() {
+		return nil
+	}
+	for _, d := range c.Domains() {
+		for k := range c.secret[d] {
+			return fmt.Errorf("%w is empty while the limiter's counts are shared or kept, and domain %q marks key %q secret: give every process the same key", ErrSecretKey, d, k)
+		}
+	}
+	return nil
+}
 
 // Config returns the configuration in force.
 func (s *Server) Config() *Config { return s.cfg.Load() }
@@ -198,38 +237,55 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	return resp, err
 }
 
-func invalid(format string, args ...any) error {
+// The reasons of refusals, actorlimitd_refused_total's label: each is
+// what the operator's configuration of Envoy decides, never a client.
+const (
+	refusedDomain        = "domain"         // empty, or over the key length bound
+	refusedNoDescriptors = "no_descriptors" // an empty list
+	refusedDescriptors   = "descriptors"    // over the bound
+	refusedEntries       = "entries"        // over the bound, or a null descriptor
+	refusedKeyLength     = "key_length"     // over the bound
+	refusedOverrideUnit  = "override_unit"  // a limit override's unit unknown
+)
+
+// refusedReasons are the refusals' reasons, for the metric.
+var refusedReasons = []string{refusedDomain, refusedNoDescriptors, refusedDescriptors, refusedEntries, refusedKeyLength, refusedOverrideUnit}
+
+// invalid counts a refusal for reason and returns its error.
+func (s *Server) invalid(reason, format string, args ...any) error {
+	if m := s.o.Metrics; m != nil {
+		m.refusals[reason].Inc()
+	}
 	return status.Errorf(codes.InvalidArgument, format, args...)
 }
 
-// validate refuses a request past a bound.
+// validate refuses a request past a bound of what the operator's
+// configuration decides. Values are not bounded here: a long one is
+// counted under its digest.
 func (s *Server) validate(req *rlsv3.RateLimitRequest) error {
 	b := s.bounds
 	if req.GetDomain() == "" {
-		return invalid("rate limit domain must not be empty")
+		return s.invalid(refusedDomain, "rate limit domain must not be empty")
 	}
 	if len(req.GetDescriptors()) == 0 {
-		return invalid("rate limit descriptor list must not be empty")
+		return s.invalid(refusedNoDescriptors, "rate limit descriptor list must not be empty")
 	}
 	if len(req.GetDomain()) > b.KeyLength {
-		return invalid("domain is %d bytes, over the bound of %d bytes (the key length bound)", len(req.GetDomain()), b.KeyLength)
+		return s.invalid(refusedDomain, "domain is %d bytes, over the bound of %d bytes (the key length bound)", len(req.GetDomain()), b.KeyLength)
 	}
 	if n := len(req.GetDescriptors()); n > b.Descriptors {
-		return invalid("%d descriptors, over the bound of %d descriptors per request", n, b.Descriptors)
+		return s.invalid(refusedDescriptors, "%d descriptors, over the bound of %d descriptors per request", n, b.Descriptors)
 	}
 	for i, d := range req.GetDescriptors() {
 		if d == nil {
-			return invalid("descriptor %d is null", i)
+			return s.invalid(refusedEntries, "descriptor %d is null", i)
 		}
 		if n := len(d.GetEntries()); n > b.Entries {
-			return invalid("descriptor %d has %d entries, over the bound of %d entries per descriptor", i, n, b.Entries)
+			return s.invalid(refusedEntries, "descriptor %d has %d entries, over the bound of %d entries per descriptor", i, n, b.Entries)
 		}
 		for j, e := range d.GetEntries() {
 			if n := len(e.GetKey()); n > b.KeyLength {
-				return invalid("descriptor %d, entry %d: key is %d bytes, over the bound of %d bytes", i, j, n, b.KeyLength)
-			}
-			if n := len(e.GetValue()); n > b.ValueLength {
-				return invalid("descriptor %d, entry %d: value is %d bytes, over the bound of %d bytes", i, j, n, b.ValueLength)
+				return s.invalid(refusedKeyLength, "descriptor %d, entry %d: key is %d bytes, over the bound of %d bytes", i, j, n, b.KeyLength)
 			}
 		}
 	}
@@ -252,13 +308,13 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 			// envoy ratelimit's override: the request's limit, no name, no shadow mode.
 			unit := Unit(l.GetUnit())
 			if unitSeconds(unit) == 0 {
-				return nil, invalid("descriptor %d: the limit override's unit %v is not a known unit", i, l.GetUnit())
+				return nil, s.invalid(refusedOverrideUnit, "descriptor %d: the limit override's unit %v is not a known unit", i, l.GetUnit())
 			}
 			it.rule = &Rule{Domain: req.GetDomain(), Path: "limit_override", Unit: unit, RequestsPerUnit: l.GetRequestsPerUnit(),
 				Policy: actorlimit.Policy{Limit: int64(l.GetRequestsPerUnit()), Period: time.Duration(unitSeconds(unit)) * time.Second}}
-			it.match = Match{Rule: it.rule, Known: true, label: overrideLabel(d)}
+			it.match = Match{Rule: it.rule, Known: true, label: overrideLabel(d), detailed: true, secret: cfg.secret[req.GetDomain()]}
 		} else {
-			it.match = cfg.Match(req.GetDomain(), d)
+			it.match = cfg.match(req.GetDomain(), d, s.h)
 			it.rule = it.match.Rule
 			if !it.match.Known && s.o.Metrics != nil {
 				s.o.Metrics.unknownDomain.Inc()
@@ -287,10 +343,13 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 		}
 		it.policy = it.rule.Policy
 		it.hits = hitsAddend(req, d)
-		it.id = it.match.ID(req.GetDomain(), d)
-		if len(it.id) > actorlimit.MaxIDLength {
-			return nil, invalid("descriptor %d: its domain, keys and values make %d bytes, over the bound of %d bytes", i, len(it.id), actorlimit.MaxIDLength)
+		if m := s.o.MaxHitsAddend; m > 0 && uint64(it.hits) > m {
+			it.hits = int64(min(m, math.MaxInt64))
+			if s.o.Metrics != nil {
+				s.o.Metrics.clamped.Inc()
+			}
 		}
+		it.id = it.match.id(req.GetDomain(), d, s.h)
 	}
 	if err := s.count(ctx, items, sc); err != nil {
 		switch {
@@ -550,7 +609,7 @@ func (s *Server) status(domain string, it *item, now time.Time) (*rlsv3.RateLimi
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	if m := s.o.Metrics; m != nil {
-		s.countMetrics(m.counters(domain, it.match), it, lim, before, after, over)
+		s.countMetrics(m.counters(domain, it.match, max(1, it.hits)), it, lim, before, after, over)
 	}
 	if over && r.ShadowMode {
 		st.Code = rlsv3.RateLimitResponse_OK

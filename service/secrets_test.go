@@ -57,8 +57,12 @@ func TestLongValuesCounted(t *testing.T) {
 		{"a value just over the bound", func(last string) *ratelimitv3.RateLimitDescriptor {
 			return desc("user", strings.Repeat("v", service.DefaultMaxValueLength)+last)
 		}},
-		{"5000 bytes", func(last string) *ratelimitv3.RateLimitDescriptor { return desc("user", strings.Repeat("w", 4999)+last) }},
-		{"1 MiB", func(last string) *ratelimitv3.RateLimitDescriptor { return desc("user", strings.Repeat("x", 1<<20-1)+last) }},
+		{"5000 bytes", func(last string) *ratelimitv3.RateLimitDescriptor {
+			return desc("user", strings.Repeat("w", 4999)+last)
+		}},
+		{"1 MiB", func(last string) *ratelimitv3.RateLimitDescriptor {
+			return desc("user", strings.Repeat("x", 1<<20-1)+last)
+		}},
 		{"short values, a long id", func(last string) *ratelimitv3.RateLimitDescriptor {
 			return desc("tenant", strings.Repeat("t", 200), "route", strings.Repeat("r", 200)+last)
 		}},

@@ -51,6 +51,9 @@ func (r *Reloader) Reload() error {
 	defer r.mu.Unlock()
 	r.last = signature(r.path)
 	c, err := Load(r.path)
+	if err == nil {
+		err = r.srv.CheckConfig(c)
+	}
 	r.metrics.ConfigLoaded(c, err)
 	if err != nil {
 		attrs := []any{"err", err}

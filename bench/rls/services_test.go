@@ -79,7 +79,8 @@ func startActorlimitd(tb testing.TB, cfg configDir, redisAddr string, extra ...s
 	tb.Helper()
 	bin := actorlimitdBinary(tb)
 	grpcPort, httpPort := freePort(tb), freePort(tb)
-	args := []string{"-config", cfg.Files, "-grpc-addr", addr(grpcPort), "-http-addr", addr(httpPort)}
+	// Secret keys off: envoy ratelimit keeps every value as it is.
+	args := []string{"-config", cfg.Files, "-grpc-addr", addr(grpcPort), "-http-addr", addr(httpPort), "-secret-descriptor-keys", ""}
 	if redisAddr != "" {
 		args = append(args, "-redis", redisAddr)
 	}

@@ -37,13 +37,14 @@ func TestClusterProcesses(t *testing.T) {
 		peers = append(peers, "127.0.0.1:"+strconv.Itoa(p))
 	}
 	c := newCerts(t)
+	secretKey := secretKeyFile(t)
 	var ds []*daemon
 	for i := range 3 {
 		cert, key := c.issue(t, fmt.Sprintf("member%d", i), int64(10+i))
 		ds = append(ds, startDaemon(t, "-config", config, "-cluster-mode", "owner", "-cluster-name", "test",
 			"-cluster-port", strconv.Itoa(ports[i]), "-cluster-peers", strings.Join(peers, ","),
 			"-cluster-peer-port", strconv.Itoa(ports[3+i]), "-cluster-dead-after", "2s",
-			"-cluster-tls-cert", cert, "-cluster-tls-key", key, "-cluster-tls-ca", c.caFile))
+			"-cluster-tls-cert", cert, "-cluster-tls-key", key, "-cluster-tls-ca", c.caFile, "-secret-key-file", secretKey))
 	}
 	members := clusterMembers
 	for i, d := range ds {
@@ -104,7 +105,7 @@ func TestClusterEtcd(t *testing.T) {
 	writeFile(t, config, "domain: c\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 10}\n")
 	var ds []*daemon
 	for range 2 {
-		ds = append(ds, startDaemon(t, "-config", config, "-cluster-mode", "owner", "-cluster-name", "etcdtest", "-cluster-etcd", endpoint))
+		ds = append(ds, startDaemon(t, "-config", config, "-cluster-mode", "owner", "-cluster-name", "etcdtest", "-cluster-etcd", endpoint, "-secret-descriptor-keys", ""))
 	}
 	for i, d := range ds {
 		eventually(t, 30*time.Second, fmt.Sprintf("member %d sees 2", i), func() bool { return clusterMembers(d) == 2 })

@@ -65,6 +65,7 @@ type flags struct {
 	drainDelay                 time.Duration
 	maxDetailed                int
 	bounds                     service.Bounds
+	edge                       edgeFlags // secrets.go
 }
 
 // clusterFlags are the -cluster-* flags.
@@ -119,6 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.bounds.Entries, "max-entries", service.DefaultMaxEntries, "bound on a descriptor's entries")
 	fs.IntVar(&f.bounds.KeyLength, "max-key-length", service.DefaultMaxKeyLength, "bound on a key's length (bytes)")
 	fs.IntVar(&f.bounds.ValueLength, "max-value-length", service.DefaultMaxValueLength, "bound on a value's length (bytes)")
+	f.edge.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -194,6 +196,10 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 		return err
 	}
 
+	secrets, err := f.edge.secrets(f.redis != "" || f.persist != "" || f.cluster.on())
+	if err != nil {
+		return err
+	}
 	b, err := openBackend(f, col, log)
 	if err != nil {
 		return err
@@ -212,7 +218,7 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 	srv, err := service.New(nil, service.Options{
 		Limiter: b.limiter, Metrics: svcMetrics, Logger: log, Bounds: f.bounds,
 		ResponseHeaders: f.responseHeaders, AllOrNothing: f.allOrNothing, DeniedNotCounted: f.deniedNotCounted,
-		ShadowMode: f.shadowMode,
+		ShadowMode: f.shadowMode, Secrets: secrets, MaxHitsAddend: f.edge.maxHitsAddend,
 	})
 	if err != nil {
 		return err

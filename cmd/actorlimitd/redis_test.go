@@ -23,8 +23,9 @@ func TestRedisBackend(t *testing.T) {
 	// On Redis a bucket must drain within about 52 days (redisstore's
 	// MaxSpan): the load's GCRA rule is per hour.
 	config := serveConfig + "  - key: gcra_hourly\n    rate_limit: {algorithm: gcra, unit: hour, requests_per_unit: 1000000}\n"
-	a := startWithConfig(t, config, "-redis", rs.Addr, "-redis-timeout", "200ms")
-	b := startWithConfig(t, config, "-redis", rs.Addr, "-redis-timeout", "200ms")
+	key := secretKeyFile(t)
+	a := startWithConfig(t, config, "-redis", rs.Addr, "-redis-timeout", "200ms", "-secret-key-file", key)
+	b := startWithConfig(t, config, "-redis", rs.Addr, "-redis-timeout", "200ms", "-secret-key-file", key)
 
 	var got []bool
 	for _, d := range []*daemon{a, b, a, b} {
@@ -84,7 +85,7 @@ func TestRedisBackend(t *testing.T) {
 // ratelimit counts its local cache's answers).
 func TestRedisDeniedCacheMetric(t *testing.T) {
 	rs := redistest.Start(t)
-	d := startWithConfig(t, serveConfig, "-redis", rs.Addr, "-redis-denied-cache", "1m")
+	d := startWithConfig(t, serveConfig, "-redis", rs.Addr, "-redis-denied-cache", "1m", "-secret-descriptor-keys", "")
 	var over []bool
 	for range 9 {
 		resp, err := d.ask(request("web", desc("user", "flood")))
@@ -103,7 +104,7 @@ func TestRedisDeniedCacheMetric(t *testing.T) {
 // each request at most the store's timeout, never an error.
 func TestRedisHung(t *testing.T) {
 	addr := redistest.Hung(t)
-	d := startWithConfig(t, serveConfig, "-redis", addr, "-redis-timeout", "200ms")
+	d := startWithConfig(t, serveConfig, "-redis", addr, "-redis-timeout", "200ms", "-secret-descriptor-keys", "")
 	for i := range 5 {
 		start := time.Now()
 		resp, err := d.ask(request("web", desc("user", "hung")))

@@ -194,7 +194,7 @@ func TestRedisTwoAppServersThroughMiddleware(t *testing.T) {
 	var handlers [2]http.Handler
 	for i := range handlers {
 		lim, _ := startOnRedis(t, srv, nil)
-		mw, err := httpadapter.New(lim, httpadapter.Config{Rules: rules})
+		mw, err := httpadapter.New(lim, httpadapter.Config{Rules: rules, SecretKey: []byte("0123456789abcdef")})
 		require.NoError(t, err)
 		handlers[i] = mw.Handler(ok)
 	}
@@ -442,7 +442,7 @@ func TestRedisRefusedRuleDoesNotDisableOthers(t *testing.T) {
 	require.ErrorIs(t, err, redisstore.ErrUnsupported)
 	assert.ErrorIs(t, err, actorlimit.ErrInvalidArgument, "a refused check counts nothing, like bad input")
 
-	mw, err := httpadapter.New(lim, httpadapter.Config{Rules: []httpadapter.Rule{
+	mw, err := httpadapter.New(lim, httpadapter.Config{SecretKey: []byte("0123456789abcdef"), Rules: []httpadapter.Rule{
 		{Name: "huge", When: []httpadapter.Condition{httpadapter.PathPrefix("/upload")}, Policy: huge},
 		{Name: "per-ip", When: []httpadapter.Condition{httpadapter.PathExact("/upload")}, GroupBy: []string{"ip"},
 			Policy: actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 2, Period: time.Hour}},

@@ -103,7 +103,7 @@ func TestRulesFileOnMembers(t *testing.T) {
 	var handlers []http.Handler
 	for _, m := range d.members {
 		m.SetLive(2)
-		mw, err := httpadapter.New(m.Limiter, httpadapter.Config{Rules: rules})
+		mw, err := httpadapter.New(m.Limiter, httpadapter.Config{Rules: rules, SecretKey: []byte("0123456789abcdef")})
 		require.NoError(t, err)
 		handlers = append(handlers, mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	}

@@ -23,7 +23,7 @@ func TestMiddlewareOnMembers(t *testing.T) {
 		When:    []httpadapter.Condition{httpadapter.PathExact("/login")},
 		GroupBy: []string{"ip"},
 		Policy:  actorlimit.Policy{Limit: 2, Period: time.Minute},
-	}}}
+	}}, SecretKey: []byte("0123456789abcdef")}
 	var handlers []http.Handler
 	for _, m := range d.members {
 		mw, err := httpadapter.New(m.Limiter, rules)

@@ -457,6 +457,13 @@ func (t *timed) Started() bool {
 	return !ok || s.Started()
 }
 
+// SharedCounts reports whether the wrapped limiter's counts are shared or
+// kept, when it can tell (httpadapter.New then wants a SecretKey).
+func (t *timed) SharedCounts() bool {
+	s, ok := t.lim.(interface{ SharedCounts() bool })
+	return ok && s.SharedCounts()
+}
+
 // now reads the clock, when the collector has one (a zero Collector has
 // none, and records nothing).
 func (c *Collector) now() time.Time {

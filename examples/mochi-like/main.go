@@ -78,7 +78,8 @@
 //	        secret grouping values (every cookie, the Authorization header,
 //	        what a rule lists under secret:) before they become counter ids
 //	        (default: a random key per process). Servers that share -redis
-//	        need the same key, or each counts a client's token apart
+//	        need the same key, or each would count a client's token apart:
+//	        with -redis and -rules, the middleware refuses to start without it
 //	-log    lowest level logged to stderr: debug, info (default), warn,
 //	        error, or off
 //

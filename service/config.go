@@ -151,7 +151,9 @@ type node struct {
 	children map[string]*node // by "key" or "key_value", as envoy ratelimit files them
 	// wildcards are the keys of children ending in '*', in file order.
 	wildcards []string
-	rule      *Rule
+	// longest is the length of the longest key of children.
+	longest int
+	rule    *Rule
 	// shareThreshold: requests matched through this wildcard share one
 	// counter, the wildcard's (pattern is the value part, with its '*').
 	shareThreshold bool
@@ -393,6 +395,7 @@ func (c *Config) loadDescriptors(file, domain, parentPath string, parent *node, 
 			return err
 		}
 		parent.children[final] = child
+		parent.longest = max(parent.longest, len(final))
 	}
 	return nil
 }

@@ -55,9 +55,21 @@ func (c *Config) match(domain string, d *ratelimitv3.RateLimitDescriptor, h *has
 	level := top
 	var buf [128]byte
 	for i, e := range entries {
-		// "key_value", on the stack when it fits: the lookups allocate nothing.
-		final := append(append(append(buf[:0], e.GetKey()...), '_'), e.GetValue()...)
-		next := level.children[string(final)]
+		// "key_value", on the stack when it fits: the lookups allocate
+		// nothing. No more of it than the level's longest child is needed
+		// (a client's long value is not copied).
+		full := len(e.GetKey()) + 1 + len(e.GetValue())
+		n := min(full, level.longest)
+		final := append(append(buf[:0], e.GetKey()...), '_')
+		if rest := n - len(final); rest > 0 {
+			final = append(final, e.GetValue()[:rest]...)
+		} else {
+			final = final[:n]
+		}
+		var next *node
+		if len(final) == full {
+			next = level.children[string(final)]
+		}
 		wildcard := ""
 		if next == nil {
 			for _, w := range level.wildcards {

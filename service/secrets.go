@@ -86,10 +86,13 @@ type hasher struct {
 	keyed    bool // the secret key was given, not drawn
 }
 
-// macer is a pooled HMAC with room for its sum.
+// macer is a pooled HMAC with room for its sum, and a buffer through
+// which what it hashes is copied (so that nothing a caller hashes escapes
+// to the heap through the hash.Hash interface).
 type macer struct {
-	h   hash.Hash
-	sum [sha256.Size]byte
+	h     hash.Hash
+	sum   [sha256.Size]byte
+	chunk [512]byte
 }
 
 func newMacs(key []byte) *sync.Pool {
@@ -134,12 +137,29 @@ func (h *hasher) secretKey(key string, domainKeys map[string]bool) bool {
 }
 
 // appendMAC appends the base64url HMAC-SHA256 of v under pool's key.
-func appendMAC[S string | []byte](b []byte, pool *sync.Pool, v S) []byte {
+func appendMAC(b []byte, pool *sync.Pool, v string) []byte {
 	mc := pool.Get().(*macer)
 	mc.h.Reset()
-	mc.h.Write([]byte(v))
-	sum := mc.h.Sum(mc.sum[:0])
-	b = base64.RawURLEncoding.AppendEncode(b, sum)
+	for len(v) > 0 {
+		n := copy(mc.chunk[:], v)
+		mc.h.Write(mc.chunk[:n])
+		v = v[n:]
+	}
+	b = base64.RawURLEncoding.AppendEncode(b, mc.h.Sum(mc.sum[:0]))
+	pool.Put(mc)
+	return b
+}
+
+// appendMACBytes is appendMAC of bytes.
+func appendMACBytes(b []byte, pool *sync.Pool, v []byte) []byte {
+	mc := pool.Get().(*macer)
+	mc.h.Reset()
+	for len(v) > 0 {
+		n := copy(mc.chunk[:], v)
+		mc.h.Write(mc.chunk[:n])
+		v = v[n:]
+	}
+	b = base64.RawURLEncoding.AppendEncode(b, mc.h.Sum(mc.sum[:0]))
 	pool.Put(mc)
 	return b
 }
@@ -177,5 +197,5 @@ func (h *hasher) finish(b []byte) string {
 		return string(b)
 	}
 	var d [1 + digestLen]byte
-	return string(appendMAC(append(d[:0], '#'), h.long, b))
+	return string(appendMACBytes(append(d[:0], '#'), h.long, b))
 }

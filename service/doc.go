@@ -13,14 +13,27 @@
 // flags shadow_mode, quota_mode, detailed_metric, value_to_metric and
 // share_threshold, which mean what they mean there. A rule without
 // extensions is envoy ratelimit's fixed window of one unit, aligned to the
-// Unix epoch. actorlimitd's extensions, all in rate_limit:
+// Unix epoch. actorlimitd's extensions, three in rate_limit:
 //
 //	algorithm: sliding_window  # fixed_window (default), sliding_window, sliding_log, gcra, token_bucket, leaky_bucket
 //	period: 15s                # any period instead of unit
 //	burst: 20                  # the bucket algorithms' burst (0: requests_per_unit)
 //
+// and one on a descriptor:
+//
+//	secret: true               # this key's values are secret in the domain (see Secrets)
+//
 // Unknown fields, duplicate domains and duplicate descriptors are refused
 // with the file, line and column (a *ConfigError wrapping ErrConfig).
+//
+// # What clients send
+//
+// No value a client sends is refused: a value longer than
+// Bounds.ValueLength, and the value of a secret key (Options.Secrets), is
+// counted under its HMAC-SHA256, and an id longer than MaxStoredID under
+// the digest of the whole id; rules still match the real values. Only the
+// bounds of what the operator's configuration decides (descriptors,
+// entries, keys, the domain) refuse a request.
 //
 // # Decisions
 //

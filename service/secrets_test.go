@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -297,4 +298,28 @@ func TestMaxHitsAddend(t *testing.T) {
 		assert.Equal(t, uint32(1), resp2.Statuses[0].LimitRemaining, "the request's hits_addend too")
 		assert.Equal(t, 1, clamped)
 	}
+}
+
+// TestDetailedBudgetConcurrent: callers that bring new detailed values at
+// once keep the series within the budget (run with -race).
+func TestDetailedBudgetConcurrent(t *testing.T) {
+	cfg := "domain: web\ndescriptors:\n  - key: who\n    detailed_metric: true\n    rate_limit: {unit: minute, requests_per_unit: 1000000}\n"
+	srv, reg := newServer(t, cfg, service.Options{}, 10)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 300 {
+				v := fmt.Sprintf("g%d-%d", g, i%40)
+				if _, err := srv.ShouldRateLimit(context.Background(), request("web", desc("who", v))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	count, err := testutil.GatherAndCount(reg, "actorlimitd_hits_total")
+	require.NoError(t, err)
+	assert.LessOrEqual(t, count, 10)
+	assert.Positive(t, count)
 }

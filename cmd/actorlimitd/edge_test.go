@@ -240,3 +240,19 @@ func writeConfig(t *testing.T, text string) string {
 	writeFile(t, path, text)
 	return path
 }
+
+// TestEdgeMaxHitsAddend: with -max-hits-addend, a larger hits_addend is
+// counted as the bound, never refused; without it, as it is.
+func TestEdgeMaxHitsAddend(t *testing.T) {
+	for _, bound := range []string{"0", "10"} {
+		d := startWithConfig(t, serveConfig, "-max-hits-addend", bound)
+		resp, err := d.ask(&rlsv3.RateLimitRequest{Domain: "web", HitsAddend: 1000, Descriptors: request("web", desc("client", "vip")).Descriptors})
+		require.NoError(t, err, bound)
+		want := uint32(90)
+		if bound == "0" {
+			want = 0
+		}
+		assert.Equal(t, want, resp.Statuses[0].LimitRemaining, "-max-hits-addend %s: 100 a year", bound)
+		assert.Equal(t, bound == "0", resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT, bound)
+	}
+}

@@ -323,3 +323,21 @@ func TestDetailedBudgetConcurrent(t *testing.T) {
 	assert.LessOrEqual(t, count, 10)
 	assert.Positive(t, count)
 }
+
+// TestLongValueLabel: a detailed_metric label holds a long value as its
+// digest, the same digest for the same value.
+func TestLongValueLabel(t *testing.T) {
+	cfg := "domain: web\ndescriptors:\n  - key: who\n    detailed_metric: true\n    rate_limit: {unit: minute, requests_per_unit: 10}\n"
+	srv, reg := newServer(t, cfg, service.Options{}, 10)
+	long := strings.Repeat("l", 5000)
+	for range 2 {
+		_, err := srv.ShouldRateLimit(context.Background(), request("web", desc("who", long)))
+		require.NoError(t, err)
+	}
+	_, label := srv.IDOf("web", desc("who", long))
+	assert.Len(t, label, len("who_")+43)
+	assert.Equal(t, 2.0, testutil.ToFloat64(mustVec(t, reg, "actorlimitd_hits_total", label)))
+	assert.NotContains(t, labels(t, reg), "llll")
+	_, short := srv.IDOf("web", desc("who", "short"))
+	assert.Equal(t, "who_short", short, "a short value as it is")
+}

@@ -46,8 +46,8 @@ func (e edgeFlags) secrets(shared bool) (service.Secrets, error) {
 	}
 	if shared && len(s.Keys) > 0 {
 		return s, fmt.Errorf("the values of the secret descriptor keys (%s) are kept as their HMAC, and the counts are shared or kept (-redis, -persist or a cluster): "+
-			"every process, and every restart, needs the same key. Make one with\n\n\t(umask 077 && head -c 32 /dev/urandom > /etc/actorlimitd/secret.key)\n\n"+
-			"and give it with -secret-key-file /etc/actorlimitd/secret.key; or keep those values in clear, as envoy ratelimit does, with -secret-descriptor-keys ''",
+			"every process, and every restart, needs the same key: make one with `(umask 077 && head -c 32 /dev/urandom > secret.key)` "+
+			"and give every process -secret-key-file secret.key; or keep those values in clear, as envoy ratelimit does, with -secret-descriptor-keys ''",
 			strings.Join(s.Keys, ", "))
 	}
 	return s, nil

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/status"
 
 	"github.com/actorlimit/actorlimit/internal/redistest"
 )
@@ -25,20 +27,21 @@ func secretKeyFile(t *testing.T) string {
 	return path
 }
 
-// inOneMinute runs try, a sequence against a per-minute limit, with a
-// fresh client each time, until one run starts and ends in the same minute
-// of the wall clock (the daemon's): a run across a minute's end sees its
-// counts reset, and proves nothing.
-func inOneMinute(t *testing.T, try func(client string)) {
+// inOneMinute runs try, a sequence of requests against a per-minute limit,
+// with a fresh client each time, until one run starts and ends in the same
+// minute of the wall clock (the daemon's), and returns that run's answers:
+// a run across a minute's end sees its counts reset, and proves nothing.
+func inOneMinute(t *testing.T, try func(client string) []string) []string {
 	t.Helper()
 	for i := range 3 {
 		before := time.Now().Truncate(time.Minute)
-		try(strings.Repeat("c", i+1))
+		got := try(strings.Repeat("c", i+1))
 		if time.Now().Truncate(time.Minute).Equal(before) {
-			return
+			return got
 		}
 	}
 	t.Fatal("three runs crossed a minute's end")
+	return nil
 }
 
 // TestEdgeLongValues: with examples/actorlimitd/config.yaml, a client over
@@ -47,40 +50,39 @@ func inOneMinute(t *testing.T, try func(client string)) {
 // and an address of 5 000 bytes is counted and denied past its limit.
 func TestEdgeLongValues(t *testing.T) {
 	d := startDaemon(t, "-config", filepath.Join("..", "..", "examples", "actorlimitd", "config.yaml"))
-	ask := func(hits uint32, kv ...string) (*rlsv3.RateLimitResponse, error) {
-		var ds = request("edge").Descriptors
+	// ask returns the overall code of a request, or its error's code.
+	ask := func(hits uint32, kv ...string) string {
+		var ds []*ratelimitv3.RateLimitDescriptor
 		for i := 0; i+1 < len(kv); i += 2 {
 			ds = append(ds, desc(kv[i], kv[i+1]))
 		}
-		return d.ask(&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: ds, HitsAddend: hits})
+		resp, err := d.ask(&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: ds, HitsAddend: hits})
+		if err != nil {
+			return "error " + status.Code(err).String()
+		}
+		return resp.OverallCode.String()
 	}
 	for _, n := range []int{5000, 1 << 20} {
 		long := "/api/" + strings.Repeat("p", n-5)
-		inOneMinute(t, func(client string) {
+		got := inOneMinute(t, func(client string) []string {
 			addr := "10.0.0.1-" + client + "-" + itoa(uint32(n))
-			resp, err := ask(100, "remote_address", addr, "path", "/x")
-			require.NoError(t, err)
-			require.Equal(t, rlsv3.RateLimitResponse_OK, resp.OverallCode, "100 a minute")
-			resp, err = ask(1, "remote_address", addr, "path", "/x")
-			require.NoError(t, err)
-			require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.OverallCode, "the 101st")
-			resp, err = ask(1, "remote_address", addr, "path", long)
-			require.NoError(t, err, "a path of %d bytes", n)
-			assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.OverallCode, "a path of %d bytes", n)
+			return []string{
+				ask(100, "remote_address", addr, "path", "/x"),
+				ask(1, "remote_address", addr, "path", "/x"),
+				ask(1, "remote_address", addr, "path", long),
+			}
 		})
+		assert.Equal(t, []string{"OK", "OVER_LIMIT", "OVER_LIMIT"}, got, "100 a minute, the 101st, then a path of %d bytes", n)
 	}
-	inOneMinute(t, func(client string) {
+	got := inOneMinute(t, func(client string) []string {
 		addr := strings.Repeat("a", 4999) + client
-		resp, err := ask(100, "remote_address", addr)
-		require.NoError(t, err, "an address of 5000 bytes")
-		require.Equal(t, rlsv3.RateLimitResponse_OK, resp.OverallCode)
-		resp, err = ask(1, "remote_address", addr)
-		require.NoError(t, err)
-		assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.OverallCode, "the 101st hit of a 5000-byte address")
-		resp, err = ask(1, "remote_address", strings.Repeat("a", 4999)+"z")
-		require.NoError(t, err)
-		assert.Equal(t, rlsv3.RateLimitResponse_OK, resp.OverallCode, "another address of 5000 bytes, another counter")
+		return []string{
+			ask(100, "remote_address", addr),
+			ask(1, "remote_address", addr),
+			ask(1, "remote_address", strings.Repeat("a", 4999)+"z"),
+		}
 	})
+	assert.Equal(t, []string{"OK", "OVER_LIMIT", "OK"}, got, "an address of 5000 bytes: 100 a minute, the 101st, another such address")
 }
 
 // secretsConfig groups by API key (per year: no window ends during the

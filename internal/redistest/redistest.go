@@ -4,6 +4,7 @@
 package redistest
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -105,6 +106,8 @@ func (s *Server) Restart() {
 	}
 	args := append(append(ports, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"), s.args...)
 	s.cmd = exec.Command("redis-server", args...)
+	var out bytes.Buffer
+	s.cmd.Stdout, s.cmd.Stderr = &out, &out
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("redistest: start redis-server: %v", err)
 	}
@@ -120,7 +123,7 @@ func (s *Server) Restart() {
 		}
 		if time.Now().After(deadline) {
 			s.Kill()
-			s.t.Fatalf("redistest: redis-server on %s did not answer PING: %v", s.Addr, err)
+			s.t.Fatalf("redistest: redis-server on %s did not answer PING: %v\n%s", s.Addr, err, out.String())
 		}
 		time.Sleep(10 * time.Millisecond) // polling for the server, not waiting for time to pass
 	}

@@ -78,7 +78,7 @@ func (l *load) more(n int64) func() bool {
 }
 
 // clientOpts are the options redisstore advises (see Example_manyServers).
-var clientOpts = redis.UniversalOptions{ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: -1, DialTimeout: time.Second}
+var clientOpts = redis.UniversalOptions{ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: -1, DialTimeout: 5 * time.Second}
 
 // TestClusterNodeKilled: a store on a Redis Cluster of three nodes (slots
 // assigned by redis-cli --cluster create, no replicas), 32 callers on 256
@@ -95,7 +95,7 @@ func TestClusterNodeKilled(t *testing.T) {
 	o.Addrs = []string{nodes[0].Addr, nodes[1].Addr}
 	client := redis.NewClusterClient(o.Cluster())
 	defer client.Close()
-	store, err := redisstore.New(client, redisstore.WithPrefix("kill:"), redisstore.WithTimeout(200*time.Millisecond),
+	store, err := redisstore.New(client, redisstore.WithPrefix("kill:"), redisstore.WithTimeout(2*time.Second),
 		redisstore.WithProbeInterval(50*time.Millisecond))
 	require.NoError(t, err)
 	lim, err := actorlimit.Start(actorlimit.WithStore(store), actorlimit.WithShards(4))
@@ -108,12 +108,12 @@ func TestClusterNodeKilled(t *testing.T) {
 	}
 	p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 1_000_000_000, Period: time.Hour}
 	l := hammer(lim, 32, ids, p)
-	waitFor(t, 10*time.Second, "load on the cluster", l.more(500))
+	waitFor(t, 30*time.Second, "load on the cluster", l.more(500))
 	require.Zero(t, store.Stats().Fallbacks, "every node up: Redis decides")
 
 	nodes[2].Kill()
-	waitFor(t, 10*time.Second, "the fallback deciding", func() bool { return store.Stats().Fallbacks > 200 })
-	waitFor(t, 10*time.Second, "load with a node gone", l.more(1000))
+	waitFor(t, 30*time.Second, "the fallback deciding", func() bool { return store.Stats().Fallbacks > 200 })
+	waitFor(t, 30*time.Second, "load with a node gone", l.more(1000))
 	nodes[2].Restart()
 	// Back: a stretch of 500 answers without one fallback.
 	waitFor(t, 20*time.Second, "Redis deciding again", func() bool {
@@ -137,12 +137,12 @@ func TestClusterNodeKilled(t *testing.T) {
 // the replica had when the primary died: nothing Redis had replicated is
 // lost, and no hit is counted twice.
 func TestSentinelFailover(t *testing.T) {
-	ss := redistest.StartSentinels(t)
+	ss := redistest.StartSentinels(t, redistest.SentinelsConfig{})
 	o := clientOpts
 	o.Addrs, o.MasterName = ss.Addrs, ss.Master
 	client := redis.NewFailoverClient(o.Failover())
 	defer client.Close()
-	store, err := redisstore.New(client, redisstore.WithPrefix("failover:"), redisstore.WithTimeout(200*time.Millisecond),
+	store, err := redisstore.New(client, redisstore.WithPrefix("failover:"), redisstore.WithTimeout(2*time.Second),
 		redisstore.WithProbeInterval(50*time.Millisecond))
 	require.NoError(t, err)
 	lim, err := actorlimit.Start(actorlimit.WithStore(store), actorlimit.WithShards(2))
@@ -151,7 +151,7 @@ func TestSentinelFailover(t *testing.T) {
 
 	p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 1_000_000_000, Period: time.Hour}
 	l := hammer(lim, 32, []string{"hot"}, p)
-	waitFor(t, 10*time.Second, "load on the primary", l.more(1000))
+	waitFor(t, 30*time.Second, "load on the primary", l.more(1000))
 	require.Zero(t, store.Stats().Fallbacks)
 
 	replica := ss.Replica.Client()
@@ -197,7 +197,7 @@ func TestSplit(t *testing.T) {
 		o.Addrs = []string{s.Addr}
 		c := redis.NewClient(o.Simple())
 		t.Cleanup(func() { c.Close() })
-		st, err := redisstore.New(c, redisstore.WithPrefix("split:"), redisstore.WithTimeout(200*time.Millisecond))
+		st, err := redisstore.New(c, redisstore.WithPrefix("split:"), patient)
 		require.NoError(t, err)
 		return st
 	}

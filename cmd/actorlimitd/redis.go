@@ -432,7 +432,7 @@ func (r *redisFlags) openStore(c *redisConn, prefix string, deniedCache time.Dur
 	if err := client.Ping(ctx).Err(); err != nil {
 		if refusal(err) {
 			client.Close()
-			return nil, nil, "", fmt.Errorf("Redis %s refused this client (check the credentials and -redis-tls-* flags): %w", t.describe(), err)
+			return nil, nil, "", fmt.Errorf("the Redis %s refused this client (check the credentials and -redis-tls-* flags): %w", t.describe(), err)
 		}
 		log.Warn("Redis does not answer yet: deciding on the local fallback until it does", "redis", t.describe(), "err", err)
 	}

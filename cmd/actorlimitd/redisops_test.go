@@ -153,35 +153,8 @@ func TestRedisTLS(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEmpty(t, keys, "the counts are in Redis")
 
-	var (
-		stop     atomic.Bool
-		answered atomic.Int64
-		mu       sync.Mutex
-		errs     []error
-		wg       sync.WaitGroup
-	)
-	client := d.client()
-	for range 32 {
-		wg.Go(func() {
-			for !stop.Load() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_, err := client.ShouldRateLimit(ctx, request("web", desc("gcra_hourly", "load")))
-				cancel()
-				if err != nil {
-					mu.Lock()
-					if len(errs) < 5 {
-						errs = append(errs, err)
-					}
-					mu.Unlock()
-				}
-				answered.Add(1)
-			}
-		})
-	}
-	more := func(n int64) func() bool {
-		at := answered.Load()
-		return func() bool { return answered.Load() >= at+n }
-	}
+	l := startLoad(d, request("web", desc("gcra_hourly", "load")))
+	more := l.more
 	eventually(t, 10*time.Second, "load on Redis", more(200))
 	rs.Kill()
 	eventually(t, 10*time.Second, "load without Redis", more(500))
@@ -192,9 +165,7 @@ func TestRedisTLS(t *testing.T) {
 		k, err := rs.Client().Keys(context.Background(), "actorlimitd:*gcra_hourly*").Result()
 		return err == nil && len(k) > 0
 	})
-	stop.Store(true)
-	wg.Wait()
-	assert.Empty(t, errs)
+	assert.Empty(t, l.end())
 	_, body := d.get("/metrics")
 	// One outage, and maybe one more when the connections kept from before
 	// the restart fail after the first probe's new one answered.
@@ -264,4 +235,92 @@ func TestRedisPerSecondDaemon(t *testing.T) {
 	assert.NotContains(t, keysOf(sec), "user")
 	assert.Contains(t, keysOf(main), "user")
 	assert.NotContains(t, keysOf(main), "burst")
+}
+
+// daemonLoad is 32 callers asking a daemon until ended.
+type daemonLoad struct {
+	stop     atomic.Bool
+	answered atomic.Int64
+	mu       sync.Mutex
+	errs     []error
+	wg       sync.WaitGroup
+}
+
+// startLoad starts 32 callers sending req to d.
+func startLoad(d *daemon, req *rlsv3.RateLimitRequest) *daemonLoad {
+	l := &daemonLoad{}
+	client := d.client()
+	for range 32 {
+		l.wg.Go(func() {
+			for !l.stop.Load() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := client.ShouldRateLimit(ctx, req)
+				cancel()
+				if err != nil {
+					l.mu.Lock()
+					if len(l.errs) < 5 {
+						l.errs = append(l.errs, err)
+					}
+					l.mu.Unlock()
+				}
+				l.answered.Add(1)
+			}
+		})
+	}
+	return l
+}
+
+// more returns a condition that holds once n more requests than now are
+// answered.
+func (l *daemonLoad) more(n int64) func() bool {
+	at := l.answered.Load()
+	return func() bool { return l.answered.Load() >= at+n }
+}
+
+// end stops the callers and returns the first errors they got.
+func (l *daemonLoad) end() []error {
+	l.stop.Store(true)
+	l.wg.Wait()
+	return l.errs
+}
+
+// TestRedisSentinelDaemon: actorlimitd on a primary and a replica with
+// requirepass, watched by three sentinels with a password of their own,
+// given as envoy ratelimit gives them (-redis "<master>,<sentinel>,...",
+// -redis-auth, -redis-sentinel-auth). 32 callers get no error while the
+// primary is killed and the sentinels promote the replica, and the counts
+// go on on the new primary.
+func TestRedisSentinelDaemon(t *testing.T) {
+	ss := redistest.StartSentinels(t, redistest.SentinelsConfig{Password: "data-pw", SentinelPassword: "sentinel-pw"})
+	config := serveConfig + "  - key: gcra_hourly\n    rate_limit: {algorithm: gcra, unit: hour, requests_per_unit: 1000000}\n"
+	d := startWithConfig(t, config, "-redis-type", "sentinel", "-redis", ss.Master+","+strings.Join(ss.Addrs, ","),
+		"-redis-auth", "data-pw", "-redis-sentinel-auth", "sentinel-pw", "-redis-timeout", "200ms")
+	var over []bool
+	for range 4 {
+		resp, err := d.ask(request("web", desc("user", "sentinel")))
+		require.NoError(t, err)
+		over = append(over, resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT)
+	}
+	assert.Equal(t, []bool{false, false, false, true}, over)
+	keys, err := ss.Primary.Client().Keys(context.Background(), "actorlimitd:*").Result()
+	require.NoError(t, err)
+	assert.NotEmpty(t, keys, "the counts are on the primary")
+
+	l := startLoad(d, request("web", desc("gcra_hourly", "load")))
+	eventually(t, 10*time.Second, "load on the primary", l.more(200))
+	ss.Primary.Kill()
+	ss.WaitPromoted(ss.Replica.Addr)
+	eventually(t, 20*time.Second, "the load's counts on the new primary", func() bool {
+		ok := true
+		for _, k := range []string{"*gcra_hourly*", "*sentinel*"} {
+			k, err := ss.Replica.Client().Keys(context.Background(), "actorlimitd:"+k).Result()
+			ok = ok && err == nil && len(k) > 0
+		}
+		return ok
+	})
+	eventually(t, 10*time.Second, "load on the new primary", l.more(200))
+	assert.Empty(t, l.end())
+	resp, err := d.ask(request("web", desc("user", "sentinel")))
+	require.NoError(t, err)
+	assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.OverallCode, "the replica had the user's count")
 }

@@ -95,24 +95,41 @@ type Sentinels struct {
 	// Addrs are the sentinels' addresses.
 	Addrs []string
 	cmds  []*exec.Cmd
+	cfg   SentinelsConfig
 }
 
-// StartSentinels starts a primary, a replica of it and three sentinels, and
-// waits until every sentinel knows the replica and the other two. The
-// sentinels call the primary down after 500 ms without an answer. All are
-// killed at t's cleanup.
-func StartSentinels(t testing.TB) *Sentinels {
+// SentinelsConfig is how StartSentinels sets up the servers' and the
+// sentinels' passwords; the zero value sets none.
+type SentinelsConfig struct {
+	// Password is the primary's and the replica's requirepass (and the
+	// replica's masterauth, the sentinels' auth-pass).
+	Password string
+	// SentinelPassword is the sentinels' own requirepass (and the
+	// sentinel-pass they give each other).
+	SentinelPassword string
+}
+
+// StartSentinels starts a primary, a replica of it and three sentinels, set
+// up as cfg says, and waits until every sentinel knows the replica and the
+// other two. The sentinels call the primary down after 500 ms without an
+// answer. All are killed at t's cleanup.
+func StartSentinels(t testing.TB, cfg SentinelsConfig) *Sentinels {
 	t.Helper()
 	need(t, "redis-sentinel", "redis-sentinel")
-	p := start(t, []string{"--dir", t.TempDir()}, nil)
-	r := start(t, []string{"--replicaof", "127.0.0.1", strconv.Itoa(p.port), "--dir", t.TempDir()}, nil)
-	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+	var auth []string
+	if cfg.Password != "" {
+		auth = []string{"--requirepass", cfg.Password, "--masterauth", cfg.Password}
+	}
+	srv := &Config{Password: cfg.Password}
+	p := start(t, append([]string{"--dir", t.TempDir()}, auth...), srv)
+	r := start(t, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(p.port), "--dir", t.TempDir()}, auth...), srv)
+	rc := redis.NewClient(&redis.Options{Addr: r.Addr, Password: cfg.Password})
 	poll(t, 30*time.Second, "the replica in sync", func() (bool, error) {
 		info, err := rc.Info(context.Background(), "replication").Result()
 		return err == nil && strings.Contains(info, "master_link_status:up"), err
 	})
 	rc.Close()
-	s := &Sentinels{t: t, Master: "mymaster", Primary: p, Replica: r}
+	s := &Sentinels{t: t, Master: "mymaster", Primary: p, Replica: r, cfg: cfg}
 	t.Cleanup(s.kill)
 	for i := range 3 {
 		port := freePort(t)
@@ -121,6 +138,12 @@ func StartSentinels(t testing.TB) *Sentinels {
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 2\n"+
 			"sentinel down-after-milliseconds %[3]s 500\nsentinel failover-timeout %[3]s 5000\nsentinel parallel-syncs %[3]s 1\n",
 			port, dir, s.Master, p.port)
+		if cfg.Password != "" {
+			text += fmt.Sprintf("sentinel auth-pass %s %s\n", s.Master, cfg.Password)
+		}
+		if cfg.SentinelPassword != "" {
+			text += fmt.Sprintf("requirepass %s\nsentinel sentinel-pass %[1]s\n", cfg.SentinelPassword)
+		}
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			t.Fatalf("redistest: %v", err)
 		}
@@ -132,7 +155,7 @@ func StartSentinels(t testing.TB) *Sentinels {
 		s.Addrs = append(s.Addrs, "127.0.0.1:"+strconv.Itoa(port))
 	}
 	for _, a := range s.Addrs {
-		c := redis.NewSentinelClient(&redis.Options{Addr: a})
+		c := redis.NewSentinelClient(&redis.Options{Addr: a, Password: s.cfg.SentinelPassword})
 		poll(t, 30*time.Second, "sentinel "+a+" knows the replica and the other sentinels", func() (bool, error) {
 			ctx := context.Background()
 			reps, err := c.Replicas(ctx, s.Master).Result()
@@ -149,7 +172,7 @@ func StartSentinels(t testing.TB) *Sentinels {
 
 // MasterAddr returns the primary's address as the first sentinel sees it.
 func (s *Sentinels) MasterAddr() (string, error) {
-	c := redis.NewSentinelClient(&redis.Options{Addr: s.Addrs[0]})
+	c := redis.NewSentinelClient(&redis.Options{Addr: s.Addrs[0], Password: s.cfg.SentinelPassword})
 	defer c.Close()
 	a, err := c.GetMasterAddrByName(context.Background(), s.Master).Result()
 	if err != nil {
@@ -163,14 +186,14 @@ func (s *Sentinels) MasterAddr() (string, error) {
 func (s *Sentinels) WaitPromoted(addr string) {
 	s.t.Helper()
 	for _, a := range s.Addrs {
-		c := redis.NewSentinelClient(&redis.Options{Addr: a})
+		c := redis.NewSentinelClient(&redis.Options{Addr: a, Password: s.cfg.SentinelPassword})
 		poll(s.t, 30*time.Second, "sentinel "+a+" names "+addr+" the primary", func() (bool, error) {
 			m, err := c.GetMasterAddrByName(context.Background(), s.Master).Result()
 			return err == nil && m[0]+":"+m[1] == addr, err
 		})
 		c.Close()
 	}
-	c := redis.NewClient(&redis.Options{Addr: addr})
+	c := redis.NewClient(&redis.Options{Addr: addr, Password: s.cfg.Password})
 	defer c.Close()
 	poll(s.t, 30*time.Second, addr+" is a primary", func() (bool, error) {
 		info, err := c.Info(context.Background(), "replication").Result()

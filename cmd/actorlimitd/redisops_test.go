@@ -94,8 +94,8 @@ func TestRedisAuth(t *testing.T) {
 		Args: []string{"--requirepass", "admin-pw", "--user", "limiter", "on", ">limiter-pw", "~actorlimitd:*", "+@all"}})
 	pw := filepath.Join(t.TempDir(), "pw")
 	writeFile(t, pw, "limiter-pw\n")
-	a := startWithConfig(t, serveConfig, "-redis", "redis://limiter@"+rs.Addr, "-redis-password-file", pw)
-	b := startWithConfig(t, serveConfig, "-redis", rs.Addr, "-redis-auth", "admin-pw")
+	a := startWithConfig(t, serveConfig, "-redis", "redis://limiter@"+rs.Addr, "-redis-password-file", pw, "-redis-timeout", "2s")
+	b := startWithConfig(t, serveConfig, "-redis", rs.Addr, "-redis-auth", "admin-pw", "-redis-timeout", "2s")
 	var over []bool
 	for _, d := range []*daemon{a, b, a, b} {
 		resp, err := d.ask(request("web", desc("user", "acl")))
@@ -141,7 +141,7 @@ func TestRedisTLS(t *testing.T) {
 			"--tls-auth-clients", "yes", "--requirepass", "admin-pw", "--user", "limiter", "on", ">limiter-pw", "~actorlimitd:*", "+@all"}})
 	config := serveConfig + "  - key: gcra_hourly\n    rate_limit: {algorithm: gcra, unit: hour, requests_per_unit: 1000000}\n"
 	d := startWithConfig(t, config, "-redis", "rediss://limiter:limiter-pw@"+rs.Addr, "-redis-tls-ca", c.caFile,
-		"-redis-tls-cert", cliCert, "-redis-tls-key", cliKey, "-redis-timeout", "200ms")
+		"-redis-tls-cert", cliCert, "-redis-tls-key", cliKey, "-redis-timeout", "2s")
 	var over []bool
 	for range 4 {
 		resp, err := d.ask(request("web", desc("user", "tls")))
@@ -188,8 +188,8 @@ func TestRedisTLS(t *testing.T) {
 func TestRedisClusterDaemon(t *testing.T) {
 	nodes := redistest.StartClusterOf(t, 3)
 	seeds := nodes[0].Addr + ",redis://" + nodes[1].Addr
-	a := startWithConfig(t, serveConfig, "-redis-type", "cluster", "-redis", seeds)
-	b := startWithConfig(t, serveConfig, "-redis-type", "cluster", "-redis", seeds)
+	a := startWithConfig(t, serveConfig, "-redis-type", "cluster", "-redis", seeds, "-redis-timeout", "2s")
+	b := startWithConfig(t, serveConfig, "-redis-type", "cluster", "-redis", seeds, "-redis-timeout", "2s")
 	var over []bool
 	for _, d := range []*daemon{a, b, a, b} {
 		resp, err := d.ask(request("web", desc("user", "cluster")))
@@ -220,7 +220,7 @@ func TestRedisClusterDaemon(t *testing.T) {
 func TestRedisPerSecondDaemon(t *testing.T) {
 	main, sec := redistest.Start(t), redistest.Start(t)
 	config := serveConfig + "  - key: burst\n    rate_limit: {unit: second, requests_per_unit: 2}\n"
-	d := startWithConfig(t, config, "-redis", main.Addr, "-redis-persecond", "-redis-persecond-url", "redis://"+sec.Addr)
+	d := startWithConfig(t, config, "-redis", main.Addr, "-redis-persecond", "-redis-persecond-url", "redis://"+sec.Addr, "-redis-timeout", "2s")
 	for i := range 3 {
 		resp, err := d.ask(request("web", desc("burst", "x"), desc("user", "y")))
 		require.NoError(t, err)
@@ -294,7 +294,7 @@ func TestRedisSentinelDaemon(t *testing.T) {
 	ss := redistest.StartSentinels(t, redistest.SentinelsConfig{Password: "data-pw", SentinelPassword: "sentinel-pw"})
 	config := serveConfig + "  - key: gcra_hourly\n    rate_limit: {algorithm: gcra, unit: hour, requests_per_unit: 1000000}\n"
 	d := startWithConfig(t, config, "-redis-type", "sentinel", "-redis", ss.Master+","+strings.Join(ss.Addrs, ","),
-		"-redis-auth", "data-pw", "-redis-sentinel-auth", "sentinel-pw", "-redis-timeout", "200ms")
+		"-redis-auth", "data-pw", "-redis-sentinel-auth", "sentinel-pw", "-redis-timeout", "2s")
 	var over []bool
 	for range 4 {
 		resp, err := d.ask(request("web", desc("user", "sentinel")))

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/internal/redistest"
 	"github.com/actorlimit/actorlimit/redisstore"
 )
@@ -259,4 +260,60 @@ func TestSplit(t *testing.T) {
 	assert.Equal(t, uint64(3), sec.Stats().Fallbacks, "the per-second checks on their fallback")
 	assert.Zero(t, rest.Stats().Fallbacks, "the others on their Redis")
 	assert.Equal(t, uint64(3), split.Stats().Fallbacks)
+}
+
+// TestSplitFailError: in FailError mode, an outage of one side fails only
+// that side's checks, as an algo.CheckErrors naming them in order; the
+// other side's decisions are in their places.
+func TestSplitFailError(t *testing.T) {
+	live := redistest.Start(t)
+	o := clientOpts
+	o.Addrs = []string{"127.0.0.1:1"} // nothing listens there
+	dead := redis.NewClient(o.Simple())
+	defer dead.Close()
+	o.Addrs = []string{live.Addr}
+	up := redis.NewClient(o.Simple())
+	defer up.Close()
+	sec, err := redisstore.New(dead, redisstore.WithOutage(redisstore.FailError), redisstore.WithPrefix("fe:"))
+	require.NoError(t, err)
+	rest, err := redisstore.New(up, redisstore.WithOutage(redisstore.FailError), redisstore.WithPrefix("fe:"), patient)
+	require.NoError(t, err)
+	split, err := redisstore.NewSplit(sec, rest)
+	require.NoError(t, err)
+
+	second := algo.Check{Algorithm: algo.FixedWindow, ID: "s", Period: time.Second, Limit: 5, N: 1}
+	minute := algo.Check{Algorithm: algo.FixedWindow, ID: "m", Period: time.Minute, Limit: 1000, N: 1}
+	cases := []struct {
+		name   string
+		checks []algo.Check
+		failed []int // nil: no error
+	}{
+		{"rest only", []algo.Check{minute, minute}, nil},
+		{"second only", []algo.Check{second}, []int{-1}}, // the side's own error, whole
+		{"mixed", []algo.Check{second, minute, second, minute}, []int{0, 2}},
+		{"mixed, rest first", []algo.Check{minute, second, minute, minute, second}, []int{1, 4}},
+	}
+	for _, c := range cases {
+		out := make([]algo.Decision, len(c.checks))
+		err := split.Decide(context.Background(), time.Now().UnixNano(), c.checks, out)
+		switch {
+		case c.failed == nil:
+			assert.NoError(t, err, c.name)
+		case c.failed[0] < 0:
+			assert.ErrorIs(t, err, redisstore.ErrUnavailable, c.name)
+		default:
+			var ce *algo.CheckErrors
+			require.ErrorAs(t, err, &ce, c.name)
+			assert.Equal(t, c.failed, ce.Index, c.name)
+			for _, e := range ce.Errs {
+				assert.ErrorIs(t, e, redisstore.ErrUnavailable, c.name)
+			}
+			for i := range c.checks {
+				if c.checks[i].Period == time.Minute {
+					assert.True(t, out[i].Allowed, "%s: check %d decided by the live side", c.name, i)
+					assert.Positive(t, out[i].Count, "%s: check %d", c.name, i)
+				}
+			}
+		}
+	}
 }

@@ -324,3 +324,23 @@ func TestRedisSentinelDaemon(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, resp.OverallCode, "the replica had the user's count")
 }
+
+// TestRedisUnixSocket: -redis takes a socket path, as a unix:// URL and
+// bare (envoy ratelimit's default REDIS_SOCKET_TYPE), and the counts go
+// through it.
+func TestRedisUnixSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "redis.sock")
+	rs := redistest.StartConfig(t, redistest.Config{Args: []string{"--unixsocket", sock, "--unixsocketperm", "700"}})
+	a := startWithConfig(t, serveConfig, "-redis", "unix://"+sock, "-redis-timeout", "2s")
+	b := startWithConfig(t, serveConfig, "-redis", sock, "-redis-socket-type", "unix", "-redis-timeout", "2s")
+	var over []bool
+	for _, d := range []*daemon{a, b, a, b} {
+		resp, err := d.ask(request("web", desc("user", "socket")))
+		require.NoError(t, err)
+		over = append(over, resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT)
+	}
+	assert.Equal(t, []bool{false, false, false, true}, over, "3 a year, shared through the socket")
+	keys, err := rs.Client().Keys(context.Background(), "actorlimitd:*").Result()
+	require.NoError(t, err)
+	assert.NotEmpty(t, keys)
+}

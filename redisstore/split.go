@@ -99,7 +99,11 @@ func (s *Split) Decide(ctx context.Context, now int64, checks []algo.Check, out 
 		b.checks[si] = append(b.checks[si], checks[i])
 	}
 	for si := range 2 {
-		b.out[si] = append(b.out[si][:0], make([]algo.Decision, len(b.checks[si]))...)
+		n := len(b.checks[si])
+		if cap(b.out[si]) < n {
+			b.out[si] = make([]algo.Decision, n)
+		}
+		b.out[si] = b.out[si][:n]
 	}
 	b.finished.Add(1)
 	go func() {

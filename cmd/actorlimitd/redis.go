@@ -411,7 +411,10 @@ func refusal(err error) bool {
 		return true
 	}
 	msg := err.Error()
-	for _, p := range []string{"WRONGPASS", "NOAUTH", "NOPERM", "ERR AUTH", "ERR invalid password", "ERR Client sent AUTH"} {
+	// "remote error: tls: ...": the server's alert (certificate required,
+	// bad certificate, unknown CA), which crypto/tls gives as an unexported
+	// type.
+	for _, p := range []string{"remote error: tls:", "WRONGPASS", "NOAUTH", "NOPERM", "ERR AUTH", "ERR invalid password", "ERR Client sent AUTH"} {
 		if strings.Contains(msg, p) {
 			return true
 		}

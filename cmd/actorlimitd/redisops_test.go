@@ -174,12 +174,16 @@ func TestRedisTLS(t *testing.T) {
 	other := newCerts(t)
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, path, serveConfig)
-	bad, err := spawn(t, "-config", path, "-redis", "rediss://limiter:limiter-pw@"+rs.Addr, "-redis-tls-ca", other.caFile,
-		"-redis-tls-cert", cliCert, "-redis-tls-key", cliKey)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "refused this client")
-	assert.Contains(t, err.Error(), "certificate")
-	assert.Equal(t, 1, bad.exitCode)
+	for _, args := range [][]string{
+		{"-redis-tls-ca", other.caFile, "-redis-tls-cert", cliCert, "-redis-tls-key", cliKey}, // a CA that did not sign it
+		{"-redis-tls-ca", c.caFile}, // no client certificate
+	} {
+		bad, err := spawn(t, append([]string{"-config", path, "-redis", "rediss://limiter:limiter-pw@" + rs.Addr}, args...)...)
+		require.Error(t, err, "%v", args)
+		assert.Contains(t, err.Error(), "refused this client", "%v", args)
+		assert.Contains(t, err.Error(), "certificate", "%v", args)
+		assert.Equal(t, 1, bad.exitCode, "%v", args)
+	}
 }
 
 // TestRedisClusterDaemon: two actorlimitd processes on a three-node Redis

@@ -317,3 +317,49 @@ func TestSplitFailError(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitDeniedCache: each side keeps its own over-limit cache; Answer
+// asks the side of the check's Period, and Answering reports either side's.
+func TestSplitDeniedCache(t *testing.T) {
+	one, two := redistest.Start(t), redistest.Start(t)
+	newStore := func(s *redistest.Server, cache bool) *redisstore.Store {
+		o := clientOpts
+		o.Addrs = []string{s.Addr}
+		c := redis.NewClient(o.Simple())
+		t.Cleanup(func() { c.Close() })
+		opts := []redisstore.Option{redisstore.WithPrefix("dc:"), redisstore.WithCallerTime(), patient}
+		if cache {
+			opts = append(opts, redisstore.WithDeniedCache(time.Minute))
+		}
+		st, err := redisstore.New(c, opts...)
+		require.NoError(t, err)
+		return st
+	}
+	sec, rest := newStore(one, true), newStore(two, true)
+	split, err := redisstore.NewSplit(sec, rest)
+	require.NoError(t, err)
+	assert.True(t, split.Answering())
+	plain, err := redisstore.NewSplit(newStore(one, false), newStore(two, false))
+	require.NoError(t, err)
+	assert.False(t, plain.Answering())
+
+	now := time.Date(2030, 1, 1, 0, 0, 0, 100_000_000, time.UTC).UnixNano()
+	second := algo.Check{Algorithm: algo.FixedWindow, ID: "x", Period: time.Second, Limit: 1, N: 1}
+	minute := algo.Check{Algorithm: algo.FixedWindow, ID: "x", Period: time.Minute, Limit: 1, N: 1}
+	out := make([]algo.Decision, 2)
+	for range 2 {
+		require.NoError(t, split.Decide(context.Background(), now, []algo.Check{second, minute}, out))
+	}
+	assert.False(t, out[0].Allowed)
+	assert.False(t, out[1].Allowed)
+	for _, c := range []algo.Check{second, minute} {
+		d, ok := split.Answer(now, &c)
+		assert.True(t, ok, "%v", c.Period)
+		assert.False(t, d.Allowed)
+	}
+	assert.Equal(t, uint64(1), sec.Stats().Cached, "the second's denial from its own side's cache")
+	assert.Equal(t, uint64(1), rest.Stats().Cached)
+	other := algo.Check{Algorithm: algo.FixedWindow, ID: "y", Period: time.Second, Limit: 1, N: 1}
+	_, ok := split.Answer(now, &other)
+	assert.False(t, ok, "a key never denied")
+}

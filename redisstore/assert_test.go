@@ -11,4 +11,7 @@ import (
 var (
 	_ actor.Store    = (*redisstore.Store)(nil)
 	_ actor.Screener = (*redisstore.Store)(nil)
+	_ actor.Store    = (*redisstore.Split)(nil)
+	_ actor.Screener = (*redisstore.Split)(nil)
+	_ actor.Answerer = (*redisstore.Split)(nil)
 )

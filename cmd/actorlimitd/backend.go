@@ -4,18 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
-	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/cluster"
 	"github.com/actorlimit/actorlimit/metrics"
-	"github.com/actorlimit/actorlimit/redisstore"
 )
 
 // backend is the limiter the service decides with, and what to close.
@@ -75,42 +72,6 @@ func openBackend(f flags, col *metrics.Collector, log *slog.Logger) (*backend, e
 		}
 	}
 	return &backend{name: name, limiter: lim, closers: []func() error{lim.Close}}, nil
-}
-
-// openRedis starts a limiter on the Redis store, with the client options
-// redisstore advises so that a dead Redis costs at most its timeout: the
-// store's local fallback table decides meanwhile.
-func openRedis(f flags, col *metrics.Collector, log *slog.Logger) (*backend, error) {
-	if _, _, err := net.SplitHostPort(f.redis); err != nil {
-		return nil, fmt.Errorf("-redis %q: want host:port: %w", f.redis, err)
-	}
-	client := redis.NewClient(&redis.Options{Addr: f.redis, ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := client.Ping(ctx).Err(); err != nil {
-		// Not fatal: the store decides on its fallback table until Redis answers.
-		log.Warn("Redis does not answer yet: deciding on the local fallback until it does", "redis", f.redis, "err", err)
-	}
-	opts := []redisstore.Option{redisstore.WithLogger(log), redisstore.WithTimeout(f.redisTimeout), redisstore.WithPrefix("actorlimitd:")}
-	if f.deniedCache > 0 {
-		opts = append(opts, redisstore.WithDeniedCache(f.deniedCache))
-	}
-	store, err := redisstore.New(client, opts...)
-	if err != nil {
-		client.Close()
-		return nil, fmt.Errorf("-redis: %w", err)
-	}
-	lim, err := actorlimit.Start(actorlimit.WithStore(store), actorlimit.WithShards(f.shards), actorlimit.WithLogger(log))
-	if err != nil {
-		client.Close()
-		return nil, fmt.Errorf("starting the limiter on Redis: %w", err)
-	}
-	col.SetStore(metrics.StoreStatsFunc(func() metrics.StoreStats {
-		st := store.Stats()
-		return metrics.StoreStats{Errors: st.Errors, Outages: st.Outages, Fallbacks: st.Fallbacks, FailedOpen: st.FailedOpen,
-			FailedClosed: st.FailedClosed, CheckErrors: st.CheckErrors, Cached: st.Cached}
-	}))
-	return &backend{name: "Redis at " + f.redis, limiter: lim, closers: []func() error{client.Close, lim.Close}}, nil
 }
 
 // openCluster starts this process as a member of an actorlimit cluster.

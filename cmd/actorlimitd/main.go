@@ -53,6 +53,7 @@ type flags struct {
 	tlsCert, tlsKey            string
 	logLevel                   string
 	redis                      string
+	redisOpts                  redisFlags // redis.go's
 	redisTimeout, deniedCache  time.Duration
 	persist                    string
 	shards                     int
@@ -91,7 +92,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "certificate file (PEM) for both listeners; with -tls-key")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "private key file (PEM) for both listeners; with -tls-cert")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.redis, "redis", "", "Redis host:port: keep the counts there, shared by every actorlimitd using it")
+	fs.StringVar(&f.redis, "redis", "", "Redis: a redis:// or rediss:// URL, host:port or socket path (a list for sentinel or cluster): keep the counts there, shared by every actorlimitd using it")
+	f.redisOpts.register(fs)
 	fs.DurationVar(&f.redisTimeout, "redis-timeout", 250*time.Millisecond, "with -redis: the longest a round trip may take before the local fallback decides")
 	fs.DurationVar(&f.deniedCache, "redis-denied-cache", 0, "with -redis: answer a key Redis denied locally for up to this long (0: off)")
 	fs.StringVar(&f.persist, "persist", "", "directory that keeps the embedded table's counts across restarts")
@@ -150,6 +152,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		return f, errors.New("-shards must be at least 1")
 	}
 	if _, err := parseLevel(f.logLevel); err != nil {
+		return f, err
+	}
+	if err := f.redisOpts.check(f.redis, f.redisTimeout); err != nil {
 		return f, err
 	}
 	return f, nil

@@ -4,7 +4,9 @@
 package redistest
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -24,6 +26,10 @@ type Server struct {
 	port int
 	args []string // more arguments of redis-server
 	cmd  *exec.Cmd
+
+	// How the readiness PING reaches a server started with StartConfig.
+	password string
+	tls      *tls.Config
 }
 
 // Start starts a redis-server for t and stops it at t's cleanup. Without the
@@ -31,7 +37,7 @@ type Server struct {
 // fails t.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	return start(t, nil)
+	return start(t, nil, nil)
 }
 
 // StartCluster starts, as Start does, a redis-server in cluster mode that
@@ -41,7 +47,7 @@ func Start(t testing.TB) *Server {
 func StartCluster(t testing.TB) *Server {
 	t.Helper()
 	dir := t.TempDir()
-	s := start(t, []string{"--cluster-enabled", "yes", "--cluster-config-file", dir + "/nodes.conf", "--dir", dir})
+	s := start(t, []string{"--cluster-enabled", "yes", "--cluster-config-file", dir + "/nodes.conf", "--dir", dir}, nil)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer c.Close()
 	ctx := context.Background()
@@ -61,7 +67,7 @@ func StartCluster(t testing.TB) *Server {
 	}
 }
 
-func start(t testing.TB, args []string) *Server {
+func start(t testing.TB, args []string, cfg *Config) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -69,29 +75,43 @@ func start(t testing.TB, args []string) *Server {
 		}
 		t.Skip("redis-server not found: install it (apt-get install redis-server) to run this test")
 	}
+	port := freePort(t)
+	s := &Server{t: t, port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), args: args}
+	if cfg != nil {
+		s.password, s.tls = cfg.Password, cfg.TLS
+	}
+	s.Restart()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("redistest: free port: %v", err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	s := &Server{t: t, port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), args: args}
-	s.Restart()
-	t.Cleanup(s.Kill)
-	return s
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // Restart starts the server again on its port after [Server.Kill], and
 // waits until it answers PING (10s at most).
 func (s *Server) Restart() {
 	s.t.Helper()
-	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no"}, s.args...)
+	ports := []string{"--port", strconv.Itoa(s.port)}
+	if s.tls != nil {
+		ports = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port)}
+	}
+	args := append(append(ports, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"), s.args...)
 	s.cmd = exec.Command("redis-server", args...)
+	var out bytes.Buffer
+	s.cmd.Stdout, s.cmd.Stderr = &out, &out
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("redistest: start redis-server: %v", err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, Password: s.password, TLSConfig: s.tls})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -103,7 +123,7 @@ func (s *Server) Restart() {
 		}
 		if time.Now().After(deadline) {
 			s.Kill()
-			s.t.Fatalf("redistest: redis-server on %s did not answer PING: %v", s.Addr, err)
+			s.t.Fatalf("redistest: redis-server on %s did not answer PING: %v\n%s", s.Addr, err, out.String())
 		}
 		time.Sleep(10 * time.Millisecond) // polling for the server, not waiting for time to pass
 	}
@@ -121,7 +141,7 @@ func (s *Server) Kill() {
 
 // Client returns a client of the server, closed at the test's cleanup.
 func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
-	o := &redis.Options{Addr: s.Addr}
+	o := &redis.Options{Addr: s.Addr, Password: s.password, TLSConfig: s.tls}
 	for _, f := range opts {
 		f(o)
 	}

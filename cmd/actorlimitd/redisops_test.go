@@ -90,12 +90,13 @@ func TestRedisFlagForms(t *testing.T) {
 // start with an error naming the cause (not a silent fall back on the
 // local table, whose counts no other process shares).
 func TestRedisAuth(t *testing.T) {
+	key := secretKeyFile(t)
 	rs := redistest.StartConfig(t, redistest.Config{Password: "admin-pw",
 		Args: []string{"--requirepass", "admin-pw", "--user", "limiter", "on", ">limiter-pw", "~actorlimitd:*", "+@all"}})
 	pw := filepath.Join(t.TempDir(), "pw")
 	writeFile(t, pw, "limiter-pw\n")
-	a := startWithConfig(t, serveConfig, "-redis", "redis://limiter@"+rs.Addr, "-redis-password-file", pw, "-redis-timeout", "2s")
-	b := startWithConfig(t, serveConfig, "-redis", rs.Addr, "-redis-auth", "admin-pw", "-redis-timeout", "2s")
+	a := startWithConfig(t, serveConfig, "-secret-key-file", key, "-redis", "redis://limiter@"+rs.Addr, "-redis-password-file", pw, "-redis-timeout", "2s")
+	b := startWithConfig(t, serveConfig, "-secret-key-file", key, "-redis", rs.Addr, "-redis-auth", "admin-pw", "-redis-timeout", "2s")
 	var over []bool
 	for _, d := range []*daemon{a, b, a, b} {
 		resp, err := d.ask(request("web", desc("user", "acl")))
@@ -114,7 +115,7 @@ func TestRedisAuth(t *testing.T) {
 		{"-redis", rs.Addr, "-redis-auth", "limiter:admin-pw"},
 		{"-redis", rs.Addr},
 	} {
-		d, err := spawn(t, append([]string{"-config", path}, args...)...)
+		d, err := spawn(t, append([]string{"-config", path, "-secret-key-file", key}, args...)...)
 		require.Error(t, err, "%v", args)
 		assert.Contains(t, err.Error(), "refused this client", "%v", args)
 		assert.Regexp(t, "WRONGPASS|NOAUTH", err.Error(), "%v", args)
@@ -130,6 +131,7 @@ func TestRedisAuth(t *testing.T) {
 // meanwhile), and it decides on Redis again once the server is back. A
 // CA that did not sign the server's certificate is refused at start.
 func TestRedisTLS(t *testing.T) {
+	key := secretKeyFile(t)
 	c := newCerts(t)
 	srvCert, srvKey := c.issue(t, "redis", 2)
 	cliCert, cliKey := c.issue(t, "client", 3)
@@ -140,7 +142,7 @@ func TestRedisTLS(t *testing.T) {
 		Args: []string{"--tls-cert-file", srvCert, "--tls-key-file", srvKey, "--tls-ca-cert-file", c.caFile,
 			"--tls-auth-clients", "yes", "--requirepass", "admin-pw", "--user", "limiter", "on", ">limiter-pw", "~actorlimitd:*", "+@all"}})
 	config := serveConfig + "  - key: gcra_hourly\n    rate_limit: {algorithm: gcra, unit: hour, requests_per_unit: 1000000}\n"
-	d := startWithConfig(t, config, "-redis", "rediss://limiter:limiter-pw@"+rs.Addr, "-redis-tls-ca", c.caFile,
+	d := startWithConfig(t, config, "-secret-key-file", key, "-redis", "rediss://limiter:limiter-pw@"+rs.Addr, "-redis-tls-ca", c.caFile,
 		"-redis-tls-cert", cliCert, "-redis-tls-key", cliKey, "-redis-timeout", "2s")
 	var over []bool
 	for range 4 {
@@ -178,7 +180,7 @@ func TestRedisTLS(t *testing.T) {
 		{"-redis-tls-ca", other.caFile, "-redis-tls-cert", cliCert, "-redis-tls-key", cliKey}, // a CA that did not sign it
 		{"-redis-tls-ca", c.caFile}, // no client certificate
 	} {
-		bad, err := spawn(t, append([]string{"-config", path, "-redis", "rediss://limiter:limiter-pw@" + rs.Addr}, args...)...)
+		bad, err := spawn(t, append([]string{"-config", path, "-secret-key-file", key, "-redis", "rediss://limiter:limiter-pw@" + rs.Addr}, args...)...)
 		require.Error(t, err, "%v", args)
 		assert.Contains(t, err.Error(), "refused this client", "%v", args)
 		assert.Contains(t, err.Error(), "certificate", "%v", args)
@@ -190,10 +192,11 @@ func TestRedisTLS(t *testing.T) {
 // Cluster (-redis-type cluster, -redis listing two seeds) share one limit,
 // and the counts are spread over the nodes.
 func TestRedisClusterDaemon(t *testing.T) {
+	key := secretKeyFile(t)
 	nodes := redistest.StartClusterOf(t, 3)
 	seeds := nodes[0].Addr + ",redis://" + nodes[1].Addr
-	a := startWithConfig(t, serveConfig, "-redis-type", "cluster", "-redis", seeds, "-redis-timeout", "2s")
-	b := startWithConfig(t, serveConfig, "-redis-type", "cluster", "-redis", seeds, "-redis-timeout", "2s")
+	a := startWithConfig(t, serveConfig, "-secret-key-file", key, "-redis-type", "cluster", "-redis", seeds, "-redis-timeout", "2s")
+	b := startWithConfig(t, serveConfig, "-secret-key-file", key, "-redis-type", "cluster", "-redis", seeds, "-redis-timeout", "2s")
 	var over []bool
 	for _, d := range []*daemon{a, b, a, b} {
 		resp, err := d.ask(request("web", desc("user", "cluster")))
@@ -222,9 +225,10 @@ func TestRedisClusterDaemon(t *testing.T) {
 // second are counted on -redis-persecond-url's Redis, the others on
 // -redis's; each process's name for its backend says both.
 func TestRedisPerSecondDaemon(t *testing.T) {
+	key := secretKeyFile(t)
 	main, sec := redistest.Start(t), redistest.Start(t)
 	config := serveConfig + "  - key: burst\n    rate_limit: {unit: second, requests_per_unit: 2}\n"
-	d := startWithConfig(t, config, "-redis", main.Addr, "-redis-persecond", "-redis-persecond-url", "redis://"+sec.Addr, "-redis-timeout", "2s")
+	d := startWithConfig(t, config, "-secret-key-file", key, "-redis", main.Addr, "-redis-persecond", "-redis-persecond-url", "redis://"+sec.Addr, "-redis-timeout", "2s")
 	for i := range 3 {
 		resp, err := d.ask(request("web", desc("burst", "x"), desc("user", "y")))
 		require.NoError(t, err)
@@ -295,9 +299,10 @@ func (l *daemonLoad) end() []error {
 // primary is killed and the sentinels promote the replica, and the counts
 // go on on the new primary.
 func TestRedisSentinelDaemon(t *testing.T) {
+	key := secretKeyFile(t)
 	ss := redistest.StartSentinels(t, redistest.SentinelsConfig{Password: "data-pw", SentinelPassword: "sentinel-pw"})
 	config := serveConfig + "  - key: gcra_hourly\n    rate_limit: {algorithm: gcra, unit: hour, requests_per_unit: 1000000}\n"
-	d := startWithConfig(t, config, "-redis-type", "sentinel", "-redis", ss.Master+","+strings.Join(ss.Addrs, ","),
+	d := startWithConfig(t, config, "-secret-key-file", key, "-redis-type", "sentinel", "-redis", ss.Master+","+strings.Join(ss.Addrs, ","),
 		"-redis-auth", "data-pw", "-redis-sentinel-auth", "sentinel-pw", "-redis-timeout", "2s")
 	var over []bool
 	for range 4 {
@@ -333,10 +338,11 @@ func TestRedisSentinelDaemon(t *testing.T) {
 // bare (envoy ratelimit's default REDIS_SOCKET_TYPE), and the counts go
 // through it.
 func TestRedisUnixSocket(t *testing.T) {
+	key := secretKeyFile(t)
 	sock := filepath.Join(t.TempDir(), "redis.sock")
 	rs := redistest.StartConfig(t, redistest.Config{Args: []string{"--unixsocket", sock, "--unixsocketperm", "700"}})
-	a := startWithConfig(t, serveConfig, "-redis", "unix://"+sock, "-redis-timeout", "2s")
-	b := startWithConfig(t, serveConfig, "-redis", sock, "-redis-socket-type", "unix", "-redis-timeout", "2s")
+	a := startWithConfig(t, serveConfig, "-secret-key-file", key, "-redis", "unix://"+sock, "-redis-timeout", "2s")
+	b := startWithConfig(t, serveConfig, "-secret-key-file", key, "-redis", sock, "-redis-socket-type", "unix", "-redis-timeout", "2s")
 	var over []bool
 	for _, d := range []*daemon{a, b, a, b} {
 		resp, err := d.ask(request("web", desc("user", "socket")))

@@ -55,7 +55,11 @@ func (b Bounds) ScanRequest(wire []byte) error {
 			continue
 		}
 		if descriptors == b.Descriptors {
-			return invalid("more than %d descriptors, the bound of descriptors per request", b.Descriptors)
+			n, err := countRest(wire, requestDescriptors)
+			if err != nil {
+				return err
+			}
+			return invalid("%d descriptors, over the bound of %d descriptors per request", descriptors+1+n, b.Descriptors)
 		}
 		if err := b.scanDescriptor(descriptors, v); err != nil {
 			return err
@@ -90,7 +94,11 @@ func (b Bounds) scanDescriptor(i int, wire []byte) error {
 		}
 		wire = wire[n:]
 		if entries == b.Entries {
-			return invalid("descriptor %d has more than %d entries, the bound of entries per descriptor", i, b.Entries)
+			n, err := countRest(wire, descriptorEntries)
+			if err != nil {
+				return err
+			}
+			return invalid("descriptor %d has %d entries, over the bound of %d entries per descriptor", i, entries+1+n, b.Entries)
 		}
 		key, err := entryKeyLength(v)
 		if err != nil {
@@ -128,6 +136,28 @@ func entryKeyLength(wire []byte) (int, error) {
 		wire = wire[n:]
 	}
 	return key, nil
+}
+
+// countRest counts the occurrences of the length-delimited field num in
+// the rest of a message, for an error's message: it reads tags and skips
+// values, allocating nothing.
+func countRest(wire []byte, num protowire.Number) (int, error) {
+	count := 0
+	for len(wire) > 0 {
+		n0, typ, n := protowire.ConsumeTag(wire)
+		if n < 0 {
+			return 0, notRequest(n)
+		}
+		wire = wire[n:]
+		if n = protowire.ConsumeFieldValue(n0, typ, wire); n < 0 {
+			return 0, notRequest(n)
+		}
+		wire = wire[n:]
+		if n0 == num && typ == protowire.BytesType {
+			count++
+		}
+	}
+	return count, nil
 }
 
 // notRequest is the error of bytes that are not a RateLimitRequest.

@@ -29,7 +29,7 @@ func (b Bounds) ScanJSON(body []byte) error {
 		case "descriptors":
 			return b.scanArray(dec, func(i int) error {
 				if i == b.Descriptors {
-					return invalid("more than %d descriptors, the bound of descriptors per request", b.Descriptors)
+					return invalid("more than %d descriptors, over the bound of %d descriptors per request", b.Descriptors, b.Descriptors)
 				}
 				return b.scanObject(dec, func(key string) error {
 					if key != "entries" {
@@ -37,7 +37,7 @@ func (b Bounds) ScanJSON(body []byte) error {
 					}
 					return b.scanArray(dec, func(j int) error {
 						if j == b.Entries {
-							return invalid("descriptor %d has more than %d entries, the bound of entries per descriptor", i, b.Entries)
+							return invalid("descriptor %d has more than %d entries, over the bound of %d entries per descriptor", i, b.Entries, b.Entries)
 						}
 						return b.scanObject(dec, func(key string) error {
 							if key != "key" {

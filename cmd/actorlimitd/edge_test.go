@@ -93,7 +93,7 @@ func TestFloodOfEmptyDescriptors(t *testing.T) {
 				var out []byte
 				err := conn.Invoke(ctx, shouldRateLimit, &flood, &out)
 				switch {
-				case status.Code(err) == codes.InvalidArgument && strings.Contains(err.Error(), "more than 64 descriptors"):
+				case status.Code(err) == codes.InvalidArgument && strings.Contains(err.Error(), "1048576 descriptors, over the bound of 64"):
 					refused.Add(1)
 				default:
 					other.Add(1)

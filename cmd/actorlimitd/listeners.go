@@ -63,17 +63,16 @@ var (
 // edgeFlags are the flags of the listeners: sizes, timeouts, client
 // certificates, the debug listener, and the table's bound.
 type edgeFlags struct {
-	maxRequestBytes  int
-	maxStreams       uint
-	maxInFlight      int
-	readTimeout      time.Duration
-	writeTimeout     time.Duration
-	idleTimeout      time.Duration
-	tlsClientCA      string
-	debugAddr        string
-	maxTableEntries  int
-	deprecatedInUse  []string // warnings to log once the logger is up
-	maxEntriesPassed bool
+	maxRequestBytes int
+	maxStreams      uint
+	maxInFlight     int
+	readTimeout     time.Duration
+	writeTimeout    time.Duration
+	idleTimeout     time.Duration
+	tlsClientCA     string
+	debugAddr       string
+	maxTableEntries int
+	deprecatedInUse []string // warnings to log once the logger is up
 }
 
 // registerEdgeFlags adds the edge's flags to fs, and the per-descriptor

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
@@ -271,4 +273,42 @@ func TestEdgeFlags(t *testing.T) {
 		_, err := parseFlags(append([]string{"-config", "x"}, strings.Fields(args)...), io.Discard)
 		assert.ErrorContains(t, err, msg, args)
 	}
+}
+
+// TestInFlight: past -max-in-flight, a request waits for a slot until its
+// deadline, then is answered RESOURCE_EXHAUSTED naming the flag (HTTP 503
+// on /json); a slot released lets the next one in. The health service is
+// not bounded.
+func TestInFlight(t *testing.T) {
+	l := &inFlight{slots: make(chan struct{}, 2)}
+	require.NoError(t, l.acquire(t.Context()))
+	require.NoError(t, l.acquire(t.Context()))
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	err := l.acquire(ctx)
+	cancel()
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
+	assert.ErrorContains(t, err, "2 requests in flight, the bound of -max-in-flight")
+
+	handled := false
+	handler := func(context.Context, any) (any, error) { handled = true; return nil, nil }
+	ctx, cancel = context.WithTimeout(t.Context(), 50*time.Millisecond)
+	_, err = l.intercept(ctx, &rlsv3.RateLimitRequest{}, nil, handler)
+	cancel()
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
+	assert.False(t, handled)
+	_, err = l.intercept(t.Context(), &healthpb.HealthCheckRequest{}, nil, handler)
+	require.NoError(t, err)
+	assert.True(t, handled, "the health service is not bounded")
+
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/json", strings.NewReader("{}"))
+	ctx, cancel = context.WithTimeout(t.Context(), 50*time.Millisecond)
+	l.wrap(http.NotFoundHandler(), 10).ServeHTTP(rec, req.WithContext(ctx))
+	cancel()
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+
+	released := make(chan error, 1)
+	go func() { released <- l.acquire(t.Context()) }()
+	l.release()
+	require.NoError(t, <-released, "a released slot lets a waiting request in")
 }

@@ -2,6 +2,10 @@ package service_test
 
 import (
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
 	"testing"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -94,4 +98,31 @@ func TestCodec(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3.0, invalid, "refused requests counted as invalid")
+}
+
+// TestJSONHandlerScan: a POST /json body of a million empty descriptors
+// is refused by the scan, naming the bound, without being decoded: the
+// handler allocates a few times the body, not the hundreds of MB of a
+// million descriptors.
+func TestJSONHandlerScan(t *testing.T) {
+	lim, err := actorlimit.Start()
+	require.NoError(t, err)
+	t.Cleanup(func() { lim.Close() })
+	srv, err := service.New(nil, service.Options{Limiter: lim, Bounds: service.Bounds{Descriptors: 2}})
+	require.NoError(t, err)
+	h := service.JSONHandlerBounded(srv, 4<<20)
+	body := `{"domain":"d","descriptors":[{}` + strings.Repeat(`,{}`, 1<<20) + `]}`
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/json", strings.NewReader(body)))
+	runtime.ReadMemStats(&after)
+	assert.Equal(t, http.StatusBadRequest, rec.Code)
+	assert.Contains(t, rec.Body.String(), "more than 2 descriptors, over the bound of 2 descriptors per request")
+	allocated := after.TotalAlloc - before.TotalAlloc
+	assert.Less(t, allocated, uint64(8*len(body)), "bytes allocated for a %d-byte body", len(body))
+
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/json", strings.NewReader(`{"domain":"d","descriptors":[{},{}]}`)))
+	assert.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 }

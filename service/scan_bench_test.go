@@ -87,4 +87,3 @@ func BenchmarkScan(b *testing.B) {
 		})
 	}
 }
-

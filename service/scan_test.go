@@ -97,9 +97,16 @@ func TestScanRequest(t *testing.T) {
 }
 
 func TestScanRequestAllocates(t *testing.T) {
-	wire := bytes.Repeat([]byte{0x12, 0}, 1<<16)
-	allocs := testing.AllocsPerRun(10, func() { _ = Bounds{}.ScanRequest(wire[:2*DefaultMaxDescriptors]) })
+	req := &rlsv3.RateLimitRequest{Domain: "d"}
+	for range DefaultMaxDescriptors {
+		req.Descriptors = append(req.Descriptors, descOf(entry("k", "v"), entry("path", "/a/b")))
+	}
+	within := marshal(t, req)
+	allocs := testing.AllocsPerRun(10, func() { _ = Bounds{}.ScanRequest(within) })
 	assert.Zero(t, allocs, "a request within the bounds")
+	past := bytes.Repeat([]byte{0x12, 0}, 1<<20)
+	allocs = testing.AllocsPerRun(10, func() { _ = Bounds{}.ScanRequest(past) })
+	assert.LessOrEqual(t, allocs, 8.0, "a million descriptors: the error's allocations alone")
 }
 
 func TestScanJSON(t *testing.T) {

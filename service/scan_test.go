@@ -122,6 +122,12 @@ func TestScanJSON(t *testing.T) {
 		{"3 entries", `{"descriptors":[{"entries":[{},{},{}]}]}`, "descriptor 0 has more than 2 entries"},
 		{"long key", `{"descriptors":[{},{"entries":[{"key":"123456789"}]}]}`, "descriptor 1, entry 0: key is 9 bytes"},
 		{"escaped key", `{"descriptors":[{"entries":[{"key":"\u0031\u0032\u0033\u0034\u0035\u0036\u0037\u0038"}]}]}`, ""},
+		{"escaped key, one more", `{"descriptors":[{"entries":[{"key":"\u0031\u0032\u0033\u0034\u0035\u0036\u0037\u00e9"}]}]}`, "key is 9 bytes"},
+		{"a surrogate pair is 4 bytes", `{"domain":"12345\ud83d\ude00"}`, "domain is 9 bytes"},
+		{"escaped field name", `{"d\u0065scriptors":[{},{},{},{}]}`, "more than 3 descriptors"},
+		{"brackets in strings", `{"x":"]}","descriptors":[{"y":"[{"},{},{},{}]}`, "more than 3 descriptors"},
+		{"numbers and literals", `{"hitsAddend":1e3,"x":[true,null,-1.5],"descriptors":[{"entries":[{"key":"k","value":"v"}],"limit":{"requests_per_unit":3}}]}`, ""},
+		{"white space", " { \"descriptors\" :\n[ {} , {} ,\t{} , {} ] } ", "more than 3 descriptors"},
 		{"long domain", `{"domain":"123456789"}`, "domain is 9 bytes"},
 		{"nested unknown", `{"x":[{"descriptors":[{},{},{},{}]}],"descriptors":[]}`, ""},
 		{"not an object", `[1,2]`, ""},
@@ -185,5 +191,26 @@ func FuzzScan(f *testing.F) {
 		js, err := protojson.Marshal(&req)
 		require.NoError(t, err)
 		require.Equal(t, want, scanBounds.ScanJSON(js) != nil, "JSON %s", js)
+	})
+}
+
+// FuzzScanJSON: on any text that protojson decodes, ScanJSON refuses
+// exactly what the Server's bounds refuse after decoding, and never calls
+// it malformed.
+func FuzzScanJSON(f *testing.F) {
+	f.Add(`{"domain":"dom","descriptors":[{"entries":[{"key":"k","value":"v"},{"key":"key45678"}]},{},{"hitsAddend":"1"}]}`)
+	f.Add(`{"descriptors":[{},{},{},{}]}`)
+	f.Add(`{"d\u006fmain":"12345\ud83d\ude00","hits_addend":3}`)
+	f.Add(` {"descriptors" : [ {"entries":[{"key":"\u00e9\u00e9\u00e9\u00e9\n"}], "limit":{"unit":"SECOND"}} ] } `)
+	f.Fuzz(func(t *testing.T, body string) {
+		scanErr := scanBounds.ScanJSON([]byte(body))
+		var req rlsv3.RateLimitRequest
+		if protojson.Unmarshal([]byte(body), &req) != nil {
+			return // refused either way
+		}
+		require.Equal(t, boundsRefused(&req, scanBounds), scanErr != nil, "scan: %v; request %v", scanErr, &req)
+		if scanErr != nil {
+			require.NotContains(t, scanErr.Error(), "not a RateLimitRequest")
+		}
 	})
 }

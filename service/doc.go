@@ -36,7 +36,8 @@
 //
 // A request's counts and key lengths (Bounds) are checked on its bytes
 // before it becomes objects: Bounds.ScanRequest reads the protobuf wire
-// format, Bounds.ScanJSON the JSON text, neither allocating. Codec puts the first in a
-// gRPC server (grpc.ForceServerCodecV2 and Codec.Interceptor), and
-// JSONHandlerBounded the second in POST /json, with a bound on the body.
+// format, Bounds.ScanJSON the JSON text, neither allocating. Codec puts
+// the first in a gRPC server (grpc.ForceServerCodecV2 and
+// Codec.Interceptor), and JSONHandlerBounded the second in POST /json,
+// with a bound on the body.
 package service

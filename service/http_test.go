@@ -33,7 +33,7 @@ func TestJSONHandler(t *testing.T) {
 	code, _ = do(http.MethodGet, "")
 	assert.Equal(t, http.StatusMethodNotAllowed, code)
 	code, _ = do(http.MethodPost, `{"domain":"web","descriptors":[{"entries":[{"key":"path","value":"`+strings.Repeat("x", service.MaxJSONBody)+`"}]}]}`)
-	assert.Equal(t, http.StatusBadRequest, code, "a body past MaxJSONBody")
+	assert.Equal(t, http.StatusRequestEntityTooLarge, code, "a body past MaxJSONBody")
 
 	lim, err := actorlimit.Start()
 	assert.NoError(t, err)

@@ -246,17 +246,42 @@ const (
 	refusedEntries       = "entries"        // over the bound, or a null descriptor
 	refusedKeyLength     = "key_length"     // over the bound
 	refusedOverrideUnit  = "override_unit"  // a limit override's unit unknown
+	refusedMalformed     = "malformed"      // not a RateLimitRequest: never from Envoy
 )
 
 // refusedReasons are the refusals' reasons, for the metric.
-var refusedReasons = []string{refusedDomain, refusedNoDescriptors, refusedDescriptors, refusedEntries, refusedKeyLength, refusedOverrideUnit}
+var refusedReasons = []string{refusedDomain, refusedNoDescriptors, refusedDescriptors, refusedEntries, refusedKeyLength, refusedOverrideUnit, refusedMalformed}
+
+// refusal is the error of a refused request: InvalidArgument, with the
+// reason actorlimitd_refused_total counts it under.
+type refusal struct {
+	reason string
+	st     *status.Status
+}
+
+func (r *refusal) Error() string { return r.st.Err().Error() }
+
+// GRPCStatus makes status.Code and status.Convert read r as its status.
+func (r *refusal) GRPCStatus() *status.Status { return r.st }
+
+// invalid returns the refusal of a request for reason.
+func invalid(reason, format string, args ...any) error {
+	return &refusal{reason: reason, st: status.Newf(codes.InvalidArgument, format, args...)}
+}
+
+// countRefusal counts err in actorlimitd_refused_total if it is a refusal.
+func (s *Server) countRefusal(err error) {
+	var r *refusal
+	if m := s.o.Metrics; m != nil && errors.As(err, &r) {
+		m.refusals[r.reason].Inc()
+	}
+}
 
 // invalid counts a refusal for reason and returns its error.
 func (s *Server) invalid(reason, format string, args ...any) error {
-	if m := s.o.Metrics; m != nil {
-		m.refusals[reason].Inc()
-	}
-	return status.Errorf(codes.InvalidArgument, format, args...)
+	err := invalid(reason, format, args...)
+	s.countRefusal(err)
+	return err
 }
 
 // validate refuses a request past a bound of what the operator's

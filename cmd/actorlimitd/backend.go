@@ -56,7 +56,7 @@ func openBackend(f flags, col *metrics.Collector, log *slog.Logger) (*backend, e
 	case f.redis != "":
 		return openRedis(f, col, log)
 	}
-	opts := []actorlimit.Option{actorlimit.WithLogger(log), actorlimit.WithShards(f.shards)}
+	opts := []actorlimit.Option{actorlimit.WithLogger(log), actorlimit.WithShards(f.shards), actorlimit.WithMaxEntries(f.listen.maxTableEntries)}
 	name := "embedded table"
 	if f.persist != "" {
 		opts = append(opts, actorlimit.WithPersistence(f.persist, actorlimit.PersistConfig{}))
@@ -76,7 +76,7 @@ func openBackend(f flags, col *metrics.Collector, log *slog.Logger) (*backend, e
 
 // openCluster starts this process as a member of an actorlimit cluster.
 func openCluster(c clusterFlags, log *slog.Logger) (*backend, error) {
-	cfg := cluster.Config{Name: c.name, Host: c.host, Port: c.port, Logger: log, DeadAfter: c.deadAfter}
+	cfg := cluster.Config{Name: c.name, Host: c.host, Port: c.port, Logger: log, DeadAfter: c.deadAfter, MaxEntries: c.maxEntries}
 	if c.mode == "owner" {
 		cfg.Mode = cluster.Owner
 	}

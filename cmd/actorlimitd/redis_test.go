@@ -75,7 +75,7 @@ func TestRedisBackend(t *testing.T) {
 	assert.Empty(t, errs)
 	assert.Less(t, slowest, 2*time.Second)
 	t.Logf("%d requests, the slowest %v", answered.Load(), slowest)
-	_, body := a.get("/metrics")
+	_, body := a.getDebug("/metrics")
 	assert.Contains(t, body, "actorlimit_store_outages_total 1")
 }
 
@@ -93,7 +93,7 @@ func TestRedisDeniedCacheMetric(t *testing.T) {
 		over = append(over, resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT)
 	}
 	assert.Equal(t, []bool{false, false, false, true, true, true, true, true, true}, over, "3 a year")
-	_, body := d.get("/metrics")
+	_, body := d.getDebug("/metrics")
 	assert.Contains(t, body, `actorlimitd_over_limit_total{descriptor="user",domain="web"} 6`)
 	assert.Contains(t, body, `actorlimitd_over_limit_with_local_cache_total{descriptor="user",domain="web"} 5`,
 		"the first denial is Redis's, the 5 after it the cache's")

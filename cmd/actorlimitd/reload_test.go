@@ -91,7 +91,7 @@ func TestReload(t *testing.T) {
 			return strings.Contains(d.logs.String(), "config.yaml:4:52: unknown field")
 		})
 		assert.Equal(t, uint32(10), limitOf(d))
-		_, body := d.get("/metrics")
+		_, body := d.getDebug("/metrics")
 		assert.Contains(t, body, `actorlimitd_config_loads_total{result="error"} 1`)
 		writeFile(t, path, limitConfig(50))
 		eventually(t, seenWithin, "the good file again", func() bool { return limitOf(d) == 50 })

@@ -41,7 +41,7 @@ func tag(b []byte, num protowire.Number, typ protowire.Type) []byte {
 }
 
 // field appends a length-delimited field.
-func field(b []byte, num protowire.Number, v []byte) []byte {
+func wireField(b []byte, num protowire.Number, v []byte) []byte {
 	return protowire.AppendBytes(tag(b, num, protowire.BytesType), v)
 }
 
@@ -51,9 +51,9 @@ func TestScanRequest(t *testing.T) {
 		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{entry("a", "b")}, HitsAddend: wrapperspb.UInt64(2),
 			Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3}},
 	}})
-	empty3 := field(field(field(nil, 2, nil), 2, nil), 2, nil)
+	empty3 := wireField(wireField(wireField(nil, 2, nil), 2, nil), 2, nil)
 	// An entry of two keys, the long one first: the last one counts.
-	twoKeys := field(field(nil, 1, []byte("123456789")), 1, []byte("k"))
+	twoKeys := wireField(wireField(nil, 1, []byte("123456789")), 1, []byte("k"))
 	cases := []struct {
 		name string
 		wire []byte
@@ -62,21 +62,21 @@ func TestScanRequest(t *testing.T) {
 		{"valid, a long value", ok, ""},
 		{"empty", nil, ""},
 		{"3 empty descriptors", empty3, ""},
-		{"4 empty descriptors", field(empty3, 2, nil), "4 descriptors, over the bound of 3"},
+		{"4 empty descriptors", wireField(empty3, 2, nil), "4 descriptors, over the bound of 3"},
 		{"a million empty descriptors", bytes.Repeat([]byte{0x12, 0}, 1<<20), "1048576 descriptors, over the bound of 3"},
-		{"5 descriptors, garbage after the 4th", append(field(empty3, 2, nil), 0x12, 0x09), "not a RateLimitRequest"},
-		{"3 entries", field(nil, 2, field(field(field(nil, 1, nil), 1, nil), 1, nil)), "descriptor 0 has 3 entries, over the bound of 2"},
-		{"long key", field(field(nil, 2, nil), 2, field(nil, 1, field(nil, 1, []byte("123456789")))), "descriptor 1, entry 0: key is 9 bytes"},
-		{"long key then short: the last wins", field(nil, 2, field(nil, 1, twoKeys)), ""},
-		{"long domain", field(nil, 1, []byte("123456789")), "domain is 9 bytes"},
-		{"long domain then short", field(field(nil, 1, []byte("123456789")), 1, []byte("d")), ""},
+		{"5 descriptors, garbage after the 4th", append(wireField(empty3, 2, nil), 0x12, 0x09), "not a RateLimitRequest"},
+		{"3 entries", wireField(nil, 2, wireField(wireField(wireField(nil, 1, nil), 1, nil), 1, nil)), "descriptor 0 has 3 entries, over the bound of 2"},
+		{"long key", wireField(wireField(nil, 2, nil), 2, wireField(nil, 1, wireField(nil, 1, []byte("123456789")))), "descriptor 1, entry 0: key is 9 bytes"},
+		{"long key then short: the last wins", wireField(nil, 2, wireField(nil, 1, twoKeys)), ""},
+		{"long domain", wireField(nil, 1, []byte("123456789")), "domain is 9 bytes"},
+		{"long domain then short", wireField(wireField(nil, 1, []byte("123456789")), 1, []byte("d")), ""},
 		{"descriptors as a varint: unknown", protowire.AppendVarint(tag(nil, 2, protowire.VarintType), 7), ""},
 		{"a group of unknown fields", tag(protowire.AppendVarint(tag(tag(nil, 9, protowire.StartGroupType), 1, protowire.VarintType), 1), 9, protowire.EndGroupType), ""},
 		{"truncated tag", []byte{0x80}, "not a RateLimitRequest"},
 		{"varint overflow", append(tag(nil, 3, protowire.VarintType), bytes.Repeat([]byte{0xff}, 10)...), "not a RateLimitRequest"},
 		{"length past the end", []byte{0x12, 0x05, 0x0a}, "not a RateLimitRequest"},
-		{"nested length past the end", field(nil, 2, []byte{0x0a, 0x09, 0x0a, 0x01}), "not a RateLimitRequest"},
-		{"key length past the end", field(nil, 2, field(nil, 1, []byte{0x0a, 0x7f})), "not a RateLimitRequest"},
+		{"nested length past the end", wireField(nil, 2, []byte{0x0a, 0x09, 0x0a, 0x01}), "not a RateLimitRequest"},
+		{"key length past the end", wireField(nil, 2, wireField(nil, 1, []byte{0x0a, 0x7f})), "not a RateLimitRequest"},
 		{"field number 0", []byte{0x02, 0x00}, "not a RateLimitRequest"},
 		{"stray end of group", tag(nil, 4, protowire.EndGroupType), "not a RateLimitRequest"},
 		{"unclosed group", tag(nil, 4, protowire.StartGroupType), "not a RateLimitRequest"},
@@ -174,7 +174,7 @@ func FuzzScan(f *testing.F) {
 	f.Add(marshal(f, &rlsv3.RateLimitRequest{Domain: "dom", Descriptors: []*ratelimitv3.RateLimitDescriptor{
 		descOf(entry("k", "v"), entry("key45678", "x")), descOf(), {HitsAddend: wrapperspb.UInt64(1)}}}))
 	f.Add(bytes.Repeat([]byte{0x12, 0}, 5))
-	f.Add(field(nil, 2, field(nil, 1, field(field(nil, 1, []byte("123456789")), 1, []byte("k")))))
+	f.Add(wireField(nil, 2, wireField(nil, 1, wireField(wireField(nil, 1, []byte("123456789")), 1, []byte("k")))))
 	f.Add(tag(protowire.AppendVarint(tag(tag(nil, 9, protowire.StartGroupType), 1, protowire.VarintType), 1), 9, protowire.EndGroupType))
 	f.Add([]byte{0x0a, 0x09, '1', '2', '3', '4', '5', '6', '7', '8', '9'})
 	f.Fuzz(func(t *testing.T, wire []byte) {

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -25,11 +30,31 @@ func TestPersistAcrossRestart(t *testing.T) {
 	require.Equal(t, 0, d.wait(15*time.Second))
 
 	d = startWithConfig(t, serveConfig, "-persist", dir)
+	before := logged(t, dir, "kept")
 	assert.Equal(t, uint32(1), remaining(d), "the hit before the restart is kept")
-	time.Sleep(500 * time.Millisecond) // the log is written every 100 ms: not a window
+	// The log is written every 100 ms: wait for the write itself, the key
+	// once more in a log file, not for a time.
+	eventually(t, 15*time.Second, "the hit written to the log", func() bool { return logged(t, dir, "kept") > before })
 	d.signal(syscall.SIGKILL)
 	d.wait(15 * time.Second)
 
 	d = startWithConfig(t, serveConfig, "-persist", dir)
 	assert.Equal(t, uint32(0), remaining(d), "the hit before the SIGKILL is kept")
+}
+
+// logged counts the times s is found in the log files ("log-*") in dir.
+func logged(t *testing.T, dir, s string) int {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "log-*"))
+	require.NoError(t, err)
+	n := 0
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // compacted meanwhile
+		}
+		require.NoError(t, err)
+		n += bytes.Count(b, []byte(s))
+	}
+	return n
 }

@@ -50,15 +50,17 @@ func TestSetConfigUnderTraffic(t *testing.T) {
 	}
 	f := newFixture(t, ruleOf(rules[0]), service.Options{})
 	var (
-		stop atomic.Bool
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		bad  []string
+		stop  atomic.Bool
+		asked atomic.Int64
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		bad   []string
 	)
 	for g := range 8 {
 		wg.Go(func() {
 			for n := 0; !stop.Load(); n++ {
 				resp, err := f.srv.ShouldRateLimit(context.Background(), request("swap", desc("k", strconv.Itoa(g))))
+				asked.Add(1)
 				var why string
 				switch {
 				case err != nil:
@@ -76,7 +78,9 @@ func TestSetConfigUnderTraffic(t *testing.T) {
 			}
 		})
 	}
-	for i := range 400 {
+	// Swap until the askers have made 2000 requests among them, so that
+	// the swaps overlap the requests however the goroutines are scheduled.
+	for i := 0; asked.Load() < 2000; i++ {
 		f.srv.SetConfig(cfgs[i%len(cfgs)])
 		if i%50 == 0 {
 			f.clock.Advance(time.Second)

@@ -28,19 +28,19 @@ func startActorlimitdCluster(tb testing.TB, cfg configDir, n int, extra ...strin
 		peers = append(peers, addr(peerPorts[i]))
 	}
 	name := "diff" + strconv.Itoa(freePort(tb))
-	var grpcAddrs, httpAddrs []string
+	var grpcAddrs, debugAddrs []string
 	for i := range n {
-		grpcPort, httpPort := freePort(tb), freePort(tb)
-		args := append([]string{"-config", cfg.Files, "-grpc-addr", addr(grpcPort), "-http-addr", addr(httpPort),
+		grpcPort, httpPort, debugPort := freePort(tb), freePort(tb), freePort(tb)
+		args := append([]string{"-config", cfg.Files, "-grpc-addr", addr(grpcPort), "-http-addr", addr(httpPort), "-debug-addr", addr(debugPort), "-secret-descriptor-keys", "",
 			"-cluster-mode", "owner", "-cluster-name", name, "-cluster-port", strconv.Itoa(memberPorts[i]),
 			"-cluster-peers", strings.Join(peers, ","), "-cluster-peer-port", strconv.Itoa(peerPorts[i])}, extra...)
 		start(tb, fmt.Sprintf("actorlimitd member %d", i), bin, args, nil, httpOK("http://"+addr(httpPort)+"/healthcheck"))
-		grpcAddrs, httpAddrs = append(grpcAddrs, addr(grpcPort)), append(httpAddrs, addr(httpPort))
+		grpcAddrs, debugAddrs = append(grpcAddrs, addr(grpcPort)), append(debugAddrs, addr(debugPort))
 	}
 	// Ownership moves while the members find each other: the stream starts
 	// once every member counts all of them (bounded as a start is).
 	c := &http.Client{Timeout: time.Second}
-	for i, h := range httpAddrs {
+	for i, h := range debugAddrs {
 		deadline := time.Now().Add(60 * time.Second)
 		for members(c, h) != n {
 			if time.Now().After(deadline) {
@@ -53,7 +53,7 @@ func startActorlimitdCluster(tb testing.TB, cfg configDir, n int, extra ...strin
 }
 
 // members returns the actorlimitd_cluster_members that the actorlimitd
-// with HTTP address h reports, or -1.
+// with debug address h reports, or -1.
 func members(c *http.Client, h string) int {
 	resp, err := c.Get("http://" + h + "/metrics")
 	if err != nil {

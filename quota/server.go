@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -86,7 +86,27 @@ type Server struct {
 	streams  map[uint64]*stream
 	nextID   uint64
 	counters map[ruleName]*ruleCounters // kept across reloads: bounded by the rules' names
-	rejected map[string]uint64       // by reason
+	rejected map[string]uint64          // by reason
+
+	reports, pending, sent atomic.Int64
+}
+
+// Stats are a server's running counts.
+type Stats struct {
+	// Reports is the usage reports handled: every assignment they caused
+	// is in an outbox or sent.
+	Reports int64
+	// Pending is the bucket actions in outboxes, not yet sent.
+	Pending int64
+	// Responses is the responses sent.
+	Responses int64
+}
+
+// Stats returns the server's counts: a simulator with a fake clock waits,
+// after its reports, for Reports to count them, Pending to be 0 and its
+// Envoys to have received Responses, before it moves the clock on.
+func (s *Server) Stats() Stats {
+	return Stats{Reports: s.reports.Load(), Pending: s.pending.Load(), Responses: s.sent.Load()}
 }
 
 // ruleName is a rule's metric labels.
@@ -118,9 +138,10 @@ type stream struct {
 	tokens  float64
 	last    time.Time
 
-	mu   sync.Mutex // guards out
-	out  map[string]*rlqsv3.RateLimitQuotaResponse_BucketAction
-	wake chan struct{}
+	mu      sync.Mutex // guards out
+	out     map[string]*rlqsv3.RateLimitQuotaResponse_BucketAction
+	wake    chan struct{}
+	pending *atomic.Int64 // the server's
 }
 
 // New returns a server of the rules of cfg (nil: none, every bucket gets
@@ -159,7 +180,7 @@ func (s *Server) reject(reason string) {
 func (s *Server) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqsv3.RateLimitQuotaUsageReports, rlqsv3.RateLimitQuotaResponse]) error {
 	str := &stream{buckets: map[string]*bucket{}, seen: map[string]bool{},
 		out: map[string]*rlqsv3.RateLimitQuotaResponse_BucketAction{}, wake: make(chan struct{}, 1),
-		tokens: s.opts.ReportBurst}
+		tokens: s.opts.ReportBurst, pending: &s.pending}
 	if p, ok := peer.FromContext(st.Context()); ok && p.Addr != nil {
 		str.peer = p.Addr.String()
 	}
@@ -184,6 +205,10 @@ func (s *Server) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqsv3.RateLi
 		err = serr
 	}
 	s.leave(str)
+	str.mu.Lock() // no post comes after leave: drop what was not sent
+	s.pending.Add(-int64(len(str.out)))
+	clear(str.out)
+	str.mu.Unlock()
 	s.opts.Logger.Debug("quota stream closed", "stream", str.id, "peer", str.peer, "domain", str.domain, "err", err)
 	return err
 }
@@ -228,7 +253,12 @@ func (s *Server) sendLoop(st grpc.BidiStreamingServer[rlqsv3.RateLimitQuotaUsage
 		if len(resp.BucketAction) == 0 {
 			continue
 		}
-		if err := st.Send(resp); err != nil {
+		err := st.Send(resp)
+		if err == nil {
+			s.sent.Add(1)
+		}
+		s.pending.Add(-int64(len(resp.BucketAction)))
+		if err != nil {
 			return err
 		}
 	}
@@ -238,6 +268,9 @@ func (s *Server) sendLoop(st grpc.BidiStreamingServer[rlqsv3.RateLimitQuotaUsage
 // bucket not sent yet, and wakes its sender.
 func (str *stream) post(key string, a *rlqsv3.RateLimitQuotaResponse_BucketAction) {
 	str.mu.Lock()
+	if _, ok := str.out[key]; !ok {
+		str.pending.Add(1)
+	}
 	str.out[key] = a
 	str.mu.Unlock()
 	select {
@@ -248,6 +281,7 @@ func (str *stream) post(key string, a *rlqsv3.RateLimitQuotaResponse_BucketActio
 
 // report handles one usage report of str.
 func (s *Server) report(str *stream, msg *rlqsv3.RateLimitQuotaUsageReports) error {
+	defer s.reports.Add(1)
 	now := s.opts.Clock()
 	if !str.last.IsZero() {
 		str.tokens = math.Min(s.opts.ReportBurst, str.tokens+now.Sub(str.last).Seconds()*s.opts.ReportsPerSecond)

@@ -238,6 +238,9 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 	}
 	gs := grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(gs, srv)
+	if err := registerQuota(gs, reg, f.config, log); err != nil {
+		return err
+	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/actorlimit/actorlimit/quota"
+)
+
+// registerQuota serves the Rate Limit Quota Service on gs, beside the rate
+// limit service, with the rate_limit_quota sections of the configuration
+// at path (read once, at start), and its metrics on reg.
+func registerQuota(gs *grpc.Server, reg prometheus.Registerer, path string, log *slog.Logger) error {
+	cfg, err := quota.Load(path)
+	if err != nil {
+		return fmt.Errorf("the configuration's %s sections: %w", quota.Section, err)
+	}
+	srv := quota.New(cfg, quota.Options{Logger: log})
+	rlqsv3.RegisterRateLimitQuotaServiceServer(gs, srv)
+	if err := reg.Register(srv); err != nil {
+		return err
+	}
+	log.Info("quota service", "rules", len(cfg.Rules()))
+	return nil
+}

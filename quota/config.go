@@ -60,8 +60,9 @@ const (
 	DefaultReportingInterval = time.Second
 	DefaultTTLIntervals      = 3
 	DefaultReserve           = 0.05
-	DefaultBurstIntervals    = 0.1
-	DefaultHysteresis        = 0.02
+	DefaultBurstIntervals    = 0.05
+	DefaultHysteresis        = 0.04
+	DefaultMargin            = 0.1
 )
 
 // Rule is one bucket rule of a configuration: which bucket ids it matches
@@ -88,7 +89,8 @@ type Rule struct {
 	// its first report; BurstIntervals a token bucket's size, in reporting
 	// intervals of its share; Hysteresis the relative change of a share
 	// not worth sending.
-	Reserve, BurstIntervals, Hysteresis float64
+	// Margin is the room given above a reported demand, relative.
+	Reserve, BurstIntervals, Hysteresis, Margin float64
 
 	order, wildcards int
 	keys             string
@@ -104,7 +106,7 @@ func (r *Rule) TokenBucket() bool { return !r.Algorithm.Windowed() }
 // division returns the division configuration of a bucket of r.
 func (r *Rule) division() DivisionConfig {
 	rate := r.Rate()
-	return DivisionConfig{Limit: rate, TTL: r.TTL, Reserve: rate * r.Reserve, Hysteresis: r.Hysteresis}
+	return DivisionConfig{Limit: rate, TTL: r.TTL, Reserve: rate * r.Reserve, Hysteresis: r.Hysteresis, Margin: r.Margin}
 }
 
 // domainRules is one domain's section.
@@ -374,7 +376,7 @@ func parseBucketRule(file string, n *yaml.Node, domain string, interval time.Dur
 		return nil, fileErr(file, n, "a bucket rule must be a mapping")
 	}
 	r := &Rule{Domain: domain, Algorithm: actorlimit.TokenBucket, ReportingInterval: interval,
-		TTL: DefaultTTLIntervals * interval, Reserve: DefaultReserve, BurstIntervals: DefaultBurstIntervals, Hysteresis: DefaultHysteresis}
+		TTL: DefaultTTLIntervals * interval, Reserve: DefaultReserve, BurstIntervals: DefaultBurstIntervals, Hysteresis: DefaultHysteresis, Margin: DefaultMargin}
 	var match, limit *yaml.Node
 	err := fields(file, n, "a bucket rule", func(k, v *yaml.Node) error {
 		var err error
@@ -404,8 +406,10 @@ func parseBucketRule(file string, n *yaml.Node, domain string, interval time.Dur
 			r.BurstIntervals, err = fraction(file, v, "burst_intervals", 0, 100)
 		case "hysteresis":
 			r.Hysteresis, err = fraction(file, v, "hysteresis", 0, 0.5)
+		case "margin":
+			r.Margin, err = fraction(file, v, "margin", 0, 1)
 		default:
-			return fileErr(file, k, "unknown field %q in a bucket rule (known: name, match, rate_limit, algorithm, ttl, reserve, burst_intervals, hysteresis)", k.Value)
+			return fileErr(file, k, "unknown field %q in a bucket rule (known: name, match, rate_limit, algorithm, ttl, reserve, burst_intervals, hysteresis, margin)", k.Value)
 		}
 		return err
 	})

@@ -24,9 +24,16 @@ type DivisionConfig struct {
 	// whose demand is not known yet (it has not reported a time_elapsed):
 	// what it gets, at most, until its first report. At least 0.
 	Reserve float64
+	// Margin is the room given above a reported demand, relative: 0.1
+	// gives an Envoy that asks 10 a second up to 11 (if the level allows),
+	// so that a demand measured a little low, or growing, is not denied
+	// while the limit has room. In [0, 1].
+	Margin float64
 	// Hysteresis is the relative change of a share below which the change
 	// is not sent unless the limit needs it: 0.02 sends a change of more
-	// than 2%. It keeps steady demand from churning assignments. In [0, 1).
+	// than 2% of the share, or of an equal share if that is larger (so
+	// that a small share does not follow every unit its demand's count
+	// moves). It keeps steady demand from churning assignments. In [0, 1).
 	Hysteresis float64
 }
 
@@ -38,6 +45,8 @@ func (c DivisionConfig) validate() error {
 		return fmt.Errorf("%w: division TTL %v: want more than 0", ErrInvalid, c.TTL)
 	case !(c.Reserve >= 0) || math.IsInf(c.Reserve, 0):
 		return fmt.Errorf("%w: division reserve %v: want a finite rate of at least 0", ErrInvalid, c.Reserve)
+	case !(c.Margin >= 0 && c.Margin <= 1):
+		return fmt.Errorf("%w: division margin %v: want [0, 1]", ErrInvalid, c.Margin)
 	case !(c.Hysteresis >= 0 && c.Hysteresis < 1):
 		return fmt.Errorf("%w: division hysteresis %v: want [0, 1)", ErrInvalid, c.Hysteresis)
 	}
@@ -177,9 +186,13 @@ func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 	// fall goes too: the targets sum to at most the capacity, and a rise
 	// not sent holds less than its target.
 	total := 0.0
+	equal := 0.0
+	if len(d.ids) > 0 {
+		equal = d.cfg.Limit / float64(len(d.ids))
+	}
 	for _, id := range d.ids {
 		m := d.members[id]
-		m.due = !m.sent || math.Abs(m.target-m.share) > m.share*d.cfg.Hysteresis+1e-9 ||
+		m.due = !m.sent || math.Abs(m.target-m.share) > math.Max(m.share, equal)*d.cfg.Hysteresis+1e-9 ||
 			now.Sub(m.sentAt) >= d.cfg.TTL/2
 		if m.due {
 			total += m.target
@@ -198,12 +211,13 @@ func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 	}
 }
 
-// want returns the demand the division assumes of m.
+// want returns the demand the division assumes of m: the reserve while
+// unknown, else its demand and the margin.
 func (d *Division) want(m *member) float64 {
 	if !m.known {
 		return d.cfg.Reserve
 	}
-	return m.demand
+	return m.demand * (1 + d.cfg.Margin)
 }
 
 // fill sets the target of every live member in d.ids: max-min fair
@@ -241,8 +255,8 @@ func (d *Division) fill(capacity float64) {
 // MemberShare is one Envoy's part of a division, as Shares reports it.
 type MemberShare struct {
 	ID uint64
-	// Demand is its last reported demand in requests per second (the
-	// reserve while unknown); Share what it was last sent; Target the last
+	// Demand is its last reported demand in requests per second, with the
+	// margin (the reserve while unknown); Share what it was last sent; Target the last
 	// computed share.
 	Demand, Share, Target float64
 	// Live is false for an Envoy that left and still holds its share.

@@ -319,6 +319,7 @@ func TestDivisionWobbleNoChurn(t *testing.T) {
 		{"under the limit", [2]float64{30, 30.3}, [2]float64{40.4, 40}},
 		{"over the limit", [2]float64{300, 303}, [2]float64{404, 400}},
 		{"one small", [2]float64{20, 20.2}, [2]float64{404, 400}},
+		{"small share moves by less than 2% of an equal share", [2]float64{15.5, 16}, [2]float64{404, 400}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDivision(t, 100)
@@ -349,4 +350,17 @@ func TestDivisionSmallFallsWhenNeeded(t *testing.T) {
 	sentTo := map[uint64]float64{}
 	d.Assign(t0.Add(time.Millisecond), func(id uint64, s float64) { sentTo[id] = s })
 	assert.Equal(t, map[uint64]float64{1: 49.5, 2: 49.5, 3: 1}, sentTo)
+}
+
+// TestDivisionMargin: the margin raises a demand before the water-filling:
+// a small Envoy gets its demand and the margin, the rest goes to the big.
+func TestDivisionMargin(t *testing.T) {
+	d, err := quota.NewDivision(quota.DivisionConfig{Limit: 100, TTL: 3 * interval, Margin: 0.1})
+	require.NoError(t, err)
+	d.Report(1, 10, interval, t0)
+	d.Report(2, 1000, interval, t0)
+	got := map[uint64]float64{}
+	d.Assign(t0, func(id uint64, s float64) { got[id] = s })
+	assert.InDelta(t, 11, got[1], 1e-9)
+	assert.InDelta(t, 89, got[2], 1e-9)
 }

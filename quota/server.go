@@ -100,13 +100,18 @@ type Stats struct {
 	Pending int64
 	// Responses is the responses sent.
 	Responses int64
+	// Streams is the streams open.
+	Streams int
 }
 
 // Stats returns the server's counts: a simulator with a fake clock waits,
 // after its reports, for Reports to count them, Pending to be 0 and its
 // Envoys to have received Responses, before it moves the clock on.
 func (s *Server) Stats() Stats {
-	return Stats{Reports: s.reports.Load(), Pending: s.pending.Load(), Responses: s.sent.Load()}
+	s.mu.Lock()
+	n := len(s.streams)
+	s.mu.Unlock()
+	return Stats{Reports: s.reports.Load(), Pending: s.pending.Load(), Responses: s.sent.Load(), Streams: n}
 }
 
 // ruleName is a rule's metric labels.
@@ -484,12 +489,17 @@ func (b *bucket) assignment(share float64) *rlqsv3.RateLimitQuotaResponse_Bucket
 	return assign(b.id, durationpb.New(b.rule.TTL), Strategy(b.rule, share))
 }
 
+// minTokens is a token bucket assignment's smallest size: a bucket of one
+// token denies a request that comes a little early, however small the
+// share, so that a share close to its demand would waste a part of it.
+const minTokens = 2
+
 // fillInterval is a token bucket assignment's shortest fill interval.
-const fillInterval = 100 * time.Millisecond
+const fillInterval = 50 * time.Millisecond
 
 // Strategy returns the strategy that lets an Envoy through at most share
 // requests per second under rule: a token bucket of share ×
-// BurstIntervals reporting intervals (at least one token, and at least
+// BurstIntervals reporting intervals (at least two tokens, and at least
 // one fill), or requests_per_time_unit in the smallest unit that holds
 // 100 requests; deny-all for a share under one request a day.
 func Strategy(rule *Rule, share float64) *typev3.RateLimitStrategy {
@@ -516,7 +526,7 @@ func Strategy(rule *Rule, share float64) *typev3.RateLimitStrategy {
 	// The interval that gives at most share: rounded up to the nanosecond.
 	interval := time.Duration(math.Ceil(perFill / share * 1e9))
 	burst := math.Floor(share * rule.ReportingInterval.Seconds() * rule.BurstIntervals)
-	burst = math.Min(math.Max(burst, perFill), math.MaxUint32)
+	burst = math.Min(math.Max(burst, math.Max(perFill, minTokens)), math.MaxUint32)
 	return &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_TokenBucket{TokenBucket: &typev3.TokenBucket{
 		MaxTokens: uint32(burst), TokensPerFill: wrapperspb.UInt32(uint32(perFill)), FillInterval: durationpb.New(interval)}}}
 }

@@ -140,7 +140,6 @@ type envoy struct {
 	acc               float64 // fractional demand carried
 	allowed, denied   uint64  // since the last report
 	lastReport        time.Duration
-	admittedInWindow  int
 	present, reported bool
 }
 

@@ -22,7 +22,9 @@ type TestStream struct {
 }
 
 // Report handles msg as if received on the stream.
-func (t *TestStream) Report(msg *rlqsv3.RateLimitQuotaUsageReports) error { return t.s.report(t.str, msg) }
+func (t *TestStream) Report(msg *rlqsv3.RateLimitQuotaUsageReports) error {
+	return t.s.report(t.str, msg)
+}
 
 // Drain empties the stream's outbox and returns how many actions it held.
 func (t *TestStream) Drain() int {

@@ -52,6 +52,7 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descStreams, prometheus.GaugeValue, float64(streams))
 	aggs := map[ruleName]*agg{}
 	for _, b := range buckets {
+		b.mu.Lock()
 		rn := ruleName{b.rule.Domain, b.rule.Name}
 		a := aggs[rn]
 		if a == nil {
@@ -59,7 +60,6 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 			aggs[rn] = a
 		}
 		a.buckets++
-		b.mu.Lock()
 		for _, m := range b.div.Shares() {
 			if m.Live {
 				a.envoys++

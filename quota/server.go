@@ -122,12 +122,13 @@ type ruleCounters struct{ allowed, denied atomic.Uint64 }
 
 // bucket is one bucket id of one domain, matched to a rule.
 type bucket struct {
-	key  string
-	rule *Rule
-	id   *rlqsv3.BucketId
-	ctr  *ruleCounters
+	key string
+	id  *rlqsv3.BucketId
 
-	mu      sync.Mutex // guards div and members
+	mu      sync.Mutex // guards what follows
+	rule    *Rule
+	cfg     *Config // the configuration rule is of
+	ctr     *ruleCounters
 	div     *Division
 	members map[uint64]*stream
 }
@@ -162,8 +163,9 @@ func New(cfg *Config, opts Options) *Server {
 	return s
 }
 
-// SetConfig makes cfg the rules of the buckets first reported from now on;
-// a bucket already divided keeps its rule until no Envoy reports it.
+// SetConfig makes cfg the rules: a bucket already divided takes its new
+// rule at its next report (its Envoys' shares with it); one that no rule
+// of cfg matches any more keeps its old rule until no Envoy reports it.
 func (s *Server) SetConfig(cfg *Config) { s.cfg.Store(cfg) }
 
 // Config returns the rules in use.
@@ -337,15 +339,19 @@ func (s *Server) report(str *stream, msg *rlqsv3.RateLimitQuotaUsageReports) err
 				}
 				continue
 			}
-			if b = s.bucket(key, rule, u.GetBucketId(), str, now); b == nil {
+			if b = s.bucket(key, rule, cfg, u.GetBucketId(), str, now); b == nil {
 				s.reject("buckets")
 				str.post(key, abandon(u.GetBucketId()))
 				continue
 			}
 			str.buckets[key] = b
 		}
-		b.ctr.allowed.Add(u.GetNumRequestsAllowed())
-		b.ctr.denied.Add(u.GetNumRequestsDenied())
+		b.mu.Lock()
+		stale := b.cfg != cfg
+		b.mu.Unlock()
+		if stale {
+			s.rematch(b, cfg, str.domain, id)
+		}
 		count := u.GetNumRequestsAllowed()
 		if count+u.GetNumRequestsDenied() >= count {
 			count += u.GetNumRequestsDenied()
@@ -353,6 +359,8 @@ func (s *Server) report(str *stream, msg *rlqsv3.RateLimitQuotaUsageReports) err
 			count = math.MaxUint64
 		}
 		b.mu.Lock()
+		b.ctr.allowed.Add(u.GetNumRequestsAllowed())
+		b.ctr.denied.Add(u.GetNumRequestsDenied())
 		b.div.Report(str.id, count, u.GetTimeElapsed().AsDuration(), now)
 		b.div.Assign(now, func(member uint64, share float64) {
 			if m := b.members[member]; m != nil {
@@ -401,7 +409,7 @@ func bucketKey(domain string, id map[string]string) string {
 
 // bucket returns the division of key with str joined, made for rule if
 // there is none, or nil past MaxBuckets.
-func (s *Server) bucket(key string, rule *Rule, id *rlqsv3.BucketId, str *stream, now time.Time) *bucket {
+func (s *Server) bucket(key string, rule *Rule, cfg *Config, id *rlqsv3.BucketId, str *stream, now time.Time) *bucket {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	join := func(b *bucket) *bucket { // under s.mu, so that no sweep forgets b meanwhile
@@ -424,15 +432,44 @@ func (s *Server) bucket(key string, rule *Rule, id *rlqsv3.BucketId, str *stream
 	if err != nil {
 		panic(err) // a loaded rule is valid
 	}
+	b := &bucket{key: key, rule: rule, cfg: cfg, id: &rlqsv3.BucketId{Bucket: id.GetBucket()}, ctr: s.counter(rule), div: div, members: map[uint64]*stream{}}
+	s.buckets[key] = b
+	return join(b)
+}
+
+// counter returns the counters of rule's name. s.mu is held.
+func (s *Server) counter(rule *Rule) *ruleCounters {
 	rn := ruleName{rule.Domain, rule.Name}
 	ctr := s.counters[rn]
 	if ctr == nil {
 		ctr = &ruleCounters{}
 		s.counters[rn] = ctr
 	}
-	b := &bucket{key: key, rule: rule, id: &rlqsv3.BucketId{Bucket: id.GetBucket()}, ctr: ctr, div: div, members: map[uint64]*stream{}}
-	s.buckets[key] = b
-	return join(b)
+	return ctr
+}
+
+// rematch gives b its rule of cfg, if one matches.
+func (s *Server) rematch(b *bucket, cfg *Config, domain string, id map[string]string) {
+	rule, _ := cfg.Match(domain, id)
+	var ctr *ruleCounters
+	if rule != nil {
+		s.mu.Lock()
+		ctr = s.counter(rule)
+		s.mu.Unlock()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cfg == cfg {
+		return
+	}
+	b.cfg = cfg
+	if rule == nil {
+		return
+	}
+	if err := b.div.SetConfig(rule.division()); err != nil {
+		panic(err) // a loaded rule is valid
+	}
+	b.rule, b.ctr = rule, ctr
 }
 
 // sweep forgets the buckets no Envoy reports and no leaver's share holds.

@@ -364,3 +364,19 @@ func TestServerBounds(t *testing.T) {
 		assert.Equal(t, codes.ResourceExhausted, status.Code(f.streamErr(t)))
 	})
 }
+
+// TestServerSetConfig: a new configuration's limit applies to a bucket
+// already divided at its next report.
+func TestServerSetConfig(t *testing.T) {
+	clock := testkit.NewClock(t0)
+	srv := newServer(t, clock, quota.Options{})
+	e := connect(t, serve(t, srv))
+	e.report(t, "edge", usage{id: api, allowed: 1000, elapsed: time.Second})
+	assert.InDelta(t, 100, rate(t, e.next(t)), 0.5)
+	cfg, err := quota.Parse(map[string][]byte{"edge.yaml": []byte(strings.Replace(serverYAML, "requests_per_unit: 100}", "requests_per_unit: 40}", 1))})
+	require.NoError(t, err)
+	srv.SetConfig(cfg)
+	clock.Advance(time.Second)
+	e.report(t, "", usage{id: api, allowed: 1000, elapsed: time.Second})
+	assert.InDelta(t, 40, rate(t, e.next(t)), 0.5, "the new limit")
+}

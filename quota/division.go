@@ -1,9 +1,11 @@
 package quota
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -55,6 +57,8 @@ func (c DivisionConfig) validate() error {
 
 // member is one Envoy's state in a division.
 type member struct {
+	id       uint64
+	w        float64 // Assign's scratch: want
 	demand   float64 // requests per second, from the last report
 	known    bool    // a report with a time_elapsed was received
 	live     bool    // its stream is open
@@ -79,7 +83,7 @@ type member struct {
 type Division struct {
 	cfg     DivisionConfig
 	members map[uint64]*member
-	ids     []uint64 // scratch, sorted by demand
+	live    []*member // Assign's scratch, sorted by want
 }
 
 // NewDivision returns an empty division, or an error naming the bad field
@@ -109,7 +113,7 @@ func (d *Division) SetConfig(cfg DivisionConfig) error {
 func (d *Division) Join(id uint64) {
 	m := d.members[id]
 	if m == nil {
-		m = &member{}
+		m = &member{id: id}
 		d.members[id] = m
 	}
 	m.live = true
@@ -168,13 +172,14 @@ func (d *Division) expire(now time.Time) {
 func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 	d.expire(now)
 	capacity := d.cfg.Limit
-	d.ids = d.ids[:0]
-	for id, m := range d.members {
+	d.live = d.live[:0]
+	for _, m := range d.members {
 		if !m.live {
 			capacity -= m.share // held until its TTL
 			continue
 		}
-		d.ids = append(d.ids, id)
+		m.w = d.want(m)
+		d.live = append(d.live, m)
 	}
 	if capacity < 0 {
 		capacity = 0
@@ -187,11 +192,10 @@ func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 	// not sent holds less than its target.
 	total := 0.0
 	equal := 0.0
-	if len(d.ids) > 0 {
-		equal = d.cfg.Limit / float64(len(d.ids))
+	if len(d.live) > 0 {
+		equal = d.cfg.Limit / float64(len(d.live))
 	}
-	for _, id := range d.ids {
-		m := d.members[id]
+	for _, m := range d.live {
 		m.due = !m.sent || math.Abs(m.target-m.share) > math.Max(m.share, equal)*d.cfg.Hysteresis+1e-9 ||
 			now.Sub(m.sentAt) >= d.cfg.TTL/2
 		if m.due {
@@ -201,13 +205,12 @@ func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 		}
 	}
 	over := total > capacity*(1+1e-12)
-	for _, id := range d.ids {
-		m := d.members[id]
+	for _, m := range d.live {
 		if !m.due && !(over && m.target < m.share) {
 			continue
 		}
 		m.share, m.sent, m.sentAt = m.target, true, now
-		send(id, m.target)
+		send(m.id, m.target)
 	}
 }
 
@@ -220,34 +223,32 @@ func (d *Division) want(m *member) float64 {
 	return m.demand * (1 + d.cfg.Margin)
 }
 
-// fill sets the target of every live member in d.ids: max-min fair
+// fill sets the target of every live member in d.live: max-min fair
 // (water-filling) over capacity, then what no one asked for divided
 // equally among all, so that a rising demand finds room before its next
 // report. The targets sum to at most capacity.
 func (d *Division) fill(capacity float64) {
-	ids := d.ids
-	sort.Slice(ids, func(i, j int) bool {
-		a, b := d.want(d.members[ids[i]]), d.want(d.members[ids[j]])
-		if a != b {
-			return a < b
+	live := d.live
+	slices.SortFunc(live, func(a, b *member) int {
+		if c := cmp.Compare(a.w, b.w); c != 0 {
+			return c
 		}
-		return ids[i] < ids[j]
+		return cmp.Compare(a.id, b.id)
 	})
 	left := capacity
-	for i, id := range ids {
-		m := d.members[id]
-		level := left / float64(len(ids)-i)
-		w := d.want(m)
+	for i, m := range live {
+		level := left / float64(len(live)-i)
+		w := m.w
 		if w > level {
 			w = level
 		}
 		m.target = w
 		left -= w
 	}
-	if left > 0 && len(ids) > 0 {
-		extra := left / float64(len(ids))
-		for _, id := range ids {
-			d.members[id].target += extra
+	if left > 0 && len(live) > 0 {
+		extra := left / float64(len(live))
+		for _, m := range live {
+			m.target += extra
 		}
 	}
 }

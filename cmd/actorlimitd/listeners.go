@@ -181,6 +181,9 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, ready *ato
 	}
 	e.grpc = grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(e.grpc, srv)
+	if err := registerQuota(e.grpc, reg, f.config, log); err != nil {
+		return nil, err
+	}
 	e.health = health.NewServer()
 	healthpb.RegisterHealthServer(e.grpc, e.health)
 

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/actorlimit/actorlimit"
 )
@@ -94,26 +95,31 @@ func hasCert(b []byte) bool {
 	return x509.NewCertPool().AppendCertsFromPEM(b)
 }
 
-// remoteOptions returns the options of the member's remote: with TLS, its
+// remoteOptions returns the options of the member's remote: its server
+// receives gRPC messages of at most MaxReceiveBytes, and its connections
+// carry one message of the engine in each gRPC message; with TLS, its
 // server requires and checks the peers' certificates, and its connections
 // present the member's and check the peer's, instead of the engine's
 // default insecure connections. serverOpts are added to the server's.
 func (c Config) remoteOptions(serverOpts ...grpc.ServerOption) ([]remote.ConfigOption, error) {
+	server := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxReceiveBytes)}, serverOpts...)
+	opts := []remote.ConfigOption{remote.WithEndpointWriterBatchSize(1)}
 	if c.TLS == nil {
-		return []remote.ConfigOption{remote.WithServerOptions(serverOpts...)}, nil
+		return append(opts, remote.WithServerOptions(server...),
+			remote.WithDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials()))), nil
 	}
-	server, client, err := c.TLS.configs()
+	serverTLS, clientTLS, err := c.TLS.configs()
 	if err != nil {
 		return nil, err
 	}
-	return []remote.ConfigOption{
-		remote.WithServerOptions(append([]grpc.ServerOption{grpc.Creds(credentials.NewTLS(server))}, serverOpts...)...),
-		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(client))),
-	}, nil
+	return append(opts,
+		remote.WithServerOptions(append([]grpc.ServerOption{grpc.Creds(credentials.NewTLS(serverTLS))}, server...)...),
+		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(clientTLS)))), nil
 }
 
 // warnOpen logs, at WARN, that a member listens on a host other than
-// loopback without TLS: anyone who reaches its port is taken for a member.
+// loopback without TLS (which Config allows only with TrustedNetwork):
+// anyone who reaches its port is taken for a member.
 func (c Config) warnOpen(logger *slog.Logger) {
 	if c.TLS != nil || isLoopback(c.Host) {
 		return

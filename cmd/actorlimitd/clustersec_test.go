@@ -32,7 +32,7 @@ func TestClusterEtcdSecured(t *testing.T) {
 	}
 	dir := t.TempDir()
 	e := testkit.StartEtcdTLS(t, dir)
-	cert, key := e.CA.Issue(t, "member-host") // no user of that name: the member needs its password too
+	cert, key := e.CA.Issue(t, "member-host")              // no user of that name: the member needs its password too
 	strangerCert, strangerKey := e.CA.Issue(t, "stranger") // etcd takes a certificate's name for its user
 	password := filepath.Join(dir, "password")
 	require.NoError(t, os.WriteFile(password, []byte("s3cret-member\n"), 0o600))

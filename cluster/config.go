@@ -195,6 +195,10 @@ type Config struct {
 	// anyone who knows the name can compute. With any other Host, Start
 	// fails without one.
 	PartitionKey []byte
+
+	// tlsNow, when set, is the time at which TLS checks certificates: for
+	// tests of expiry; default time.Now.
+	tlsNow func() time.Time
 }
 
 // partEntries is the most keys the owner's state of one partition holds in

@@ -141,9 +141,15 @@ func tlsOptions(t *testing.T, s *cluster.TLS) []remote.ConfigOption {
 
 // Changes of a member's certificate template.
 var (
-	expired    = func(c *x509.Certificate) { c.NotBefore, c.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour) }
-	notYet     = func(c *x509.Certificate) { c.NotBefore, c.NotAfter = time.Now().Add(time.Hour), time.Now().Add(2*time.Hour) }
-	misnamed   = func(c *x509.Certificate) { c.IPAddresses, c.DNSNames = []net.IP{net.ParseIP("10.9.9.9")}, []string{"elsewhere.example"} }
+	expired = func(c *x509.Certificate) {
+		c.NotBefore, c.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+	}
+	notYet = func(c *x509.Certificate) {
+		c.NotBefore, c.NotAfter = time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
+	}
+	misnamed = func(c *x509.Certificate) {
+		c.IPAddresses, c.DNSNames = []net.IP{net.ParseIP("10.9.9.9")}, []string{"elsewhere.example"}
+	}
 	serverOnly = func(c *x509.Certificate) { c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth} }
 )
 

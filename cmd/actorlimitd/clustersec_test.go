@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +153,72 @@ func TestClusterOpenMember(t *testing.T) {
 			assert.ErrorContains(t, err, tt.err)
 		})
 	}
+}
+
+// TestClusterKeyFilesDiffer: two actorlimitd members whose
+// -cluster-key-file differ refuse each other's requests and share no
+// count: an id's one hit at the first and one at the second, its limit 1,
+// is never denied at the second, and the refusals show in
+// actorlimit_cluster_key_mismatches_total; with the same key file (the
+// control) every second hit is denied and nothing is refused.
+func TestClusterKeyFilesDiffer(t *testing.T) {
+	if raceOn {
+		t.Skip("cluster members run without -race (the engine's grpc logger race); CI runs this test without it")
+	}
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.yaml")
+	writeFile(t, config, "domain: c\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 1}\n")
+	keyA, keyB := filepath.Join(dir, "a.key"), filepath.Join(dir, "b.key")
+	writeFile(t, keyA, "the cluster's key, 32 bytes long\n")
+	writeFile(t, keyB, "another key, also 32 bytes long.\n")
+	const ids = 20
+	for _, tt := range []struct {
+		name   string
+		second string // the second member's key file
+	}{{"same key file", keyA}, {"key files differ", keyB}} {
+		t.Run(tt.name, func(t *testing.T) {
+			ports := freePorts(t, 2)
+			peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", ports[0], ports[1])
+			var ds []*daemon
+			for i, key := range []string{keyA, tt.second} {
+				ds = append(ds, startDaemon(t, "-config", config, "-cluster-mode", "owner", "-cluster-name", "keys",
+					"-cluster-peers", peers, "-cluster-peer-port", strconv.Itoa(ports[i]), "-cluster-key-file", key))
+			}
+			for i, d := range ds {
+				eventually(t, 30*time.Second, fmt.Sprintf("member %d sees 2", i), func() bool { return clusterMembers(d) == 2 })
+			}
+			denied := 0
+			for i := range ids {
+				id := fmt.Sprint("id-", i)
+				_, _ = ds[0].ask(request("c", desc("k", id)))
+				resp, err := ds[1].ask(request("c", desc("k", id)))
+				if err == nil && resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+					denied++
+				}
+			}
+			mismatches := keyMismatches(ds[0]) + keyMismatches(ds[1])
+			if tt.second == keyA {
+				assert.Equal(t, ids, denied, "one count for each id")
+				assert.Zero(t, mismatches)
+				return
+			}
+			assert.Zero(t, denied, "no count shared")
+			assert.Positive(t, mismatches, "the members refuse each other")
+		})
+	}
+}
+
+// keyMismatches is the actorlimit_cluster_key_mismatches_total d reports.
+func keyMismatches(d *daemon) int {
+	_, body := d.get("/metrics")
+	for _, l := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(l, "actorlimit_cluster_key_mismatches_total "); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
 }

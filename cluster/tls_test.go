@@ -132,13 +132,6 @@ func outsiderTLS(t *testing.T, trust string, client, server *cluster.TLS) []remo
 	return opts
 }
 
-// tlsOptions are the remote's options of a process holding s's
-// certificate, as a member does.
-func tlsOptions(t *testing.T, s *cluster.TLS) []remote.ConfigOption {
-	t.Helper()
-	return outsiderTLS(t, s.CAFile, s, s)
-}
-
 // Changes of a member's certificate template.
 var (
 	expired = func(c *x509.Certificate) {

@@ -200,9 +200,14 @@ func TestOwnerFrozenChild(t *testing.T) {
 		if id != "hot" {
 			return
 		}
-		// Filed under the window the decision was made in, as
-		// TestChildMember files it.
-		w := start.Add(res.ResetAfter).Add(frozenWindow / 2).Truncate(frozenWindow).Add(-frozenWindow).UnixMilli()
+		// Filed under the window the decision was made in: the decision
+		// came between the call's start and its end, and its window ends
+		// ResetAfter after it, so the middle of the call plus ResetAfter
+		// is within half the call's time of the window's end; a call
+		// shorter than a window is filed right (a short window does not
+		// leave TestChildMember's margin, the start alone, to a slow call).
+		mid := start.Add(time.Duration(d) / 2)
+		w := mid.Add(res.ResetAfter).Add(frozenWindow / 2).Truncate(frozenWindow).Add(-frozenWindow).UnixMilli()
 		c := windows[w]
 		c[1]++
 		if res.Allowed {
@@ -248,7 +253,8 @@ func TestOwnerFrozenChild(t *testing.T) {
 // a fallback that admitted every hit would allow what the survivors offer,
 // 4/3 of the limit. Each survivor fell back during the stop. A fallback outside the stop (the load held an answer longer
 // than OwnerWait) admits at most one hit more: a window's bound allows
-// those made in it. The dropped answers were sent again (Retries) and
+// those made in it, and one less (its share denied a hit the owner would
+// have allowed). The dropped answers were sent again (Retries) and
 // answered from the first decision (Deduplicated); the windows before the
 // signal show them counted once; every charge reached the owner.
 func TestOwnerFrozenAsProcesses(t *testing.T) {
@@ -471,6 +477,10 @@ func testOwnerFrozen(t *testing.T, pastDeadAfter bool) {
 	if !pastDeadAfter {
 		assert.Empty(t, detected, "no survivor dropped the owner stopped %v (the engine drops a member whose health endpoint does not answer in 2 s)", frozenStop)
 	}
+	// A fallback outside the stop may also deny a hit the owner would
+	// have allowed (the member's share is spent): a window may allow one
+	// less for each fallback in it.
+	lost := func(w int64) int { return extra[w] }
 	stopped := 0
 	for _, w := range ws[:len(ws)-1] { // the last may be partial
 		total, start := sum(allowed[w]), time.UnixMilli(w)
@@ -481,11 +491,11 @@ func testOwnerFrozen(t *testing.T, pastDeadAfter bool) {
 			continue // a window the stopped member did not report
 		case !end.After(stopAt):
 			assert.LessOrEqual(t, total, frozenLimit+frozenSlack+extra[w], "window %s, before", start.Format("15:04:05.000"))
-			assert.GreaterOrEqual(t, total, min(frozenLimit, tried[w])*9/10, "window %s, before: %d tried", start.Format("15:04:05.000"), tried[w])
+			assert.GreaterOrEqual(t, total, min(frozenLimit, tried[w])*9/10-lost(w), "window %s, before: %d tried", start.Format("15:04:05.000"), tried[w])
 		case start.After(after):
 			what = "after"
 			assert.LessOrEqual(t, total, frozenLimit+frozenSlack+extra[w], "window %s, after", start.Format("15:04:05.000"))
-			assert.GreaterOrEqual(t, total, min(frozenLimit, tried[w])*9/10, "window %s, after: %d tried", start.Format("15:04:05.000"), tried[w])
+			assert.GreaterOrEqual(t, total, min(frozenLimit, tried[w])*9/10-lost(w), "window %s, after: %d tried", start.Format("15:04:05.000"), tried[w])
 		case !start.Before(stopAt) && !end.After(resumedAt):
 			what = "stopped"
 			stopped++

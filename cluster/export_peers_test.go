@@ -84,6 +84,9 @@ func (m *Member) StateDigest() string {
 	for p, from := range m.own.accepted {
 		lines = append(lines, fmt.Sprintf("accepted %d from %q", p, from))
 	}
+	for k, a := range m.own.assembling {
+		lines = append(lines, fmt.Sprintf("assembling %+v from %q: version %d, piece %d of %d, %d bytes", k, a.from, a.version, a.next, a.pieces, a.bytes))
+	}
 	m.own.mu.Unlock()
 	for i := range m.fb.mem.shards {
 		s := &m.fb.mem.shards[i]

@@ -96,6 +96,8 @@ func TestHostilePeer(t *testing.T) {
 			Windows: []*clusterpb.Window{{Id: own, PeriodNs: hour, Window: window + 2, Sum: 100}}}}}, true},
 		{"hand-off naming the real owner, of a partition the victim does not hold", &clusterpb.HandOff{From: hostile.Address(),
 			Parts: []*clusterpb.PartState{{Partition: uint32(otherP), Windows: []*clusterpb.Window{{Id: other, PeriodNs: hour, Window: window, Sum: 1}}}}}, false},
+		{"hand-off in 2^32-1 pieces", &clusterpb.HandOff{From: hostile.Address(), Parts: []*clusterpb.PartState{{Partition: uint32(ownP),
+			Piece: 0, Pieces: 1<<32 - 1, Version: 1, Windows: []*clusterpb.Window{{Id: own, PeriodNs: hour, Window: window, Sum: 1}}}}}, false},
 		{"backup of a partition the victim does not back up", &clusterpb.HandOff{From: hostile.Address(), Backup: true,
 			Parts: []*clusterpb.PartState{{Partition: uint32(otherP)}}}, false},
 		{"reset of a key the victim does not own", &clusterpb.DecideRequest{Partition: uint32(ownP), Checks: []*clusterpb.Check{reset(other)}}, true},

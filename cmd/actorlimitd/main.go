@@ -75,6 +75,7 @@ type clusterFlags struct {
 	tlsCA            string
 	keyFile          string
 	maxEntries       int
+	clusterSecurity  // -cluster-trusted-network, -cluster-etcd-*: clustersec.go
 }
 
 func (c clusterFlags) on() bool { return c.etcd != "" || c.peers != "" }
@@ -107,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.cluster.tlsKey, "cluster-tls-key", "", "members' mutual TLS: this member's key (PEM)")
 	fs.StringVar(&f.cluster.tlsCA, "cluster-tls-ca", "", "members' mutual TLS: the CA that signs every member's certificate (PEM)")
 	fs.StringVar(&f.cluster.keyFile, "cluster-key-file", "", "file holding the secret key of the hash that places ids in partitions (every member the same; required unless -cluster-host is loopback)")
+	f.cluster.clusterSecurity.register(fs)
 	fs.BoolVar(&f.responseHeaders, "response-headers", false, "add RateLimit-Limit, -Remaining and -Reset to responses (envoy ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED)")
 	fs.BoolVar(&f.allOrNothing, "all-or-nothing", false, "a request that any descriptor denies charges none (changes envoy ratelimit's decisions)")
 	fs.BoolVar(&f.deniedNotCounted, "denied-not-counted", false, "a fixed window does not count the hits it denies (changes envoy ratelimit's decisions)")

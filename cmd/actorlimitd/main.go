@@ -66,7 +66,8 @@ type flags struct {
 	drainDelay                 time.Duration
 	maxDetailed                int
 	bounds                     service.Bounds
-	edge                       edgeFlags // secrets.go
+	edge                       edgeFlags    // secrets.go
+	tracing                    tracingFlags // tracing.go
 }
 
 // clusterFlags are the -cluster-* flags.
@@ -123,6 +124,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.bounds.KeyLength, "max-key-length", service.DefaultMaxKeyLength, "bound on a key's length (bytes)")
 	fs.IntVar(&f.bounds.ValueLength, "max-value-length", service.DefaultMaxValueLength, "bound on a value's length (bytes)")
 	f.edge.register(fs)
+	f.tracing.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -155,6 +157,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		return f, err
 	}
 	if err := f.redisOpts.check(f.redis, f.redisTimeout); err != nil {
+		return f, err
+	}
+	if err := f.tracing.check(os.Getenv); err != nil {
 		return f, err
 	}
 	return f, nil
@@ -220,10 +225,16 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 			Help: "Members of the cluster this member takes for live, itself among them."}, func() float64 { return float64(len(m.Members())) }))
 	}
 
+	tr, err := startTracing(f.tracing, log)
+	if err != nil {
+		return err
+	}
+	defer tr.shutdown(log)
 	srv, err := service.New(nil, service.Options{
 		Limiter: b.limiter, Metrics: svcMetrics, Logger: log, Bounds: f.bounds,
 		ResponseHeaders: f.responseHeaders, AllOrNothing: f.allOrNothing, DeniedNotCounted: f.deniedNotCounted,
 		ShadowMode: f.shadowMode, Secrets: secrets, MaxHitsAddend: f.edge.maxHitsAddend,
+		Tracer: tr.serviceTracer(),
 	})
 	if err != nil {
 		return err
@@ -247,6 +258,7 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 	if tlsConf != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
 	}
+	opts = append(opts, tr.grpcOptions()...)
 	gs := grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(gs, srv)
 	hs := health.NewServer()
@@ -254,7 +266,7 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 
 	var ready atomic.Bool
 	mux := http.NewServeMux()
-	mux.Handle("/json", service.JSONHandler(srv))
+	mux.Handle("/json", tr.handler("/json", service.JSONHandler(srv)))
 	mux.Handle("GET /rlconfig", service.ConfigHandler(srv))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, r *http.Request) {

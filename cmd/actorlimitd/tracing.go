@@ -39,10 +39,9 @@ type tracingFlags struct {
 	service, namespace string
 	instance, protocol string
 	samplingRate       float64
-	samplerFromEnv     bool                // OTEL_TRACES_SAMPLER decides: -tracing-sampling-rate not given
-	given              map[string]bool     // the -tracing* flags given, set by check
-	fs                 *flag.FlagSet       // where they were registered
-	getenv             func(string) string // os.Getenv, or a test's
+	samplerFromEnv     bool            // OTEL_TRACES_SAMPLER decides: -tracing-sampling-rate not given
+	given              map[string]bool // the -tracing* flags given, set by check
+	fs                 *flag.FlagSet   // where they were registered
 }
 
 // register adds the flags to fs.

@@ -70,7 +70,7 @@ func TestTracingFlags(t *testing.T) {
 			require.NoError(t, err)
 			attrs := map[string]string{}
 			for _, kv := range res.Attributes() {
-				attrs[string(kv.Key)] = kv.Value.Emit()
+				attrs[string(kv.Key)] = kv.Value.String()
 			}
 			assert.Equal(t, tc.service, attrs["service.name"], "service.name")
 			assert.Equal(t, tc.ns, attrs["service.namespace"], "service.namespace")

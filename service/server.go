@@ -15,6 +15,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -122,6 +123,9 @@ type Options struct {
 	// counts it. 0, the default, leaves it unbounded, as envoy ratelimit
 	// does.
 	MaxHitsAddend uint64
+	// Tracer, if not nil, starts a span for each request and for each call
+	// of the Limiter in it (trace.go). Nil, the default, costs nothing.
+	Tracer trace.Tracer
 }
 
 // Server answers envoy's Rate Limit Service protocol with envoy
@@ -219,6 +223,13 @@ type item struct {
 // statuses' current_limit is the rule's own message, shared by every
 // answer: read it, never change it.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if s.o.Tracer != nil {
+		return s.traced(ctx, req)
+	}
+	return s.shouldRateLimit(ctx, req)
+}
+
+func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := time.Now()
 	resp, err := s.decide(ctx, req)
 	if m := s.o.Metrics; m != nil {
@@ -475,7 +486,7 @@ func (s *Server) count(ctx context.Context, items []item, sc *scratch) error {
 		if it.rule == nil || (it.hits > 0 && !peekAll) {
 			continue
 		}
-		res, err := s.o.Limiter.Peek(ctx, it.id, it.policy)
+		res, err := s.peek(ctx, it.id, it.policy)
 		if err != nil {
 			return err
 		}
@@ -505,7 +516,7 @@ func (s *Server) count(ctx context.Context, items []item, sc *scratch) error {
 		results = append(results, actorlimit.Result{})
 	}
 	sc.results = results
-	if err := s.o.Limiter.HitMany(ctx, hits, results); err != nil {
+	if err := s.hitMany(ctx, hits, results); err != nil {
 		return err
 	}
 	for k, i := range idx {

@@ -104,7 +104,8 @@ func TestClusterEtcdSecured(t *testing.T) {
 	config := filepath.Join(dir, "config.yaml")
 	writeFile(t, config, "domain: c\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 10}\n")
 	args := []string{"-config", config, "-cluster-mode", "owner", "-cluster-name", "etcdsec", "-cluster-etcd", e.Endpoint,
-		"-cluster-etcd-ca", e.CA.File, "-cluster-etcd-username", "member", "-cluster-etcd-password-file", password}
+		"-cluster-etcd-ca", e.CA.File, "-cluster-etcd-username", "member", "-cluster-etcd-password-file", password,
+		"-secret-descriptor-keys", ""}
 	_, err = spawn(t, args...)
 	require.Error(t, err, "a member without its etcd certificate started")
 
@@ -185,7 +186,8 @@ func TestClusterKeyFilesDiffer(t *testing.T) {
 			var ds []*daemon
 			for i, key := range []string{keyA, tt.second} {
 				ds = append(ds, startDaemon(t, "-config", config, "-cluster-mode", "owner", "-cluster-name", "keys",
-					"-cluster-peers", peers, "-cluster-peer-port", strconv.Itoa(ports[i]), "-cluster-key-file", key))
+					"-cluster-peers", peers, "-cluster-peer-port", strconv.Itoa(ports[i]), "-cluster-key-file", key,
+					"-secret-descriptor-keys", ""))
 			}
 			for i, d := range ds {
 				eventually(t, 30*time.Second, fmt.Sprintf("member %d sees 2", i), func() bool { return clusterMembers(d) == 2 })
@@ -213,7 +215,7 @@ func TestClusterKeyFilesDiffer(t *testing.T) {
 
 // keyMismatches is the actorlimit_cluster_key_mismatches_total d reports.
 func keyMismatches(d *daemon) int {
-	_, body := d.get("/metrics")
+	_, body := d.getDebug("/metrics")
 	for _, l := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(l, "actorlimit_cluster_key_mismatches_total "); ok {
 			n, _ := strconv.Atoi(v)

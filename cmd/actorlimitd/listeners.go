@@ -158,7 +158,7 @@ type edge struct {
 // openEdge listens on the flags' addresses and sets up the servers, with
 // their bounds: gRPC's receive size, streams, keepalive and requests in
 // flight; HTTP's timeouts and /json's body.
-func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, ready *atomic.Bool, log *slog.Logger) (*edge, error) {
+func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracing, ready *atomic.Bool, log *slog.Logger) (*edge, error) {
 	tlsConf, err := serverTLS(f)
 	if err != nil {
 		return nil, err
@@ -179,6 +179,7 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, ready *ato
 	if tlsConf != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
 	}
+	opts = append(opts, tr.grpcOptions()...)
 	e.grpc = grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(e.grpc, srv)
 	if err := registerQuota(e.grpc, reg, f.config, log); err != nil {
@@ -188,7 +189,7 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, ready *ato
 	healthpb.RegisterHealthServer(e.grpc, e.health)
 
 	mux := http.NewServeMux()
-	mux.Handle("/json", slots.wrap(service.JSONHandlerBounded(srv, int64(f.listen.maxRequestBytes)), int64(f.listen.maxRequestBytes)))
+	mux.Handle("/json", tr.handler("/json", slots.wrap(service.JSONHandlerBounded(srv, int64(f.listen.maxRequestBytes)), int64(f.listen.maxRequestBytes))))
 	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, r *http.Request) {
 		if !ready.Load() {
 			http.Error(w, "not serving", http.StatusServiceUnavailable)

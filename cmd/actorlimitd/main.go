@@ -61,8 +61,9 @@ type flags struct {
 	drainDelay                 time.Duration
 	maxDetailed                int
 	bounds                     service.Bounds
-	edge                       edgeFlags   // secrets.go
-	listen                     listenFlags // listeners.go
+	edge                       edgeFlags    // secrets.go
+	listen                     listenFlags  // listeners.go
+	tracing                    tracingFlags // tracing.go
 }
 
 // clusterFlags are the -cluster-* flags.
@@ -122,6 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.bounds.KeyLength, "max-key-length", service.DefaultMaxKeyLength, "bound on a key's length (bytes)")
 	fs.IntVar(&f.bounds.ValueLength, "max-value-length", service.DefaultMaxValueLength, "bound on a value's length (bytes)")
 	f.edge.register(fs)
+	f.tracing.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -157,6 +159,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		return f, err
 	}
 	if err := f.listen.check(&f); err != nil {
+		return f, err
+	}
+	if err := f.tracing.check(os.Getenv); err != nil {
 		return f, err
 	}
 	return f, nil
@@ -225,10 +230,16 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 			Help: "Members of the cluster this member takes for live, itself among them."}, func() float64 { return float64(len(m.Members())) }))
 	}
 
+	tr, err := startTracing(f.tracing, log)
+	if err != nil {
+		return err
+	}
+	defer tr.shutdown(log)
 	srv, err := service.New(nil, service.Options{
 		Limiter: b.limiter, Metrics: svcMetrics, Logger: log, Bounds: f.bounds,
 		ResponseHeaders: f.responseHeaders, AllOrNothing: f.allOrNothing, DeniedNotCounted: f.deniedNotCounted,
 		ShadowMode: f.shadowMode, Secrets: secrets, MaxHitsAddend: f.edge.maxHitsAddend,
+		Tracer: tr.serviceTracer(),
 	})
 	if err != nil {
 		return err
@@ -240,7 +251,7 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 	cfg := srv.Config()
 
 	var ready atomic.Bool
-	e, err := openEdge(f, srv, reg, &ready, log)
+	e, err := openEdge(f, srv, reg, tr, &ready, log)
 	if err != nil {
 		return err
 	}

@@ -124,7 +124,9 @@ func (x *XDS) Version() string {
 
 // Run talks to the server until ctx ends: it opens a stream, asks for
 // the RateLimitConfig resources, and answers each response; when the
-// stream or the connection ends it waits the backoff and starts again.
+// stream ends, or cannot be opened, it waits the backoff and opens another.
+// It keeps one connection, which gRPC makes again every RetryInterval
+// while the server cannot be reached.
 func (x *XDS) Run(ctx context.Context) {
 	opts := []grpc.DialOption{
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -140,9 +142,15 @@ func (x *XDS) Run(ctx context.Context) {
 	if x.o.MaxMsgBytes > 0 {
 		opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(x.o.MaxMsgBytes)))
 	}
+	conn, err := grpc.NewClient(x.o.Target, opts...)
+	if err != nil {
+		x.log.Error("xDS client not started: no configuration will come", "server", x.o.Target, "err", err)
+		return
+	}
+	defer conn.Close()
 	fails := 0
 	for {
-		got, err := x.stream(ctx, opts)
+		got, err := x.stream(ctx, conn)
 		if ctx.Err() != nil {
 			return
 		}
@@ -151,7 +159,7 @@ func (x *XDS) Run(ctx context.Context) {
 		}
 		d := x.o.Backoff.delay(fails, rand.Float64)
 		fails++
-		x.log.Warn("xDS stream ended; the configuration in force stays", "server", x.o.Target, "err", err, "retry_in", d)
+		x.log.Warn("xDS stream ended; the configuration in force, if any, stays", "server", x.o.Target, "err", err, "retry_in", d)
 		select {
 		case <-ctx.Done():
 			return
@@ -160,17 +168,14 @@ func (x *XDS) Run(ctx context.Context) {
 	}
 }
 
-// stream runs one stream on a new connection until it ends; got says
-// whether a response came.
-func (x *XDS) stream(ctx context.Context, opts []grpc.DialOption) (got bool, err error) {
-	conn, err := grpc.NewClient(x.o.Target, opts...)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
+// stream runs one stream on conn until it ends; got says whether a
+// response came. It fails at once when conn cannot reach the server (so
+// that the reason is logged), and conn itself tries to reconnect every
+// RetryInterval.
+func (x *XDS) stream(ctx context.Context, conn *grpc.ClientConn) (got bool, err error) {
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, metadata.New(x.o.Headers)))
 	defer cancel()
-	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx, grpc.WaitForReady(true))
+	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"strings"
@@ -19,6 +20,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 )
 
 // xdsNode is the node id the tests' actorlimitd gives its xDS server.
@@ -33,29 +36,33 @@ type xdsServer struct {
 	cache cachev3.SnapshotCache
 	gs    *grpc.Server
 
-	mu   sync.Mutex
-	reqs []*discoveryv3.DiscoveryRequest
+	mu      sync.Mutex
+	reqs    []*discoveryv3.DiscoveryRequest
+	headers []metadata.MD // each stream's
 }
 
 // startXDSServer starts an xDS server on addr ("127.0.0.1:0": any free
-// port) publishing cache's snapshots (nil: a new, empty cache).
-func startXDSServer(t *testing.T, addr string, cache cachev3.SnapshotCache) *xdsServer {
+// port), with a new, empty snapshot cache.
+func startXDSServer(t *testing.T, addr string, opts ...grpc.ServerOption) *xdsServer {
 	t.Helper()
-	if cache == nil {
-		cache = cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)
-	}
-	x := &xdsServer{t: t, cache: cache}
+	x := &xdsServer{t: t, cache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)}
 	l, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
 	x.addr = l.Addr().String()
-	cb := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, req *discoveryv3.DiscoveryRequest) error {
+	cb := serverv3.CallbackFuncs{StreamOpenFunc: func(ctx context.Context, _ int64, _ string) error {
+		md, _ := metadata.FromIncomingContext(ctx)
+		x.mu.Lock()
+		x.headers = append(x.headers, md)
+		x.mu.Unlock()
+		return nil
+	}, StreamRequestFunc: func(_ int64, req *discoveryv3.DiscoveryRequest) error {
 		x.mu.Lock()
 		x.reqs = append(x.reqs, req)
 		x.mu.Unlock()
 		return nil
 	}}
-	x.gs = grpc.NewServer()
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(x.gs, serverv3.NewServer(context.Background(), cache, cb))
+	x.gs = grpc.NewServer(opts...)
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(x.gs, serverv3.NewServer(context.Background(), x.cache, cb))
 	go func() { _ = x.gs.Serve(l) }()
 	t.Cleanup(x.gs.Stop)
 	return x
@@ -121,7 +128,7 @@ func xdsArgs(addr string, more ...string) []string {
 }
 
 func TestXDS(t *testing.T) {
-	x := startXDSServer(t, "127.0.0.1:0", nil)
+	x := startXDSServer(t, "127.0.0.1:0")
 	x.publish("1", xdsLimit(2))
 	d := startDaemon(t, xdsArgs(x.addr)...)
 
@@ -170,7 +177,7 @@ func TestXDS(t *testing.T) {
 	assert.Equal(t, uint32(20), limitOf(d), "the configuration in force stays while the server is away")
 	status, _ = d.get("/healthcheck")
 	assert.Equal(t, http.StatusOK, status)
-	y := startXDSServer(t, x.addr, nil)
+	y := startXDSServer(t, x.addr)
 	y.publish("4", xdsLimit(30))
 	eventually(t, 10*time.Second, "version 4 from the restarted server in force", func() bool { return limitOf(d) == 30 })
 	eventually(t, 5*time.Second, "version 4 acknowledged", func() bool { return y.acked("4") })
@@ -178,7 +185,7 @@ func TestXDS(t *testing.T) {
 
 func TestXDSFirstConfig(t *testing.T) {
 	t.Run("waits for it", func(t *testing.T) {
-		x := startXDSServer(t, "127.0.0.1:0", nil)
+		x := startXDSServer(t, "127.0.0.1:0")
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		httpAddr := l.Addr().String()
@@ -202,7 +209,7 @@ func TestXDSFirstConfig(t *testing.T) {
 		assert.Equal(t, uint32(7), limitOf(d), "it serves with the first configuration")
 	})
 	t.Run("forced start", func(t *testing.T) {
-		x := startXDSServer(t, "127.0.0.1:0", nil)
+		x := startXDSServer(t, "127.0.0.1:0")
 		d := startDaemon(t, xdsArgs(x.addr, "-force-start-without-initial-config")...)
 		status, body := d.get("/healthcheck")
 		require.Equal(t, http.StatusOK, status, body)
@@ -212,4 +219,34 @@ func TestXDSFirstConfig(t *testing.T) {
 		x.publish("1", xdsLimit(7))
 		eventually(t, time.Second, "the first configuration in force", func() bool { return limitOf(d) == 7 })
 	})
+}
+
+// TestXDSConnection: the client reaches a server that wants mutual TLS,
+// checking the server's certificate against -xds-tls-san, and gives the
+// server its headers and node metadata.
+func TestXDSConnection(t *testing.T) {
+	c := newCerts(t)
+	srvCert, srvKey := c.issue(t, "xds-server", 2)
+	cliCert, cliKey := c.issue(t, "actorlimitd", 3)
+	pair, err := tls.LoadX509KeyPair(srvCert, srvKey)
+	require.NoError(t, err)
+	x := startXDSServer(t, "127.0.0.1:0", grpc.Creds(credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{pair}, ClientCAs: c.pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})))
+	x.publish("1", xdsLimit(7))
+	_, port, err := net.SplitHostPort(x.addr)
+	require.NoError(t, err)
+	// The certificate names 127.0.0.1 only: reached as localhost, it is
+	// accepted through -xds-tls-san.
+	d := startDaemon(t, xdsArgs("localhost:"+port, "-xds-tls", "-xds-tls-ca", c.caFile, "-xds-tls-san", "127.0.0.1",
+		"-xds-tls-cert", cliCert, "-xds-tls-key", cliKey,
+		"-xds-headers", "x-token:t1,x-team:rl", "-xds-node-metadata", "zone=a,rack:b")...)
+	assert.Equal(t, uint32(7), limitOf(d))
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	require.NotEmpty(t, x.headers)
+	assert.Equal(t, []string{"t1"}, x.headers[0].Get("x-token"))
+	assert.Equal(t, []string{"rl"}, x.headers[0].Get("x-team"))
+	require.NotEmpty(t, x.reqs)
+	md := x.reqs[0].GetNode().GetMetadata().AsMap()
+	assert.Equal(t, map[string]any{"zone": "a", "rack": "b"}, md)
 }

@@ -192,7 +192,9 @@ func (x *XDS) stream(ctx context.Context, conn *grpc.ClientConn) (got bool, err 
 			return got, err
 		}
 		got = true
-		req := &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: XDSTypeURL, ResponseNonce: resp.GetNonce()}
+		// The answer is of the response's type: a response of another is
+		// refused, in its own type.
+		req := &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}
 		if err := x.apply(resp); err != nil {
 			x.log.Error("xDS configuration refused (NACK); the one in force stays", "version", resp.GetVersionInfo(), "err", err)
 			req.VersionInfo = x.Version()

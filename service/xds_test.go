@@ -2,12 +2,15 @@ package service_test
 
 import (
 	"errors"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -152,4 +155,26 @@ func TestXDSBackoff(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, tc.b.Delay(tc.n, func() float64 { return tc.rnd }), "%+v attempt %d rnd %v", tc.b, tc.n, tc.rnd)
 	}
+}
+
+// TestXDSDocExample: the resource docs/service.md shows is one a server can
+// publish, and it loads.
+func TestXDSDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/service.md")
+	require.NoError(t, err)
+	_, sec, ok := strings.Cut(string(doc), "## Configuration over xDS\n")
+	require.True(t, ok, "the section is there")
+	_, block, ok := strings.Cut(sec, "```json\n")
+	require.True(t, ok, "the section shows a resource")
+	block, _, _ = strings.Cut(block, "```")
+	var a anypb.Any
+	require.NoError(t, protojson.Unmarshal([]byte(block), &a))
+	c, err := service.ParseXDS([]*anypb.Any{&a})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"edge"}, c.Domains())
+	assert.Equal(t, 4, c.Rules())
+	m := c.Match("edge", desc("path", "/login"))
+	require.NotNil(t, m.Rule)
+	assert.Equal(t, "login", m.Rule.Name)
+	assert.Equal(t, uint32(5), m.Rule.RequestsPerUnit)
 }

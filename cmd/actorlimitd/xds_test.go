@@ -250,3 +250,22 @@ func TestXDSConnection(t *testing.T) {
 	md := x.reqs[0].GetNode().GetMetadata().AsMap()
 	assert.Equal(t, map[string]any{"zone": "a", "rack": "b"}, md)
 }
+
+// TestXDSMaxMsgBytes: a response past -xds-max-msg-bytes is not taken;
+// one within it is.
+func TestXDSMaxMsgBytes(t *testing.T) {
+	x := startXDSServer(t, "127.0.0.1:0")
+	big := xdsLimit(9)
+	for i := range 100 {
+		big.Descriptors = append(big.Descriptors, &rlconfv3.RateLimitDescriptor{Key: "k", Value: strings.Repeat("v", 20) + string(rune('a'+i%26)) + strings.Repeat("w", i),
+			RateLimit: &rlconfv3.RateLimitPolicy{Unit: rlconfv3.RateLimitUnit_YEAR, RequestsPerUnit: 1}})
+	}
+	x.publish("1", big)
+	d := startDaemon(t, xdsArgs(x.addr, "-xds-max-msg-bytes", "2048", "-force-start-without-initial-config")...)
+	eventually(t, 5*time.Second, "the large response refused", func() bool {
+		return strings.Contains(d.logs.String(), "larger than max")
+	})
+	assert.Equal(t, uint32(0), limitOf(d), "the large configuration is not in force")
+	x.publish("2", xdsLimit(7))
+	eventually(t, 5*time.Second, "the small configuration in force", func() bool { return limitOf(d) == 7 })
+}

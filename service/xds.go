@@ -52,7 +52,8 @@ type XDSOptions struct {
 // XDSBackoff is the wait before each new stream to the xDS server after
 // one ended: Initial, doubled for each stream in a row that ended
 // without a response, up to Max; with Jitter, each wait is randomized by
-// RandomFactor of it either way.
+// RandomFactor of it either way. NewXDS takes an Initial of 0 for 1 s, and
+// a Max below Initial for Initial.
 type XDSBackoff struct {
 	Initial, Max time.Duration
 	RandomFactor float64
@@ -185,7 +186,7 @@ func (x *XDS) stream(ctx context.Context, conn *grpc.ClientConn) (got bool, err 
 	if err := s.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: XDSTypeURL, VersionInfo: x.Version()}); err != nil {
 		return false, err
 	}
-	x.log.Info("xDS stream open", "server", x.o.Target, "node", x.o.NodeID)
+	x.log.Info("xDS request sent", "server", x.o.Target, "node", x.o.NodeID)
 	for {
 		resp, err := s.Recv()
 		if err != nil {

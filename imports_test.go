@@ -80,6 +80,9 @@ func TestImportRules(t *testing.T) {
 		{"httpadapter", "actor", false, "the middleware talks to the public API only"},
 		{"httpadapter", "table", false, "the middleware talks to the public API only"},
 		{"cluster", "actor", false, "a Backend is written against the root (BackendStats), not the actor"},
+		{"quota", "service", true, "the quota service and the rate limit service stand side by side"},
+		{"service", "quota", true, "the quota service and the rate limit service stand side by side"},
+		{"quota", "actor", false, "the quota service uses the public API only"},
 	}
 	for _, n := range never {
 		t.Run(name(n.pkg)+"-never-"+name(n.never), func(t *testing.T) {

@@ -180,8 +180,11 @@
 // how; RLS_DIFF_SELF=1 adds a second envoy ratelimit as a candidate, which
 // must agree with the first). It runs with the defaults, then with the
 // RateLimit-* headers asked for (LIMIT_RESPONSE_HEADERS_ENABLED,
-// -response-headers). RLS_DIFF_SEED and RLS_DIFF_REQUESTS change the
-// stream. TestDifferentialCases holds short sequences of the differences
+// -response-headers). Each run draws a fresh seed, logged and named in
+// every difference; RLS_DIFF_SEED replays one and RLS_DIFF_REQUESTS sets the
+// stream's length. Besides actorlimitd on the embedded table and on Redis,
+// the stream goes to one with -shards 4 and (unless -short) to a cluster of
+// three in Owner mode, the requests dealt round the members. TestDifferentialCases holds short sequences of the differences
 // found. The first run builds envoy ratelimit (under a minute on two idle
 // cores); then both take about 30 s in CI.
 //

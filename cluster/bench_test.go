@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,6 +112,21 @@ func BenchmarkOwnerRoundTrip(b *testing.B) {
 			}
 		})
 	}
+	// Many callers at once through the other member: each request goes in
+	// a gRPC message of its own (see MaxReceiveBytes).
+	b.Run("owner=remote/callers=64", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(64)
+		var n atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := m.Limiter.Hit(context.Background(), remote[int(n.Add(1))%len(remote)], p); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 }
 
 // wallNoTicks is the wall clock with tickers that never tick.

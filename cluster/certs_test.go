@@ -57,6 +57,13 @@ func newTestCA(t testing.TB, dir, name string) *testCA {
 // client, and returns the TLS settings that name its files.
 func (ca *testCA) issue(t testing.TB, name string) *cluster.TLS {
 	t.Helper()
+	return ca.issueWith(t, name, nil)
+}
+
+// issueWith is issue with the certificate's template changed by change
+// (its validity, its names) when change is not nil.
+func (ca *testCA) issueWith(t testing.TB, name string, change func(*x509.Certificate)) *cluster.TLS {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	ca.serial++
@@ -69,6 +76,9 @@ func (ca *testCA) issue(t testing.TB, name string) *cluster.TLS {
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
 		DNSNames:     []string{"localhost"},
+	}
+	if change != nil {
+		change(tmpl)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	require.NoError(t, err)

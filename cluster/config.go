@@ -172,9 +172,18 @@ type Config struct {
 	// TLS, when set, makes the members authenticate each other with
 	// mutual TLS (see [TLS]): every member of the cluster must set it,
 	// with certificates from the same CA. Without it the members' port
-	// takes any message from anyone who reaches it, and a member whose
-	// Host is not loopback logs a warning when it starts.
+	// takes any message from anyone who reaches it: Start refuses a member
+	// whose Host is not loopback without TLS, unless TrustedNetwork says
+	// that nobody but the members can reach its port.
 	TLS *TLS
+	// TrustedNetwork lets a member whose Host is not loopback start
+	// without TLS: the operator states that only the members can reach
+	// the members' ports (a private network of their own, a service mesh
+	// that authenticates them). Anyone who does reach a port without TLS
+	// can reset keys, change counts and take partitions. The member logs
+	// a warning when it starts so. It changes nothing with TLS set or on
+	// loopback.
+	TrustedNetwork bool
 	// PartitionKey is the secret key of the hash that places ids in
 	// partitions (SipHash-2-4): at least [MinPartitionKeyLen] bytes,
 	// random, the same on every member, and kept from the callers, so that
@@ -186,6 +195,10 @@ type Config struct {
 	// anyone who knows the name can compute. With any other Host, Start
 	// fails without one.
 	PartitionKey []byte
+
+	// tlsNow, when set, is the time at which TLS checks certificates: for
+	// tests of expiry; default time.Now.
+	tlsNow func() time.Time
 }
 
 // partEntries is the most keys the owner's state of one partition holds in
@@ -231,6 +244,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: cluster.Config: PartitionKey is %d bytes, shorter than %d", actorlimit.ErrInvalidArgument, len(c.PartitionKey), MinPartitionKeyLen)
 	case len(c.PartitionKey) == 0 && c.Host != "" && !isLoopback(c.Host):
 		return c, fmt.Errorf("%w: cluster.Config: PartitionKey is empty and Host %q is not loopback: give every member the same random key of at least %d bytes", actorlimit.ErrInvalidArgument, c.Host, MinPartitionKeyLen)
+	case c.TLS == nil && !c.TrustedNetwork && c.Host != "" && !isLoopback(c.Host):
+		return c, fmt.Errorf("%w: cluster.Config: TLS is nil and Host %q is not loopback: anyone who reaches the member's port could reset keys and take partitions; set TLS (certificates from the members' CA), or TrustedNetwork when only the members can reach their ports", actorlimit.ErrInvalidArgument, c.Host)
 	}
 	if c.Name == "" {
 		c.Name = DefaultName

@@ -162,10 +162,12 @@
 //
 // # The network
 //
-// A member takes the other members' messages on Config.Host:Port. Without
-// Config.TLS anyone who reaches that port is taken for a member; with it,
-// the members authenticate each other with mutual TLS against one CA (see
-// [TLS]). Either way every message from another member is checked whole
+// A member takes the other members' messages on Config.Host:Port, each at
+// most MaxReceiveBytes. Without Config.TLS anyone who reaches that port is
+// taken for a member, so Start refuses it beyond loopback unless
+// Config.TrustedNetwork is set; with it, the members authenticate each
+// other with mutual TLS against one CA, its files re-read when they change
+// (see [TLS]). Either way every message from another member is checked whole
 // before it changes anything, and one that fails is rejected, changing
 // nothing, and counted in SyncStats.Rejected.
 package cluster

@@ -9,6 +9,7 @@ import (
 	protoactor "github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlimit/actorlimit/algo"
+	"github.com/actorlimit/actorlimit/table"
 )
 
 // SyncActor is the name of each member's actor that takes the other
@@ -83,6 +84,9 @@ func (m *Member) StateDigest() string {
 	for p, from := range m.own.accepted {
 		lines = append(lines, fmt.Sprintf("accepted %d from %q", p, from))
 	}
+	for k, a := range m.own.assembling {
+		lines = append(lines, fmt.Sprintf("assembling %+v from %q: version %d, piece %d of %d, %d bytes", k, a.from, a.version, a.next, a.pieces, a.bytes))
+	}
 	m.own.mu.Unlock()
 	for i := range m.fb.mem.shards {
 		s := &m.fb.mem.shards[i]
@@ -92,6 +96,7 @@ func (m *Member) StateDigest() string {
 		}
 		s.mu.Unlock()
 	}
+	lines = append(lines, m.copiesDigest(now)...)
 	slices.Sort(lines)
 	for _, l := range lines {
 		b.WriteString(l + "\n")
@@ -100,6 +105,43 @@ func (m *Member) StateDigest() string {
 	st.Rejected, st.Refusals = 0, 0
 	fmt.Fprintf(&b, "%+v\n", st)
 	return b.String()
+}
+
+// copiesDigest is, one line each, the member's own copies: its
+// LocalFirst copies of fixed windows, and of the other algorithms' keys
+// (with their states, and the shares kept while an owner cannot be
+// reached).
+func (m *Member) copiesDigest(now int64) []string {
+	var lines []string
+	for i := range m.local.shards {
+		s := &m.local.shards[i]
+		s.mu.Lock()
+		for k, e := range s.entries {
+			lines = append(lines, fmt.Sprintf("copy %q/%d: %+v", k.id, k.period, *e))
+		}
+		for _, k := range s.active {
+			lines = append(lines, fmt.Sprintf("active copy %q/%d", k.id, k.period))
+		}
+		s.mu.Unlock()
+	}
+	for i := range m.states.shards {
+		s := &m.states.shards[i]
+		s.mu.Lock()
+		for k, cp := range s.copies {
+			lines = append(lines, fmt.Sprintf("state copy %+v: %+v", k, *cp))
+		}
+		for _, k := range s.active {
+			lines = append(lines, fmt.Sprintf("active state copy %+v", k))
+		}
+		for name, t := range map[string]*table.Table{"state": s.t, "share": s.share} {
+			t.Snapshot(now, func(r algo.Record) bool {
+				lines = append(lines, fmt.Sprintf("%s %v/%v %q: %d %x", name, r.Algorithm, r.Period, r.ID, r.Death, r.State))
+				return true
+			})
+		}
+		s.mu.Unlock()
+	}
+	return lines
 }
 
 // OwnerAt and BackupAt are partition p's owner and backup in m's view.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"sync"
+	"time"
 
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 
@@ -233,4 +234,11 @@ func (m *Member) OwnerAmong(id string, members []string) string {
 func (m *Member) HoldOwnership() (release func()) {
 	m.own.mu.Lock()
 	return m.own.mu.Unlock
+}
+
+// WithTLSClock returns c with its TLS checking certificates at now's
+// time.
+func WithTLSClock(c Config, now func() time.Time) Config {
+	c.tlsNow = now
+	return c
 }

@@ -110,7 +110,7 @@ func TestPartitionKeyConfig(t *testing.T) {
 		{"no key, localhost", cluster.Config{Host: "localhost"}, ""},
 		{"no key, routable host", cluster.Config{Host: "10.1.2.3"}, `PartitionKey is empty and Host "10.1.2.3" is not loopback`},
 		{"no key, every interface", cluster.Config{Host: "0.0.0.0"}, `PartitionKey is empty and Host "0.0.0.0" is not loopback`},
-		{"key, routable host", cluster.Config{Host: "10.1.2.3", PartitionKey: key}, ""},
+		{"key, routable host", cluster.Config{Host: "10.1.2.3", PartitionKey: key, TrustedNetwork: true}, ""},
 		{"short key", cluster.Config{PartitionKey: key[1:]}, "PartitionKey is 15 bytes, shorter than 16"},
 	}
 	for _, tt := range tests {

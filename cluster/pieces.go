@@ -7,19 +7,19 @@ import (
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/cluster/clusterpb"
 )
 
-// Bounded messages. gRPC refuses a received message over 4 MiB, and the
-// engine leaves that limit in place; it also sends what is queued for one
-// member in one gRPC message. So every message a member sends another is
-// kept under MaxMessageBytes, and the large ones go one at a time to each
-// member: a sync round sends its pieces to an owner one after another, and
-// its backups after it; a hand-off sends its pieces one after another. At
-// most a sync or backup piece, a hand-off piece and the answers to the
-// other member's own are under way at once between two members: well
-// under gRPC's limit.
+// Bounded messages. A member's server refuses a gRPC message over
+// MaxReceiveBytes (MaxMessageBytes and the engine's envelope), before it
+// is decoded, and a member sends each message in a gRPC message of its own
+// (the engine would otherwise send what is queued for one member in one).
+// So every message a member sends another is kept under MaxMessageBytes,
+// and the large ones go one at a time to each member: a sync round sends
+// its pieces to an owner one after another, and its backups after it; a
+// hand-off sends its pieces one after another.
 //
 //   - A sync round sends each owner its partitions' parts in requests of at
 //     most MaxMessageBytes, with answers estimated as large at most. A
@@ -32,13 +32,32 @@ import (
 //     receiver assembles them and takes the state only once it has all of
 //     them: a hand-off never starts a partition with part of its state, and
 //     a backup replaces the one before only when whole. A piece that fails
-//     has the whole state sent again, under a new version.
+//     has the whole state sent again, under a new version. The receiver
+//     bounds what it assembles by its own bounds, as each piece arrives:
+//     the pieces' number, each kind of entry (its owner's MaxEntries'
+//     share of a partition, MaxRemembered) and their total bytes (see
+//     stateBounds); past a bound the assembly is dropped, and a piece
+//     count over the bound is refused at the first piece.
 //   - A run of checks sent to an owner in one request (DoMany) is cut where
 //     its ids pass MaxMessageBytes.
 
 // MaxMessageBytes bounds the protobuf size of every request a member sends
 // another, and (estimated) of the answer: an eighth of gRPC's 4 MiB.
 const MaxMessageBytes = 512 << 10
+
+// MaxReceiveBytes is the largest gRPC message a member's server takes:
+// MaxMessageBytes and the engine's envelope (the batch's type name, the
+// target's and sender's PIDs, a header). A member sends one message of the
+// engine in each gRPC message, so that its own messages always fit; a
+// larger one is refused by gRPC before it is decoded, and the connection
+// that sent it is closed.
+const MaxReceiveBytes = MaxMessageBytes + envelopeBytes
+
+// envelopeBytes is the room left, in MaxReceiveBytes, for the engine's
+// envelope of one message: some hundreds of bytes, and the engine's own
+// messages (gossip: some hundred bytes a member) of a cluster of a few
+// hundred members.
+const envelopeBytes = 128 << 10
 
 // pieceBudget is what the parts of one message may take: MaxMessageBytes
 // less room for the message's own fields.
@@ -241,15 +260,76 @@ type assemblyKey struct {
 type assembly struct {
 	from    string
 	version uint64
+	pieces  uint32 // how many the first piece said
 	next    uint32 // the piece it expects
+	bytes   int64  // the pieces' protobuf sizes so far
 	state   *clusterpb.PartState
+}
+
+// Per-entry sizes stateBounds allows, in protobuf bytes.
+const (
+	// entryBytes is a window's, record's, charge's or reset's fields
+	// other than its id and a record's state (a window's or a charge's
+	// members' parts among them).
+	entryBytes = 1 << 10
+	// recordStateBytes is a record's state: a sliding log's times, the
+	// largest.
+	recordStateBytes = 64 + 10*algo.MaxSlidingLogLimit
+	// rememberedBytes is a remembered request with its decisions.
+	rememberedBytes = 256
+)
+
+// stateBounds is the most a partition's state may hold that a member
+// assembles from pieces: what its own bounds let it hold of the
+// partition, as owner.
+type stateBounds struct {
+	entries    int    // each of windows, records, charges and resets
+	remembered int    // remembered requests
+	bytes      int64  // the pieces' protobuf sizes together
+	pieces     uint32 // the pieces
+}
+
+// stateBounds returns the bounds of a partition's state the member takes
+// in pieces: MaxEntries' share of a partition of each kind of entry
+// (partEntries), MaxRemembered requests, each entry at most the id's
+// bound and its fields (entryBytes, recordStateBytes, rememberedBytes);
+// and as many pieces as those bytes make, each filled by the sender to at
+// least pieceBudget less its largest entry, and one.
+func (c Config) stateBounds() stateBounds {
+	n := int64(c.partEntries())
+	b := stateBounds{entries: int(n), remembered: MaxRemembered}
+	b.bytes = 4*n*(actorlimit.MaxIDLength+entryBytes) + n*recordStateBytes + MaxRemembered*rememberedBytes
+	fill := int64(pieceBudget - (actorlimit.MaxIDLength + entryBytes + recordStateBytes))
+	b.pieces = uint32(min(b.bytes/fill+2, 1<<31))
+	return b
+}
+
+// over reports which bound of b a holds past, "" if none.
+func (b stateBounds) over(a *assembly) string {
+	st := a.state
+	switch {
+	case a.pieces > b.pieces:
+		return fmt.Sprintf("%d pieces, over %d", a.pieces, b.pieces)
+	case a.bytes > b.bytes:
+		return fmt.Sprintf("%d bytes, over %d", a.bytes, b.bytes)
+	case max(len(st.Windows), len(st.Records), len(st.Charged), len(st.Resets)) > b.entries:
+		return fmt.Sprintf("%d windows, %d records, %d charges, %d resets: over %d of a kind",
+			len(st.Windows), len(st.Records), len(st.Charged), len(st.Resets), b.entries)
+	case len(st.Remembered) > b.remembered:
+		return fmt.Sprintf("%d remembered requests, over %d", len(st.Remembered), b.remembered)
+	}
+	return ""
 }
 
 // assemble takes st, a state or a piece of one from the member from, and
 // returns the whole state once it has every piece (st itself when whole),
 // else nil. A piece out of order, or of another export, is dropped, and so
 // is what was assembled of the export before: the sender sends the whole
-// state again when a piece fails. m.own.mu is held.
+// state again when a piece fails. So is an assembly that would pass the
+// member's bounds (Config.stateBounds), checked as each piece arrives: a
+// first piece that says more pieces than the bounds allow is dropped at
+// once, and so is the assembly, counted in refusals and logged at WARN.
+// m.own.mu is held.
 func (m *Member) assemble(from string, st *clusterpb.PartState, backup bool) *clusterpb.PartState {
 	if st.GetPieces() <= 1 {
 		return st
@@ -258,22 +338,30 @@ func (m *Member) assemble(from string, st *clusterpb.PartState, backup bool) *cl
 	a := m.own.assembling[k]
 	switch {
 	case st.GetPiece() == 0:
-		a = &assembly{from: from, version: st.GetVersion(), state: &clusterpb.PartState{Partition: st.GetPartition()}}
+		a = &assembly{from: from, version: st.GetVersion(), pieces: st.GetPieces(), state: &clusterpb.PartState{Partition: st.GetPartition()}}
 		if m.own.assembling == nil {
 			m.own.assembling = make(map[assemblyKey]*assembly)
 		}
 		m.own.assembling[k] = a
-	case a == nil || a.from != from || a.version != st.GetVersion() || a.next != st.GetPiece():
+	case a == nil || a.from != from || a.version != st.GetVersion() || a.next != st.GetPiece() || a.pieces != st.GetPieces():
 		delete(m.own.assembling, k)
 		return nil
 	}
 	a.next++
+	a.bytes += int64(proto.Size(st))
 	a.state.Windows = append(a.state.Windows, st.GetWindows()...)
 	a.state.Records = append(a.state.Records, st.GetRecords()...)
 	a.state.Charged = append(a.state.Charged, st.GetCharged()...)
 	a.state.Resets = append(a.state.Resets, st.GetResets()...)
 	a.state.Remembered = append(a.state.Remembered, st.GetRemembered()...)
-	if a.next < st.GetPieces() {
+	if why := m.cfg.stateBounds().over(a); why != "" {
+		delete(m.own.assembling, k)
+		m.counters.refusals.Add(1)
+		m.cfg.Logger.Warn("actorlimit cluster: a state in pieces passes the member's bounds: dropped",
+			"from", from, "partition", k.part, "backup", backup, "piece", st.GetPiece(), "why", why)
+		return nil
+	}
+	if a.next < a.pieces {
 		return nil
 	}
 	delete(m.own.assembling, k)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -52,7 +53,7 @@ func TestStateInPieces(t *testing.T) {
 	assert.Zero(t, small.GetPieces(), "a state that fits goes whole")
 	all = all[:len(all)-1]
 
-	m := &Member{}
+	m := assembler(20_000)
 	for i, pc := range all {
 		got := m.assemble("127.0.0.1:4001", pc, false)
 		if i < len(all)-1 {
@@ -74,14 +75,14 @@ func TestStateInPieces(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := &Member{}
+			m := assembler(20_000)
 			for _, i := range tt.order {
 				assert.Nil(t, m.assemble("127.0.0.1:4001", all[i], false), "piece %d", i)
 			}
 		})
 	}
 	t.Run("another sender's pieces", func(t *testing.T) {
-		m := &Member{}
+		m := assembler(20_000)
 		for i, pc := range all {
 			from := "127.0.0.1:4001"
 			if i == 3 {
@@ -91,7 +92,7 @@ func TestStateInPieces(t *testing.T) {
 		}
 	})
 	t.Run("a backup and a hand-off at once", func(t *testing.T) {
-		m := &Member{}
+		m := assembler(20_000)
 		for i, pc := range all {
 			if i < len(all)-1 {
 				assert.Nil(t, m.assemble("a", pc, true))
@@ -101,6 +102,95 @@ func TestStateInPieces(t *testing.T) {
 		assert.True(t, proto.Equal(st, m.assemble("a", all[len(all)-1], true)))
 		assert.True(t, proto.Equal(st, m.assemble("a", all[len(all)-1], false)))
 	})
+}
+
+// assembler is a member that assembles pieces, whose bounds let a
+// partition hold at least entries keys of each kind.
+func assembler(entries int) *Member {
+	return &Member{cfg: Config{Partitions: 1, MaxEntries: entries, Logger: slog.New(slog.DiscardHandler)}}
+}
+
+// TestPiecesBounded: what a member assembles from pieces is bounded by its
+// own bounds as each piece arrives: a first piece that says more pieces
+// than they allow (2^32-1) is dropped and nothing is kept; pieces whose
+// entries of a kind, remembered requests or bytes pass them have the
+// assembly dropped at the piece that passes, the later ones dropped too
+// (nothing taken, nothing kept); a piece that says another count than the
+// first drops the assembly; pieces within them are taken.
+func TestPiecesBounded(t *testing.T) {
+	const entries = 100 // partEntries 113
+	bounds := assembler(entries).cfg.stateBounds()
+	require.Equal(t, 113, bounds.entries)
+	require.Equal(t, uint32(55), bounds.pieces)
+	window := func(i int) *clusterpb.Window {
+		return &clusterpb.Window{Id: fmt.Sprint("w", i), PeriodNs: 1e9, Window: 1, Sum: 1}
+	}
+	record := func(i int) *clusterpb.Record {
+		return &clusterpb.Record{Algorithm: uint32(algo.TokenBucket), PeriodNs: 1e9, Id: fmt.Sprint("r", i), State: make([]byte, 400<<10)}
+	}
+	// piecesOf makes n pieces of one export, piece i filled by fill.
+	piecesOf := func(n int, fill func(i int, st *clusterpb.PartState)) []*clusterpb.PartState {
+		out := make([]*clusterpb.PartState, n)
+		for i := range out {
+			out[i] = &clusterpb.PartState{Partition: 0, Piece: uint32(i), Pieces: uint32(n), Version: 9}
+			fill(i, out[i])
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		pieces  []*clusterpb.PartState
+		refused int  // the piece at which the assembly is dropped; -1: taken whole
+		counted bool // the drop is counted as a refusal (a bound passed)
+	}{
+		{"within the bounds", piecesOf(4, func(i int, st *clusterpb.PartState) {
+			for j := range 28 {
+				st.Windows = append(st.Windows, window(28*i+j))
+			}
+			st.Records = append(st.Records, record(i))
+		}), -1, false},
+		{"2^32-1 pieces", piecesOf(1, func(_ int, st *clusterpb.PartState) { st.Pieces = 1<<32 - 1 }), 0, true},
+		{"windows over the entries", piecesOf(8, func(i int, st *clusterpb.PartState) {
+			for j := range 30 {
+				st.Windows = append(st.Windows, window(30*i+j))
+			}
+		}), 3, true},
+		{"remembered over MaxRemembered", piecesOf(8, func(i int, st *clusterpb.PartState) {
+			for j := range MaxRemembered / 4 {
+				st.Remembered = append(st.Remembered, &clusterpb.Remembered{RequestId: uint64(i*MaxRemembered + j)})
+			}
+		}), 4, true},
+		{"bytes over the bound", piecesOf(int(bounds.pieces), func(i int, st *clusterpb.PartState) {
+			st.Records = append(st.Records, record(i)) // 113 such records would be 45 MB
+		}), int(bounds.bytes / int64(proto.Size(&clusterpb.PartState{Piece: 9, Pieces: 55, Version: 9, Records: []*clusterpb.Record{record(10)}}))), true},
+		{"a count other than the first's", append(piecesOf(2, func(int, *clusterpb.PartState) {})[:1],
+			&clusterpb.PartState{Partition: 0, Piece: 1, Pieces: 3, Version: 9}), 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := assembler(entries)
+			for i, pc := range tt.pieces {
+				got := m.assemble("127.0.0.1:4001", pc, false)
+				switch {
+				case tt.refused < 0 && i == len(tt.pieces)-1:
+					require.NotNil(t, got, "the last piece")
+					assert.Len(t, got.GetWindows(), 112)
+				case got != nil:
+					t.Fatalf("piece %d of %d: a state taken", i, len(tt.pieces))
+				case tt.refused >= 0 && i < tt.refused:
+					require.Len(t, m.own.assembling, 1, "piece %d: kept", i)
+				case tt.refused >= 0:
+					require.Empty(t, m.own.assembling, "piece %d: dropped at piece %d", i, tt.refused)
+				}
+			}
+			assert.Empty(t, m.own.assembling, "nothing kept")
+			if tt.counted {
+				assert.Equal(t, uint64(1), m.counters.refusals.Load(), "refusals")
+			} else {
+				assert.Zero(t, m.counters.refusals.Load(), "refusals")
+			}
+		})
+	}
 }
 
 func rest(from, to int) []int {

@@ -268,8 +268,10 @@ func (c *Config) add(file string, data []byte) error {
 		case "descriptors":
 			descs = v
 			return nil
+		case "rate_limit_quota": // the quota service's rules (package quota)
+			return nil
 		}
-		return unknownField(file, k, "the file", "domain, descriptors")
+		return unknownField(file, k, "the file", "domain, descriptors, rate_limit_quota")
 	})
 	if err != nil {
 		return err

@@ -44,4 +44,13 @@
 // descriptor no rule matches; hits_addend per request and per descriptor (a
 // descriptor's 0: checked, not counted). Options.AllOrNothing and
 // Options.DeniedNotCounted change that, and are off by default.
+//
+// # Bounds before decoding
+//
+// A request's counts and key lengths (Bounds) are checked on its bytes
+// before it becomes objects: Bounds.ScanRequest reads the protobuf wire
+// format, Bounds.ScanJSON the JSON text, neither allocating. Codec puts
+// the first in a gRPC server (grpc.ForceServerCodecV2 and
+// Codec.Interceptor), and JSONHandlerBounded the second in POST /json,
+// with a bound on the body.
 package service

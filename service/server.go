@@ -15,6 +15,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -122,6 +123,9 @@ type Options struct {
 	// counts it. 0, the default, leaves it unbounded, as envoy ratelimit
 	// does.
 	MaxHitsAddend uint64
+	// Tracer, if not nil, starts a span for each request and for each call
+	// of the Limiter in it (trace.go). Nil, the default, costs nothing.
+	Tracer trace.Tracer
 }
 
 // Server answers envoy's Rate Limit Service protocol with envoy
@@ -219,6 +223,13 @@ type item struct {
 // statuses' current_limit is the rule's own message, shared by every
 // answer: read it, never change it.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if s.o.Tracer != nil {
+		return s.traced(ctx, req)
+	}
+	return s.shouldRateLimit(ctx, req)
+}
+
+func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := time.Now()
 	resp, err := s.decide(ctx, req)
 	if m := s.o.Metrics; m != nil {
@@ -246,17 +257,42 @@ const (
 	refusedEntries       = "entries"        // over the bound, or a null descriptor
 	refusedKeyLength     = "key_length"     // over the bound
 	refusedOverrideUnit  = "override_unit"  // a limit override's unit unknown
+	refusedMalformed     = "malformed"      // not a RateLimitRequest: never from Envoy
 )
 
 // refusedReasons are the refusals' reasons, for the metric.
-var refusedReasons = []string{refusedDomain, refusedNoDescriptors, refusedDescriptors, refusedEntries, refusedKeyLength, refusedOverrideUnit}
+var refusedReasons = []string{refusedDomain, refusedNoDescriptors, refusedDescriptors, refusedEntries, refusedKeyLength, refusedOverrideUnit, refusedMalformed}
+
+// refusal is the error of a refused request: InvalidArgument, with the
+// reason actorlimitd_refused_total counts it under.
+type refusal struct {
+	reason string
+	st     *status.Status
+}
+
+func (r *refusal) Error() string { return r.st.Err().Error() }
+
+// GRPCStatus makes status.Code and status.Convert read r as its status.
+func (r *refusal) GRPCStatus() *status.Status { return r.st }
+
+// invalid returns the refusal of a request for reason.
+func invalid(reason, format string, args ...any) error {
+	return &refusal{reason: reason, st: status.Newf(codes.InvalidArgument, format, args...)}
+}
+
+// countRefusal counts err in actorlimitd_refused_total if it is a refusal.
+func (s *Server) countRefusal(err error) {
+	var r *refusal
+	if m := s.o.Metrics; m != nil && errors.As(err, &r) {
+		m.refusals[r.reason].Inc()
+	}
+}
 
 // invalid counts a refusal for reason and returns its error.
 func (s *Server) invalid(reason, format string, args ...any) error {
-	if m := s.o.Metrics; m != nil {
-		m.refusals[reason].Inc()
-	}
-	return status.Errorf(codes.InvalidArgument, format, args...)
+	err := invalid(reason, format, args...)
+	s.countRefusal(err)
+	return err
 }
 
 // validate refuses a request past a bound of what the operator's
@@ -450,7 +486,7 @@ func (s *Server) count(ctx context.Context, items []item, sc *scratch) error {
 		if it.rule == nil || (it.hits > 0 && !peekAll) {
 			continue
 		}
-		res, err := s.o.Limiter.Peek(ctx, it.id, it.policy)
+		res, err := s.peek(ctx, it.id, it.policy)
 		if err != nil {
 			return err
 		}
@@ -480,7 +516,7 @@ func (s *Server) count(ctx context.Context, items []item, sc *scratch) error {
 		results = append(results, actorlimit.Result{})
 	}
 	sc.results = results
-	if err := s.o.Limiter.HitMany(ctx, hits, results); err != nil {
+	if err := s.hitMany(ctx, hits, results); err != nil {
 		return err
 	}
 	for k, i := range idx {

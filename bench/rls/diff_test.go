@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sort"
 	"strconv"
@@ -26,6 +27,19 @@ func envInt(tb testing.TB, name string, def int) int {
 		tb.Fatalf("%s=%q: %v", name, s, err)
 	}
 	return n
+}
+
+// diffSeed is RLS_DIFF_SEED, or a fresh random seed.
+func diffSeed(tb testing.TB) uint64 {
+	s := os.Getenv("RLS_DIFF_SEED")
+	if s == "" {
+		return rand.Uint64() >> 1 // printed and parsed back as a plain decimal
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		tb.Fatalf("RLS_DIFF_SEED=%q: %v", s, err)
+	}
+	return v
 }
 
 // rlsClient returns a client of the RLS at addr, closed at tb's cleanup.
@@ -56,14 +70,20 @@ type candidate struct {
 // response headers asked for (LIMIT_RESPONSE_HEADERS_ENABLED,
 // -response-headers).
 //
-// RLS_DIFF_SEED (default 1) picks the configuration and the first stream
-// (the second's seed is 1000 more),
+// RLS_DIFF_SEED picks the configuration and the first stream (the second's
+// seed is 1000 more); without it each run draws a fresh seed, logged at the
+// start and named in every difference, so that a failure can be replayed.
+// The stream goes to actorlimitd on the embedded table, with -shards 4, on
+// Redis and, unless -short, as a cluster of three processes in Owner mode
+// (the requests dealt round the members), each of which must answer as envoy
+// ratelimit does.
 // RLS_DIFF_REQUESTS (default 2000) the length of the first stream (the
 // second is a third of it). RLS_DIFF_SELF=1 adds a second envoy ratelimit,
 // on a third redis-server, as a candidate: it must agree with the first,
 // which checks the comparison itself.
 func TestDifferential(t *testing.T) {
-	seed := uint64(envInt(t, "RLS_DIFF_SEED", 1))
+	seed := diffSeed(t)
+	t.Logf("seed %d (RLS_DIFF_SEED=%d replays this run)", seed, seed)
 	n := envInt(t, "RLS_DIFF_REQUESTS", 2000)
 	self := os.Getenv("RLS_DIFF_SELF") == "1"
 	if !self && !hasActorlimitd() {
@@ -82,6 +102,9 @@ func TestDifferential(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			differential(t, v.seed, v.n, self, envoyOptions{Env: v.envoyEnv}, v.flags)
 		})
+	}
+	if t.Failed() {
+		t.Logf("RLS_DIFF_SEED=%d replays this run", seed)
 	}
 }
 
@@ -107,7 +130,12 @@ func differential(t *testing.T, seed uint64, n int, self bool, o envoyOptions, f
 	}
 	if hasActorlimitd() {
 		add("actorlimitd (embedded)", startActorlimitd(t, cfg, "", flags...))
+		add("actorlimitd (-shards 4)", startActorlimitd(t, cfg, "", append([]string{"-shards", "4"}, flags...)...))
 		add("actorlimitd (-redis)", startActorlimitd(t, cfg, startRedis(t).Addr, flags...))
+		if !testing.Short() {
+			cands = append(cands, &candidate{name: "actorlimitd (a cluster of three, owner mode)",
+				client: roundRobin(rlsClients(t, startActorlimitdCluster(t, cfg, 3, flags...))), cmp: newComparer()})
+		}
 	}
 
 	history := map[string][]int{} // domain and entries -> the requests that named them

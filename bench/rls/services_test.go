@@ -80,7 +80,7 @@ func startActorlimitd(tb testing.TB, cfg configDir, redisAddr string, extra ...s
 	bin := actorlimitdBinary(tb)
 	grpcPort, httpPort := freePort(tb), freePort(tb)
 	// Secret keys off: envoy ratelimit keeps every value as it is.
-	args := []string{"-config", cfg.Files, "-grpc-addr", addr(grpcPort), "-http-addr", addr(httpPort), "-secret-descriptor-keys", ""}
+	args := []string{"-config", cfg.Files, "-grpc-addr", addr(grpcPort), "-http-addr", addr(httpPort), "-debug-addr", "", "-secret-descriptor-keys", ""}
 	if redisAddr != "" {
 		args = append(args, "-redis", redisAddr)
 	}

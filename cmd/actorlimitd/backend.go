@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/cluster"
@@ -56,7 +54,7 @@ func openBackend(f flags, col *metrics.Collector, log *slog.Logger) (*backend, e
 	case f.redis != "":
 		return openRedis(f, col, log)
 	}
-	opts := []actorlimit.Option{actorlimit.WithLogger(log), actorlimit.WithShards(f.shards)}
+	opts := []actorlimit.Option{actorlimit.WithLogger(log), actorlimit.WithShards(f.shards), actorlimit.WithMaxEntries(f.listen.maxTableEntries)}
 	name := "embedded table"
 	if f.persist != "" {
 		opts = append(opts, actorlimit.WithPersistence(f.persist, actorlimit.PersistConfig{}))
@@ -76,11 +74,14 @@ func openBackend(f flags, col *metrics.Collector, log *slog.Logger) (*backend, e
 
 // openCluster starts this process as a member of an actorlimit cluster.
 func openCluster(c clusterFlags, log *slog.Logger) (*backend, error) {
-	cfg := cluster.Config{Name: c.name, Host: c.host, Port: c.port, Logger: log, DeadAfter: c.deadAfter}
+	cfg := cluster.Config{Name: c.name, Host: c.host, Port: c.port, Logger: log, DeadAfter: c.deadAfter, MaxEntries: c.maxEntries, TrustedNetwork: c.trustedNetwork}
 	if c.mode == "owner" {
 		cfg.Mode = cluster.Owner
 	}
 	if err := clusterTLS(&cfg, c); err != nil {
+		return nil, err
+	}
+	if err := c.openMember(); err != nil {
 		return nil, err
 	}
 	if err := clusterKey(&cfg, c); err != nil {
@@ -88,7 +89,11 @@ func openCluster(c clusterFlags, log *slog.Logger) (*backend, error) {
 	}
 	what := ""
 	if c.etcd != "" {
-		p, err := etcd.NewWithConfig("/actorlimitd", clientv3.Config{Endpoints: splitList(c.etcd), DialTimeout: 5 * time.Second})
+		ec, err := c.etcdConfig(splitList(c.etcd))
+		if err != nil {
+			return nil, err
+		}
+		p, err := etcd.NewWithConfig("/actorlimitd", ec)
 		if err != nil {
 			return nil, fmt.Errorf("-cluster-etcd: %w", err)
 		}

@@ -123,7 +123,7 @@ func TestClusterEtcd(t *testing.T) {
 
 // clusterMembers is the actorlimitd_cluster_members d reports.
 func clusterMembers(d *daemon) int {
-	_, body := d.get("/metrics")
+	_, body := d.getDebug("/metrics")
 	for _, l := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(l, "actorlimitd_cluster_members "); ok {
 			n, _ := strconv.Atoi(v)

@@ -128,12 +128,12 @@ func stillOver(t *testing.T, d *daemon) {
 // Authorization header if detailed), configuration page and logs.
 func noSecretOutside(t *testing.T, d *daemon, detailed bool) {
 	t.Helper()
-	_, metrics := d.get("/metrics")
+	_, metrics := d.getDebug("/metrics")
 	if detailed {
 		assert.True(t, strings.Contains(metrics, "actorlimitd_hits_total{descriptor=\"authorization_"), "a detailed series, its value hashed")
 	}
 	assert.False(t, strings.Contains(metrics, "sk_live"), "a secret value in /metrics")
-	_, config := d.get("/rlconfig")
+	_, config := d.getDebug("/rlconfig")
 	assert.NotContains(t, config, "sk_live")
 	assert.False(t, strings.Contains(d.logs.String(), "sk_live"), "a secret value in the logs")
 }

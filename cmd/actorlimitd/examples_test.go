@@ -165,7 +165,7 @@ func TestEnvoyExamples(t *testing.T) {
 	assert.Equal(t, []bool{false, false, false, true}, shared, "files/* share 3")
 	assert.Equal(t, []bool{false, false, false, false}, own, "own/* values count apart")
 
-	_, body := d.get("/metrics")
+	_, body := d.getDebug("/metrics")
 	for _, want := range []string{
 		`actorlimitd_hits_total{descriptor="key1_unspecified",domain="metrics"} 1`,
 		`actorlimitd_hits_total{descriptor="key1_value1",domain="metrics"} 1`,

@@ -39,6 +39,7 @@ type daemon struct {
 	t          *testing.T
 	cmd        *exec.Cmd
 	grpc, http string
+	debug      string // the debug listener's address, empty without one
 	logs       *testkit.Buffer
 	done       chan struct{}
 	exitCode   int
@@ -63,6 +64,9 @@ func spawn(t *testing.T, args ...string) (*daemon, error) {
 	if !strings.Contains(joined, "-http-addr") {
 		args = append(args, "-http-addr", "127.0.0.1:0")
 	}
+	if !strings.Contains(joined, "-debug-addr") {
+		args = append(args, "-debug-addr", "127.0.0.1:0")
+	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), daemonEnv+"=1")
 	d := &daemon{t: t, cmd: cmd, logs: &testkit.Buffer{}, done: make(chan struct{})}
@@ -78,6 +82,9 @@ func spawn(t *testing.T, args ...string) (*daemon, error) {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "actorlimitd debug on "); ok {
+				d.debug = a
+			}
 			if strings.HasPrefix(sc.Text(), "actorlimitd serving") {
 				served <- sc.Text()
 			}
@@ -136,6 +143,18 @@ func (d *daemon) ask(req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, err
 func (d *daemon) get(path string) (int, string) {
 	d.t.Helper()
 	resp, err := http.Get("http://" + d.http + path)
+	require.NoError(d.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(d.t, err)
+	return resp.StatusCode, string(b)
+}
+
+// getDebug returns the status and body of GET path on d's debug listener.
+func (d *daemon) getDebug(path string) (int, string) {
+	d.t.Helper()
+	require.NotEmpty(d.t, d.debug, "no debug listener")
+	resp, err := http.Get("http://" + d.debug + path)
 	require.NoError(d.t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

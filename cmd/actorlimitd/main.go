@@ -7,14 +7,13 @@
 //	go run ./cmd/actorlimitd -config examples/actorlimitd/config.yaml
 //
 // It serves gRPC (envoy.service.ratelimit.v3.RateLimitService and the gRPC
-// health service) on -grpc-addr, and HTTP on -http-addr: POST /json, GET
-// /healthcheck, GET /metrics, GET /rlconfig. docs/service.md describes it
-// all.
+// health service) on -grpc-addr, HTTP on -http-addr (POST /json, GET
+// /healthcheck), and the debug endpoints on -debug-addr (GET /metrics, GET
+// /rlconfig). docs/service.md describes it all.
 package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,13 +28,9 @@ import (
 	"syscall"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/actorlimit/actorlimit/cluster"
@@ -66,8 +61,10 @@ type flags struct {
 	drainDelay                 time.Duration
 	maxDetailed                int
 	bounds                     service.Bounds
-	edge                       edgeFlags // secrets.go
-	xds                        xdsFlags  // xds.go
+	edge                       edgeFlags    // secrets.go
+	listen                     listenFlags  // listeners.go
+	tracing                    tracingFlags // tracing.go
+	xds                        xdsFlags     // xds.go
 }
 
 // clusterFlags are the -cluster-* flags.
@@ -79,6 +76,8 @@ type clusterFlags struct {
 	tlsCert, tlsKey  string
 	tlsCA            string
 	keyFile          string
+	maxEntries       int
+	clusterSecurity  // -cluster-trusted-network, -cluster-etcd-*: clustersec.go
 }
 
 func (c clusterFlags) on() bool { return c.etcd != "" || c.peers != "" }
@@ -89,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "envoy ratelimit configuration: a YAML file, or a directory of them (required unless -config-type grpc-xds-sotw)")
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address (RateLimitService, health)")
-	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address (/json, /healthcheck, /metrics, /rlconfig)")
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address (/json, /healthcheck)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "certificate file (PEM) for both listeners; with -tls-key")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "private key file (PEM) for both listeners; with -tls-cert")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -111,6 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.cluster.tlsKey, "cluster-tls-key", "", "members' mutual TLS: this member's key (PEM)")
 	fs.StringVar(&f.cluster.tlsCA, "cluster-tls-ca", "", "members' mutual TLS: the CA that signs every member's certificate (PEM)")
 	fs.StringVar(&f.cluster.keyFile, "cluster-key-file", "", "file holding the secret key of the hash that places ids in partitions (every member the same; required unless -cluster-host is loopback)")
+	f.cluster.clusterSecurity.register(fs)
 	fs.BoolVar(&f.responseHeaders, "response-headers", false, "add RateLimit-Limit, -Remaining and -Reset to responses (envoy ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED)")
 	fs.BoolVar(&f.allOrNothing, "all-or-nothing", false, "a request that any descriptor denies charges none (changes envoy ratelimit's decisions)")
 	fs.BoolVar(&f.deniedNotCounted, "denied-not-counted", false, "a fixed window does not count the hits it denies (changes envoy ratelimit's decisions)")
@@ -120,10 +120,11 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving with /healthcheck at 503 before stopping (time for a load balancer to look elsewhere)")
 	fs.IntVar(&f.maxDetailed, "max-detailed-series", service.DefaultMaxDetailedSeries, "bound on the metric series of detailed_metric rules")
 	fs.IntVar(&f.bounds.Descriptors, "max-descriptors", service.DefaultMaxDescriptors, "bound on a request's descriptors")
-	fs.IntVar(&f.bounds.Entries, "max-entries", service.DefaultMaxEntries, "bound on a descriptor's entries")
+	registerListenFlags(fs, &f)
 	fs.IntVar(&f.bounds.KeyLength, "max-key-length", service.DefaultMaxKeyLength, "bound on a key's length (bytes)")
 	fs.IntVar(&f.bounds.ValueLength, "max-value-length", service.DefaultMaxValueLength, "bound on a value's length (bytes)")
 	f.edge.register(fs)
+	f.tracing.register(fs)
 	f.xds.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -162,6 +163,12 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	if err := f.redisOpts.check(f.redis, f.redisTimeout); err != nil {
 		return f, err
 	}
+	if err := f.listen.check(&f); err != nil {
+		return f, err
+	}
+	if err := f.tracing.check(os.Getenv); err != nil {
+		return f, err
+	}
 	return f, nil
 }
 
@@ -185,6 +192,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	level, _ := parseLevel(f.logLevel)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	for _, w := range f.listen.deprecatedInUse {
+		log.Warn(w)
+	}
 	if err := serve(f, stdout, log); err != nil {
 		log.Error("actorlimitd stopped", "err", err)
 		return 1
@@ -225,10 +235,16 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 			Help: "Members of the cluster this member takes for live, itself among them."}, func() float64 { return float64(len(m.Members())) }))
 	}
 
+	tr, err := startTracing(f.tracing, log)
+	if err != nil {
+		return err
+	}
+	defer tr.shutdown(log)
 	srv, err := service.New(nil, service.Options{
 		Limiter: b.limiter, Metrics: svcMetrics, Logger: log, Bounds: f.bounds,
 		ResponseHeaders: f.responseHeaders, AllOrNothing: f.allOrNothing, DeniedNotCounted: f.deniedNotCounted,
 		ShadowMode: f.shadowMode, Secrets: secrets, MaxHitsAddend: f.edge.maxHitsAddend,
+		Tracer: tr.serviceTracer(),
 	})
 	if err != nil {
 		return err
@@ -240,58 +256,13 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 	defer stopConfig()
 	cfg := srv.Config()
 
-	var tlsConf *tls.Config
-	if f.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-		if err != nil {
-			return fmt.Errorf("-tls-cert, -tls-key: %w", err)
-		}
-		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-
-	var opts []grpc.ServerOption
-	if tlsConf != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
-	}
-	gs := grpc.NewServer(opts...)
-	rlsv3.RegisterRateLimitServiceServer(gs, srv)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
-
 	var ready atomic.Bool
-	mux := http.NewServeMux()
-	mux.Handle("/json", service.JSONHandler(srv))
-	mux.Handle("GET /rlconfig", service.ConfigHandler(srv))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, r *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "not serving", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "OK\n")
-	})
-	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-
-	gl, err := listen("gRPC", f.grpcAddr, log)
+	e, err := openEdge(f, srv, reg, tr, &ready, log)
 	if err != nil {
 		return err
 	}
-	hl, err := listen("HTTP", f.httpAddr, log)
-	if err != nil {
-		gl.Close()
-		return err
-	}
-	if tlsConf != nil {
-		hl = tls.NewListener(hl, tlsConf)
-	}
-	errs := make(chan error, 2)
-	go func() { errs <- gs.Serve(gl) }()
-	go func() {
-		if err := hsrv.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
-			errs <- err
-		}
-	}()
+	errs := make(chan error, 3)
+	e.serve(errs)
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -302,19 +273,22 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus("ratelimit", healthpb.HealthCheckResponse_SERVING)
+	e.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	e.health.SetServingStatus("ratelimit", healthpb.HealthCheckResponse_SERVING)
 	ready.Store(true)
-	log.Info("actorlimitd serving", "grpc", gl.Addr().String(), "http", hl.Addr().String(), "backend", b.name,
+	if e.dl != nil {
+		log.Info("actorlimitd debug endpoints", "addr", e.dl.Addr().String())
+		fmt.Fprintf(stdout, "actorlimitd debug on %s\n", e.dl.Addr())
+	}
+	log.Info("actorlimitd serving", "grpc", e.gl.Addr().String(), "http", e.hl.Addr().String(), "backend", b.name,
 		"domains", len(cfg.Domains()), "rules", cfg.Rules())
-	fmt.Fprintf(stdout, "actorlimitd serving gRPC on %s, HTTP on %s (%s)\n", gl.Addr(), hl.Addr(), b.name)
+	fmt.Fprintf(stdout, "actorlimitd serving gRPC on %s, HTTP on %s (%s)\n", e.gl.Addr(), e.hl.Addr(), b.name)
 
 	for {
 		select {
 		case err := <-errs:
 			ready.Store(false)
-			gs.Stop()
-			_ = hsrv.Close()
+			e.stop()
 			return fmt.Errorf("a listener failed: %w", err)
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
@@ -325,9 +299,9 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 			}
 			log.Info("shutting down", "signal", s.String(), "drain", f.drainDelay, "grace", f.shutdownGrace)
 			ready.Store(false)
-			hs.Shutdown()
+			e.health.Shutdown()
 			time.Sleep(f.drainDelay) // still serving, unhealthy: a balancer stops sending here
-			shutdown(gs, hsrv, f.shutdownGrace, log)
+			e.shutdown(f.shutdownGrace, log)
 			log.Info("actorlimitd stopped")
 			return nil
 		}

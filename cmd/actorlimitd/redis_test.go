@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +18,8 @@ import (
 // TestRedisBackend: two actorlimitd processes on one redis-server share
 // one limit; with Redis killed under load, no request fails or waits past
 // 2 s (each process decides on its local fallback), and once Redis is back
-// they decide on it again.
+// each of them writes its counts to Redis again (read there with a client of
+// its own) and the two share one limit again.
 func TestRedisBackend(t *testing.T) {
 	rs := redistest.Start(t)
 	// On Redis a bucket must drain within about 52 days (redisstore's
@@ -75,7 +77,35 @@ func TestRedisBackend(t *testing.T) {
 	assert.Empty(t, errs)
 	assert.Less(t, slowest, 2*time.Second)
 	t.Logf("%d requests, the slowest %v", answered.Load(), slowest)
-	_, body := a.get("/metrics")
+
+	// Each process, asked about a key nobody has used, must write it to
+	// the restarted Redis once its probe (every 500 ms) has found Redis
+	// again; the load above may have left either of them still between
+	// two probes, so ask afresh until it does. A store kept on its
+	// fallback for good never writes there.
+	rc := rs.Client()
+	ctx := context.Background()
+	for name, d := range map[string]*daemon{"a": a, "b": b} {
+		n := 0
+		eventually(t, 10*time.Second, name+"'s counts in Redis again", func() bool {
+			n++
+			before, err := rc.DBSize(ctx).Result()
+			require.NoError(t, err)
+			_, err = d.ask(request("web", desc("user", fmt.Sprintf("back-%s-%d", name, n))))
+			require.NoError(t, err)
+			after, err := rc.DBSize(ctx).Result()
+			require.NoError(t, err)
+			return after > before
+		})
+	}
+	got = got[:0]
+	for _, d := range []*daemon{a, b, a, b} {
+		resp, err := d.ask(request("web", desc("user", "shared-again")))
+		require.NoError(t, err)
+		got = append(got, resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT)
+	}
+	assert.Equal(t, []bool{false, false, false, true}, got, "3 a year, shared by both processes on Redis again")
+	_, body := a.getDebug("/metrics")
 	assert.Contains(t, body, "actorlimit_store_outages_total 1")
 }
 
@@ -93,7 +123,7 @@ func TestRedisDeniedCacheMetric(t *testing.T) {
 		over = append(over, resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT)
 	}
 	assert.Equal(t, []bool{false, false, false, true, true, true, true, true, true}, over, "3 a year")
-	_, body := d.get("/metrics")
+	_, body := d.getDebug("/metrics")
 	assert.Contains(t, body, `actorlimitd_over_limit_total{descriptor="user",domain="web"} 6`)
 	assert.Contains(t, body, `actorlimitd_over_limit_with_local_cache_total{descriptor="user",domain="web"} 5`,
 		"the first denial is Redis's, the 5 after it the cache's")

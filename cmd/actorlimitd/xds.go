@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
+	"github.com/actorlimit/actorlimit/quota"
 	"github.com/actorlimit/actorlimit/service"
 )
 
@@ -143,7 +144,7 @@ func loadConfig(f flags, srv *service.Server, m *service.Metrics, log *slog.Logg
 		return r, func() {}, nil
 	}
 	if f.config != "" {
-		log.Warn("-config is not read with -config-type grpc-xds-sotw: the configuration is the xDS server's alone, as in envoy ratelimit", "config", f.config)
+		log.Warn("-config's domains are not read with -config-type grpc-xds-sotw: they are the xDS server's alone, as in envoy ratelimit (its rate_limit_quota sections are)", "config", f.config)
 	}
 	o, err := f.xds.options()
 	if err != nil {
@@ -174,4 +175,14 @@ func loadConfig(f flags, srv *service.Server, m *service.Metrics, log *slog.Logg
 		stop()
 		return nil, nil, errors.New("stopped by a signal before the first configuration from the xDS server")
 	}
+}
+
+// loadQuota reads the rate_limit_quota sections of the files at path; with
+// no path (the configuration from an xDS server, and no -config), there
+// are none.
+func loadQuota(path string) (*quota.Config, error) {
+	if path == "" {
+		return quota.Parse(nil)
+	}
+	return quota.Load(path)
 }

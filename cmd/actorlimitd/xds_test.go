@@ -144,7 +144,7 @@ func TestXDS(t *testing.T) {
 	eventually(t, 5*time.Second, "version 1 acknowledged", func() bool { return x.acked("1") })
 	status, body := d.get("/healthcheck")
 	require.Equal(t, http.StatusOK, status, body)
-	_, body = d.get("/rlconfig")
+	_, body = d.getDebug("/rlconfig")
 	assert.Contains(t, body, "xds:r")
 
 	// A changed configuration is in force within a second.

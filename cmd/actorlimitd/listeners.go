@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/service"
+)
+
+// Defaults of the edge's flags, and the settings it has no flag for.
+const (
+	// defaultMaxRequestBytes fits the largest request the default bounds
+	// let through (64 descriptors of 16 entries with 256-byte keys and
+	// values of a few KB) many times over, and is gRPC's own default.
+	defaultMaxRequestBytes = 4 << 20
+	defaultMaxStreams      = 100
+	defaultMaxInFlight     = 1024
+	defaultDebugAddr       = "127.0.0.1:6070"
+	// maxInFlightWait is how long a request waits for a slot when its
+	// context has no sooner deadline.
+	maxInFlightWait = time.Second
+	// maxHeaderBytes bounds a request's headers, on gRPC and HTTP.
+	maxHeaderBytes = 64 << 10
+	// handshakeTimeout bounds a gRPC connection's TLS and HTTP/2
+	// handshake.
+	handshakeTimeout = 10 * time.Second
+)
+
+// gRPC keepalive: a client may ping every 10 s at most (more often, the
+// connection is closed with ENHANCE_YOUR_CALM), even without a call in
+// flight; the server pings a connection quiet for 2 minutes and closes it
+// when the ping is not answered in 20 s.
+var (
+	keepaliveEnforcement = keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}
+	keepaliveServer      = keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}
+)
+
+// listenFlags are the flags of the listeners: sizes, timeouts, client
+// certificates, the debug listener, and the table's bound.
+type listenFlags struct {
+	maxRequestBytes int
+	maxStreams      uint
+	maxInFlight     int
+	readTimeout     time.Duration
+	writeTimeout    time.Duration
+	idleTimeout     time.Duration
+	tlsClientCA     string
+	debugAddr       string
+	maxTableEntries int
+	deprecatedInUse []string // warnings to log once the logger is up
+}
+
+// registerListenFlags adds the edge's flags to fs, and the per-descriptor
+// entries bound with its old name.
+func registerListenFlags(fs *flag.FlagSet, f *flags) {
+	e := &f.listen
+	fs.IntVar(&e.maxRequestBytes, "max-request-bytes", defaultMaxRequestBytes, "bound on a request's size in bytes: gRPC's receive size and POST /json's body")
+	fs.UintVar(&e.maxStreams, "max-concurrent-streams", defaultMaxStreams, "bound on a gRPC connection's concurrent calls")
+	fs.IntVar(&e.maxInFlight, "max-in-flight", defaultMaxInFlight, "bound on the requests decided at once, gRPC and /json together; a request past it waits for its deadline (1 s at most), then is answered RESOURCE_EXHAUSTED (HTTP 503)")
+	fs.DurationVar(&e.readTimeout, "http-read-timeout", 10*time.Second, "HTTP listeners: the longest a request's headers and body may take to arrive")
+	fs.DurationVar(&e.writeTimeout, "http-write-timeout", 10*time.Second, "HTTP listeners: the longest from a request's headers to the end of its answer")
+	fs.DurationVar(&e.idleTimeout, "http-idle-timeout", 2*time.Minute, "HTTP listeners: the longest a kept-alive connection may wait for its next request")
+	fs.StringVar(&e.tlsClientCA, "tls-client-ca", "", "CA file (PEM): the gRPC and HTTP listeners require client certificates it signed (with -tls-cert, -tls-key)")
+	fs.StringVar(&e.debugAddr, "debug-addr", defaultDebugAddr, "debug listen address, plain HTTP (/metrics, /rlconfig); empty: none")
+	fs.IntVar(&e.maxTableEntries, "max-table-entries", actorlimit.DefaultMaxEntries, "bound on the counters held: the embedded table's, or a cluster member's (not with -redis)")
+	fs.IntVar(&f.bounds.Entries, "max-descriptor-entries", service.DefaultMaxEntries, "bound on a descriptor's entries")
+	fs.Func("max-entries", "deprecated name of -max-descriptor-entries, for one release", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return err
+		}
+		f.bounds.Entries = n
+		e.deprecatedInUse = append(e.deprecatedInUse, "-max-entries is deprecated and goes in the next release: it is -max-descriptor-entries (the entries of a descriptor; -max-table-entries bounds the table)")
+		return nil
+	})
+}
+
+// check refuses edge flags that cannot work.
+func (e *listenFlags) check(f *flags) error {
+	switch {
+	case e.maxRequestBytes < 1024:
+		return fmt.Errorf("-max-request-bytes %d: want at least 1024", e.maxRequestBytes)
+	case e.maxStreams < 1 || e.maxStreams > 1<<31:
+		return fmt.Errorf("-max-concurrent-streams %d: want 1 to 2^31", e.maxStreams)
+	case e.maxInFlight < 1:
+		return fmt.Errorf("-max-in-flight %d: want at least 1", e.maxInFlight)
+	case e.readTimeout <= 0 || e.writeTimeout <= 0 || e.idleTimeout <= 0:
+		return errors.New("-http-read-timeout, -http-write-timeout and -http-idle-timeout must be positive")
+	case e.tlsClientCA != "" && f.tlsCert == "":
+		return errors.New("-tls-client-ca needs -tls-cert and -tls-key: client certificates are asked for in the TLS handshake")
+	case e.maxTableEntries < 1:
+		return fmt.Errorf("-max-table-entries %d: want at least 1", e.maxTableEntries)
+	}
+	f.cluster.maxEntries = e.maxTableEntries
+	return nil
+}
+
+// serverTLS returns the listeners' TLS configuration, nil without
+// -tls-cert: with -tls-client-ca, a client must present a certificate that
+// CA signed.
+func serverTLS(f flags) (*tls.Config, error) {
+	if f.tlsCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("-tls-cert, -tls-key: %w", err)
+	}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if f.listen.tlsClientCA != "" {
+		pem, err := os.ReadFile(f.listen.tlsClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-tls-client-ca %s: no PEM certificate in the file", f.listen.tlsClientCA)
+		}
+		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return c, nil
+}
+
+// edge is the service's listeners and their servers.
+type edge struct {
+	grpc       *grpc.Server
+	health     *health.Server
+	http       *http.Server
+	debug      *http.Server // nil without -debug-addr
+	gl, hl, dl net.Listener
+}
+
+// openEdge listens on the flags' addresses and sets up the servers, with
+// their bounds: gRPC's receive size, streams, keepalive and requests in
+// flight; HTTP's timeouts and /json's body.
+func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracing, ready *atomic.Bool, log *slog.Logger) (*edge, error) {
+	tlsConf, err := serverTLS(f)
+	if err != nil {
+		return nil, err
+	}
+	e := &edge{}
+	slots := &inFlight{slots: make(chan struct{}, f.listen.maxInFlight)}
+	codec := service.NewCodec(srv)
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(codec),
+		grpc.ChainUnaryInterceptor(codec.Interceptor, slots.intercept),
+		grpc.MaxRecvMsgSize(f.listen.maxRequestBytes),
+		grpc.MaxConcurrentStreams(uint32(f.listen.maxStreams)),
+		grpc.MaxHeaderListSize(maxHeaderBytes),
+		grpc.KeepaliveEnforcementPolicy(keepaliveEnforcement),
+		grpc.KeepaliveParams(keepaliveServer),
+		grpc.ConnectionTimeout(handshakeTimeout),
+	}
+	if tlsConf != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
+	}
+	opts = append(opts, tr.grpcOptions()...)
+	e.grpc = grpc.NewServer(opts...)
+	rlsv3.RegisterRateLimitServiceServer(e.grpc, srv)
+	if err := registerQuota(e.grpc, reg, f.config, log); err != nil {
+		return nil, err
+	}
+	e.health = health.NewServer()
+	healthpb.RegisterHealthServer(e.grpc, e.health)
+
+	mux := http.NewServeMux()
+	mux.Handle("/json", tr.handler("/json", slots.wrap(service.JSONHandlerBounded(srv, int64(f.listen.maxRequestBytes)), int64(f.listen.maxRequestBytes))))
+	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, r *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not serving", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "OK\n")
+	})
+	e.http = f.listen.httpServer(mux, log)
+	e.http.TLSConfig = tlsConf
+
+	if e.gl, err = listen("gRPC", f.grpcAddr, log); err != nil {
+		return nil, err
+	}
+	if e.hl, err = listen("HTTP", f.httpAddr, log); err != nil {
+		e.gl.Close()
+		return nil, err
+	}
+	if tlsConf != nil {
+		e.hl = tls.NewListener(e.hl, tlsConf)
+	}
+	if f.listen.debugAddr != "" {
+		if e.dl, err = listen("debug", f.listen.debugAddr, log); err != nil {
+			e.gl.Close()
+			e.hl.Close()
+			return nil, err
+		}
+		dmux := http.NewServeMux()
+		dmux.Handle("GET /rlconfig", service.ConfigHandler(srv))
+		dmux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		e.debug = f.listen.httpServer(dmux, log)
+	}
+	return e, nil
+}
+
+// httpServer is an HTTP server with the flags' timeouts.
+func (ef listenFlags) httpServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: ef.readTimeout, ReadTimeout: ef.readTimeout,
+		WriteTimeout: ef.writeTimeout, IdleTimeout: ef.idleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+}
+
+// serve serves every listener, sending a failure to errs.
+func (e *edge) serve(errs chan<- error) {
+	go func() { errs <- e.grpc.Serve(e.gl) }()
+	go func() {
+		if err := e.http.Serve(e.hl); !errors.Is(err, http.ErrServerClosed) {
+			errs <- err
+		}
+	}()
+	if e.debug != nil {
+		go func() {
+			if err := e.debug.Serve(e.dl); !errors.Is(err, http.ErrServerClosed) {
+				errs <- err
+			}
+		}()
+	}
+}
+
+// stop closes every listener and connection at once.
+func (e *edge) stop() {
+	e.grpc.Stop()
+	_ = e.http.Close()
+	if e.debug != nil {
+		_ = e.debug.Close()
+	}
+}
+
+// shutdown stops taking requests, lets those in flight finish within
+// grace, and then stops the servers.
+func (e *edge) shutdown(grace time.Duration, log *slog.Logger) {
+	if e.debug != nil {
+		_ = e.debug.Close()
+	}
+	shutdown(e.grpc, e.http, grace, log)
+}
+
+// inFlight bounds the requests decided at once, across gRPC and /json.
+type inFlight struct{ slots chan struct{} }
+
+// acquire takes a slot, waiting for one until ctx's deadline (at most
+// maxInFlightWait); past that, the error is RESOURCE_EXHAUSTED.
+func (l *inFlight) acquire(ctx context.Context) error {
+	select {
+	case l.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(maxInFlightWait)
+	defer t.Stop()
+	select {
+	case l.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return status.Errorf(codes.ResourceExhausted, "%d requests in flight, the bound of -max-in-flight", cap(l.slots))
+}
+
+func (l *inFlight) release() { <-l.slots }
+
+// intercept bounds the RateLimitService's calls (not the health
+// service's).
+func (l *inFlight) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if _, ok := req.(*rlsv3.RateLimitRequest); !ok {
+		return handler(ctx, req)
+	}
+	if err := l.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer l.release()
+	return handler(ctx, req)
+}
+
+// wrap bounds h's requests, answering 503 past the bound. The body, up to
+// maxBody bytes and one more, is read before a slot is taken, so that a
+// client slow to send holds none.
+func (l *inFlight) wrap(h http.Handler, maxBody int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.ContentLength <= maxBody {
+			body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+			if err != nil {
+				http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		if err := l.acquire(r.Context()); err != nil {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, status.Convert(err).Message(), http.StatusServiceUnavailable)
+			return
+		}
+		defer l.release()
+		h.ServeHTTP(w, r)
+	})
+}

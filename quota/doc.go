@@ -1,0 +1,16 @@
+// Package quota serves Envoy's Rate Limit Quota Service
+// (envoy.service.rate_limit_quota.v3, StreamRateLimitQuotas): each Envoy
+// reports, per bucket, the requests it allowed and denied, and the server
+// divides each bucket's fleet-wide limit among the Envoys that report on
+// it, max-min fair on their recent demand, as token-bucket or
+// requests-per-time-unit assignments with a time to live.
+//
+// # Layers
+//
+// [Division] is the pure core: one bucket's division, with no goroutines
+// and no clock of its own (every method takes now), not safe for
+// concurrent use. [Server] is the gRPC service over it: one stream is one
+// Envoy, buckets are matched to the rules of a [Config] (the
+// rate_limit_quota section of actorlimitd's configuration files), and
+// every bound on what a client controls is an [Options] field.
+package quota

@@ -1,0 +1,89 @@
+package service
+
+import (
+	"context"
+	"sync"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+)
+
+// Codec is the gRPC codec of a server that serves a Server: a
+// RateLimitRequest's wire bytes are checked by Bounds.ScanRequest before
+// they are decoded, so that a request past a bound costs its bytes and no
+// objects; every other message (the health service's, the answers) goes
+// through gRPC's standard proto codec. Register it with
+// grpc.ForceServerCodecV2 together with its interceptor:
+//
+//	codec := service.NewCodec(srv)
+//	gs := grpc.NewServer(grpc.ForceServerCodecV2(codec), grpc.ChainUnaryInterceptor(codec.Interceptor))
+//
+// gRPC turns a codec's error into codes.Internal; a request refused by the
+// scan or that does not decode is instead decoded as an empty request that
+// the interceptor recognises and answers with InvalidArgument, naming the
+// bound (and counted as an invalid request in the Server's metrics).
+// Without the interceptor, refused requests would be kept.
+type Codec struct {
+	s        *Server
+	fallback encoding.CodecV2
+	// refused maps a refused *rlsv3.RateLimitRequest, between its decoding
+	// and the interceptor, to its error.
+	refused sync.Map
+}
+
+var _ encoding.CodecV2 = (*Codec)(nil)
+
+// NewCodec returns the codec of a gRPC server that serves s, with s's
+// bounds.
+func NewCodec(s *Server) *Codec {
+	return &Codec{s: s, fallback: encoding.GetCodecV2(protoenc.Name)}
+}
+
+// Name is "proto": the codec replaces the standard one for the content
+// type it serves.
+func (c *Codec) Name() string { return protoenc.Name }
+
+// Marshal encodes v with the standard proto codec.
+func (c *Codec) Marshal(v any) (mem.BufferSlice, error) { return c.fallback.Marshal(v) }
+
+// Unmarshal decodes data into v: a RateLimitRequest after the scan, any
+// other message with the standard proto codec.
+func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	req, ok := v.(*rlsv3.RateLimitRequest)
+	if !ok {
+		return c.fallback.Unmarshal(data, v)
+	}
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	wire := buf.ReadOnlyData()
+	err := c.s.bounds.ScanRequest(wire)
+	if err == nil {
+		if uerr := proto.Unmarshal(wire, req); uerr != nil {
+			err = invalid(refusedMalformed, "the request is not a RateLimitRequest: %v", uerr)
+		}
+	}
+	if err != nil {
+		req.Reset()
+		c.refused.Store(req, err)
+	}
+	return nil
+}
+
+// Interceptor answers a request that Unmarshal refused with its error,
+// and passes every other call on.
+func (c *Codec) Interceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if r, ok := req.(*rlsv3.RateLimitRequest); ok {
+		if err, ok := c.refused.LoadAndDelete(r); ok {
+			if m := c.s.o.Metrics; m != nil {
+				m.codes["invalid"].Inc()
+			}
+			c.s.countRefusal(err.(error))
+			return nil, err.(error)
+		}
+	}
+	return handler(ctx, req)
+}

@@ -64,6 +64,7 @@ type flags struct {
 	edge                       edgeFlags    // secrets.go
 	listen                     listenFlags  // listeners.go
 	tracing                    tracingFlags // tracing.go
+	xds                        xdsFlags     // xds.go
 }
 
 // clusterFlags are the -cluster-* flags.
@@ -85,7 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	var f flags
 	fs := flag.NewFlagSet("actorlimitd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.config, "config", "", "envoy ratelimit configuration: a YAML file, or a directory of them (required)")
+	fs.StringVar(&f.config, "config", "", "envoy ratelimit configuration: a YAML file, or a directory of them (required unless -config-type grpc-xds-sotw)")
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address (RateLimitService, health)")
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address (/json, /healthcheck)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "certificate file (PEM) for both listeners; with -tls-key")
@@ -124,14 +125,18 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.bounds.ValueLength, "max-value-length", service.DefaultMaxValueLength, "bound on a value's length (bytes)")
 	f.edge.register(fs)
 	f.tracing.register(fs)
+	f.xds.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	if err := f.xds.check(); err != nil {
+		return f, err
+	}
 	switch {
-	case f.config == "":
+	case f.config == "" && !f.xds.on():
 		return f, errors.New("-config is required: an envoy ratelimit YAML file or a directory of them")
 	case (f.tlsCert == "") != (f.tlsKey == ""):
 		return f, errors.New("-tls-cert and -tls-key go together")
@@ -244,10 +249,11 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	reloader := service.NewReloader(f.config, srv, svcMetrics, log)
-	if err := reloader.Reload(); err != nil {
-		return fmt.Errorf("the configuration: %w", err)
+	reloader, stopConfig, err := loadConfig(f, srv, svcMetrics, log) // xds.go
+	if err != nil {
+		return err
 	}
+	defer stopConfig()
 	cfg := srv.Config()
 
 	var ready atomic.Bool
@@ -260,7 +266,7 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	if f.watchEvery > 0 {
+	if f.watchEvery > 0 && reloader != nil {
 		go reloader.Watch(ctx, f.watchEvery)
 	}
 	sigs := make(chan os.Signal, 4)
@@ -286,7 +292,9 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 			return fmt.Errorf("a listener failed: %w", err)
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
-				_ = reloader.Reload()
+				if reloader != nil {
+					_ = reloader.Reload()
+				}
 				continue
 			}
 			log.Info("shutting down", "signal", s.String(), "drain", f.drainDelay, "grace", f.shutdownGrace)

@@ -19,7 +19,7 @@ import (
 // at path, read again on SIGHUP (a bad one is logged and the rules in force
 // kept), and its metrics on reg.
 func registerQuota(gs *grpc.Server, reg prometheus.Registerer, path string, log *slog.Logger) error {
-	cfg, err := quota.Load(path)
+	cfg, err := loadQuota(path) // xds.go
 	if err != nil {
 		return fmt.Errorf("the configuration's %s sections: %w", quota.Section, err)
 	}
@@ -33,7 +33,7 @@ func registerQuota(gs *grpc.Server, reg prometheus.Registerer, path string, log 
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() { // for the process's life, as the listener
 		for range hup {
-			cfg, err := quota.Load(path)
+			cfg, err := loadQuota(path) // xds.go
 			if err != nil {
 				log.Error("quota rules not reloaded", "err", err)
 				continue

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync/atomic"
 	"testing"
 )
@@ -33,14 +34,13 @@ func startTraceSink(tb testing.TB) *traceSink {
 	return s
 }
 
-// startActorlimitdEnv starts cmd/actorlimitd on cfg's embedded table with
-// extra flags and env (NAME=value, added to this process's) and returns its
-// gRPC address.
-func startActorlimitdEnv(tb testing.TB, cfg configDir, env []string, extra ...string) string {
+// startActorlimitdEnv starts the actorlimitd program bin on cfg's embedded
+// table with extra flags and env (NAME=value, added to this process's) and
+// returns its gRPC address.
+func startActorlimitdEnv(tb testing.TB, bin string, cfg configDir, env []string, extra ...string) string {
 	tb.Helper()
-	bin := actorlimitdBinary(tb)
 	grpcPort, httpPort := freePort(tb), freePort(tb)
-	args := append([]string{"-config", cfg.Files, "-grpc-addr", addr(grpcPort), "-http-addr", addr(httpPort), "-debug-addr", "",
+	args := append([]string{"-config", cfg.Files, "-grpc-addr", addr(grpcPort), "-http-addr", addr(httpPort),
 		"-secret-descriptor-keys", ""}, extra...)
 	start(tb, "actorlimitd", bin, args, env, httpOK("http://"+addr(httpPort)+"/healthcheck"))
 	return addr(grpcPort)
@@ -52,11 +52,15 @@ func startActorlimitdEnv(tb testing.TB, cfg configDir, env []string, extra ...st
 // (-tracing-sampling-rate 0: "unsampled", a span begun and dropped for
 // each request) and on with every request sampled (rate 1: "sampled", the
 // spans exported by OTLP/HTTP to a sink that accepts and discards them).
-// Within one run the three are measured one after the other for each
-// client count, so that -count N alternates them N times under the same
-// load. It reports req/s, p50-µs and p99-µs, and for "sampled" the exports
+// The three servers are started once and measured in turn, round after
+// round (RLS_TRACING_ROUNDS, default 3; each round starts with the next of
+// them), so that the machine's load falls on all three alike: run it with
+// -count 1 and take each one's median over the rounds. It reports req/s, p50-µs and p99-µs, and for "sampled" the exports
 // the sink received (exports, which must be above zero once the batcher
-// has had a full batch).
+// has had a full batch). RLS_TRACING_BASELINE, the path of an actorlimitd
+// built from before tracing was added (0676521^), adds it as "pre-tracing":
+// what "off" must not be slower than (it has no -debug-addr: the others
+// run with their debug listener off, as it has none).
 func BenchmarkTracing(b *testing.B) {
 	if !hasActorlimitd() {
 		b.Skip("this tree has no cmd/actorlimitd yet")
@@ -64,10 +68,14 @@ func BenchmarkTracing(b *testing.B) {
 	cfg := writeConfig(b, map[string]string{"bench.yaml": benchConfig})
 	sink := startTraceSink(b)
 	otlp := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + sink.srv.URL, "OTEL_TRACES_EXPORTER=", "OTEL_TRACES_SAMPLER=", "OTEL_SDK_DISABLED="}
+	bin := actorlimitdBinary(b)
 	impls := []*rlsImpl{
-		{name: "off", addr: startActorlimitdEnv(b, cfg, otlp)},
-		{name: "unsampled", addr: startActorlimitdEnv(b, cfg, otlp, "-tracing", "-tracing-sampling-rate", "0")},
-		{name: "sampled", addr: startActorlimitdEnv(b, cfg, otlp, "-tracing", "-tracing-sampling-rate", "1")},
+		{name: "off", addr: startActorlimitdEnv(b, bin, cfg, otlp, "-debug-addr", "")},
+		{name: "unsampled", addr: startActorlimitdEnv(b, bin, cfg, otlp, "-debug-addr", "", "-tracing", "-tracing-sampling-rate", "0")},
+		{name: "sampled", addr: startActorlimitdEnv(b, bin, cfg, otlp, "-debug-addr", "", "-tracing", "-tracing-sampling-rate", "1")},
+	}
+	if pre := os.Getenv("RLS_TRACING_BASELINE"); pre != "" {
+		impls = append(impls, &rlsImpl{name: "pre-tracing", addr: startActorlimitdEnv(b, pre, cfg, nil)})
 	}
 	b.Cleanup(func() {
 		for _, im := range impls {
@@ -75,18 +83,21 @@ func BenchmarkTracing(b *testing.B) {
 		}
 	})
 	var sampled atomic.Int64 // requests sent to "sampled"
-	for _, c := range []int{1, 16} {
-		for _, im := range impls {
-			b.Run(fmt.Sprintf("clients=%d/tracing=%s", c, im.name), func(b *testing.B) {
-				workers := im.workers(b, c, 3)
-				before := sink.exports.Load()
-				res := runLoad(b, b.N, workers, func() {})
-				res.report(b)
-				if im.name == "sampled" {
-					sampled.Add(int64(b.N))
-					b.ReportMetric(float64(sink.exports.Load()-before), "exports")
-				}
-			})
+	for r := range envInt(b, "RLS_TRACING_ROUNDS", 3) {
+		for _, c := range []int{1, 16} {
+			for k := range impls {
+				im := impls[(k+r)%len(impls)] // each round starts with the next one
+				b.Run(fmt.Sprintf("clients=%d/tracing=%s/round=%d", c, im.name, r), func(b *testing.B) {
+					workers := im.workers(b, c, 3)
+					before := sink.exports.Load()
+					res := runLoad(b, b.N, workers, func() {})
+					res.report(b)
+					if im.name == "sampled" {
+						sampled.Add(int64(b.N))
+						b.ReportMetric(float64(sink.exports.Load()-before), "exports")
+					}
+				})
+			}
 		}
 	}
 	// The "sampled" server traced: its batcher exports each full batch of

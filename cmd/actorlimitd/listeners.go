@@ -142,6 +142,7 @@ func serverTLS(f flags) (*tls.Config, error) {
 			return nil, fmt.Errorf("-tls-client-ca %s: no PEM certificate in the file", f.listen.tlsClientCA)
 		}
 		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		c.VerifyPeerCertificate = requireSAN(f.compat.tlsClientSAN)
 	}
 	return c, nil
 }
@@ -173,7 +174,7 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracin
 		grpc.MaxConcurrentStreams(uint32(f.listen.maxStreams)),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.KeepaliveEnforcementPolicy(keepaliveEnforcement),
-		grpc.KeepaliveParams(keepaliveServer),
+		grpc.KeepaliveParams(f.compat.keepalive(keepaliveServer)),
 		grpc.ConnectionTimeout(handshakeTimeout),
 	}
 	if tlsConf != nil {
@@ -198,7 +199,9 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracin
 		_, _ = io.WriteString(w, "OK\n")
 	})
 	e.http = f.listen.httpServer(mux, log)
-	e.http.TLSConfig = tlsConf
+	if f.compat.tlsHTTP {
+		e.http.TLSConfig = tlsConf
+	}
 
 	if e.gl, err = listen("gRPC", f.grpcAddr, log); err != nil {
 		return nil, err
@@ -207,7 +210,7 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracin
 		e.gl.Close()
 		return nil, err
 	}
-	if tlsConf != nil {
+	if tlsConf != nil && f.compat.tlsHTTP {
 		e.hl = tls.NewListener(e.hl, tlsConf)
 	}
 	if f.listen.debugAddr != "" {

@@ -64,6 +64,7 @@ type flags struct {
 	edge                       edgeFlags    // secrets.go
 	listen                     listenFlags  // listeners.go
 	tracing                    tracingFlags // tracing.go
+	compat                     compatFlags  // env.go
 }
 
 // clusterFlags are the -cluster-* flags.
@@ -124,11 +125,16 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.bounds.ValueLength, "max-value-length", service.DefaultMaxValueLength, "bound on a value's length (bytes)")
 	f.edge.register(fs)
 	f.tracing.register(fs)
+	f.compat.register(fs)
+	envDoc(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := f.compat.fromEnv(fs, givenFlags(fs), lookupEnv); err != nil {
+		return f, err
 	}
 	switch {
 	case f.config == "":
@@ -161,6 +167,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	if err := f.listen.check(&f); err != nil {
 		return f, err
 	}
+	if err := f.compat.check(f.listen.tlsClientCA); err != nil {
+		return f, err
+	}
 	if err := f.tracing.check(os.Getenv); err != nil {
 		return f, err
 	}
@@ -185,11 +194,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	level, _ := parseLevel(f.logLevel)
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := f.compat.logger(f.logLevel, stderr)
 	for _, w := range f.listen.deprecatedInUse {
 		log.Warn(w)
 	}
+	f.compat.logStart(log)
 	if err := serve(f, stdout, log); err != nil {
 		log.Error("actorlimitd stopped", "err", err)
 		return 1
@@ -239,12 +248,13 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 		Limiter: b.limiter, Metrics: svcMetrics, Logger: log, Bounds: f.bounds,
 		ResponseHeaders: f.responseHeaders, AllOrNothing: f.allOrNothing, DeniedNotCounted: f.deniedNotCounted,
 		ShadowMode: f.shadowMode, Secrets: secrets, MaxHitsAddend: f.edge.maxHitsAddend,
-		Tracer: tr.serviceTracer(),
+		Tracer: tr.serviceTracer(), NearLimitRatio: f.compat.nearLimit,
 	})
 	if err != nil {
 		return err
 	}
 	reloader := service.NewReloader(f.config, srv, svcMetrics, log)
+	reloader.SetLoadOptions(service.LoadOptions{MergeDomains: f.compat.mergeDomains})
 	if err := reloader.Reload(); err != nil {
 		return fmt.Errorf("the configuration: %w", err)
 	}
@@ -324,6 +334,18 @@ func shutdown(gs *grpc.Server, hsrv *http.Server, grace time.Duration, log *slog
 
 // listen listens on addr, warning when it is not a loopback address.
 func listen(what, addr string, log *slog.Logger) (net.Listener, error) {
+	network := "tcp"
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok { // envoy ratelimit's GRPC_UDS
+		network, addr = "unix", path
+		if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSocket != 0 {
+			_ = os.Remove(path) // a socket left by a process before this one
+		}
+		l, err := net.Listen(network, addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return l, nil
+	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s address %q: %w", what, addr, err)
@@ -331,7 +353,7 @@ func listen(what, addr string, log *slog.Logger) (net.Listener, error) {
 	if beyondLoopback(host) {
 		log.Warn("listening beyond loopback: anyone who reaches this address can use the service", "listener", what, "addr", addr)
 	}
-	l, err := net.Listen("tcp", addr)
+	l, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}

@@ -244,13 +244,15 @@ type compatFlags struct {
 	tlsClientSAN  string
 	tlsHTTP       bool
 	mergeDomains  bool
-	envRead       []string // the variables that set something, for the log
-	ignored       []string // the ignored variables set, "NAME: why", for the log
-	secretsOffEnv bool     // secret keys off because the process is set up by envoy ratelimit's environment
+	envRead       []string      // the variables that set something, for the log
+	ignored       []string      // the ignored variables set, "NAME: why", for the log
+	secretsOffEnv bool          // secret keys off because the process is set up by envoy ratelimit's environment
+	fs            *flag.FlagSet // where the flags were registered
 }
 
 // register adds the flags to fs.
 func (c *compatFlags) register(fs *flag.FlagSet) {
+	c.fs = fs
 	fs.StringVar(&c.logFormat, "log-format", "text", "log lines as text or json")
 	fs.Float64Var(&c.nearLimit, "near-limit-ratio", 0.8, "the share of a limit past which allowed hits count as near it (actorlimitd_near_limit_total)")
 	fs.StringVar(&c.keyPrefix, "redis-key-prefix", "actorlimitd:", "with -redis: the prefix of every Redis key")

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/actorlimit/actorlimit"
+	certfiles "github.com/actorlimit/actorlimit/internal/certs"
 	"github.com/actorlimit/actorlimit/service"
 )
 
@@ -121,17 +122,18 @@ func (e *listenFlags) check(f *flags) error {
 }
 
 // serverTLS returns the listeners' TLS configuration, nil without
-// -tls-cert: with -tls-client-ca, a client must present a certificate that
+// -tls-cert: the certificate is read again at a handshake when its files
+// changed; with -tls-client-ca, a client must present a certificate that
 // CA signed.
-func serverTLS(f flags) (*tls.Config, error) {
+func serverTLS(f flags, log *slog.Logger) (*tls.Config, error) {
 	if f.tlsCert == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+	pair, err := certfiles.NewKeyPair(f.tlsCert, f.tlsKey, log)
 	if err != nil {
 		return nil, fmt.Errorf("-tls-cert, -tls-key: %w", err)
 	}
-	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	c := &tls.Config{GetCertificate: pair.GetCertificate, MinVersion: tls.VersionTLS12}
 	if f.listen.tlsClientCA != "" {
 		pem, err := os.ReadFile(f.listen.tlsClientCA)
 		if err != nil {
@@ -160,7 +162,7 @@ type edge struct {
 // their bounds: gRPC's receive size, streams, keepalive and requests in
 // flight; HTTP's timeouts and /json's body.
 func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracing, ready *atomic.Bool, log *slog.Logger) (*edge, error) {
-	tlsConf, err := serverTLS(f)
+	tlsConf, err := serverTLS(f, log)
 	if err != nil {
 		return nil, err
 	}

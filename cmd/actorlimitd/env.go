@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -136,13 +139,15 @@ var envTable = []envVar{
 	{name: "EXTRA_TAGS", status: envIgnored, kind: envString, note: noteStatsd},
 	{name: "STATS_FLUSH_INTERVAL", status: envIgnored, kind: envDuration, def: "10s", note: "Prometheus reads the metrics when it scrapes"},
 	{name: "DISABLE_STATS", status: envIgnored, kind: envBool, def: "false", note: "the metrics cost nothing until scraped; -debug-addr '' turns /metrics off"},
-	{name: "USE_PROMETHEUS", status: envIgnored, kind: envBool, def: "false", note: "the metrics are always Prometheus's, on the debug listener's /metrics"},
-	{name: "PROMETHEUS_ADDR", status: envIgnored, kind: envString, def: ":9090", note: "the metrics are on the debug listener (DEBUG_HOST:DEBUG_PORT), /metrics"},
-	{name: "PROMETHEUS_PATH", status: envIgnored, kind: envString, def: "/metrics", note: "the metrics are on the debug listener (DEBUG_HOST:DEBUG_PORT), /metrics"},
+	{name: "USE_PROMETHEUS", status: envDiffers, kind: envSpecial, flags: []string{"metrics-addr"}, def: "false",
+		note: "true: the metrics on PROMETHEUS_ADDR too (they are always on the debug listener's /metrics), with actorlimitd's names"},
+	{name: "PROMETHEUS_ADDR", status: envHonoured, kind: envSpecial, flags: []string{"metrics-addr"}, def: ":9090", note: "read with USE_PROMETHEUS=true"},
+	{name: "PROMETHEUS_PATH", status: envHonoured, kind: envSpecial, flags: []string{"metrics-path"}, def: "/metrics", note: "read with USE_PROMETHEUS=true"},
 	{name: "PROMETHEUS_MAPPER_YAML", status: envIgnored, kind: envString, note: "the metrics have Prometheus names of their own, not mapped from statsd's"},
 	{name: "RUNTIME_ROOT", status: envHonoured, kind: envSpecial, flags: []string{"config"}, def: "/srv/runtime_data/current",
 		note: "-config is RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY"},
-	{name: "RUNTIME_SUBDIRECTORY", status: envHonoured, kind: envSpecial, flags: []string{"config"}},
+	{name: "RUNTIME_SUBDIRECTORY", status: envDiffers, kind: envSpecial, flags: []string{"config"},
+		note: "unset, the configuration is RUNTIME_ROOT/RUNTIME_APPDIRECTORY (envoy ratelimit, watching the root, then loads none)"},
 	{name: "RUNTIME_APPDIRECTORY", status: envDiffers, kind: envSpecial, flags: []string{"config"}, def: "config",
 		note: "the directory's *.yaml and *.yml files are read, not its subdirectories nor other names"},
 	{name: "RUNTIME_IGNOREDOTFILES", status: envDiffers, kind: envBool, def: "false",
@@ -244,6 +249,8 @@ type compatFlags struct {
 	tlsClientSAN  string
 	tlsHTTP       bool
 	mergeDomains  bool
+	metricsAddr   string
+	metricsPath   string
 	envRead       []string      // the variables that set something, for the log
 	ignored       []string      // the ignored variables set, "NAME: why", for the log
 	secretsOffEnv bool          // secret keys off because the process is set up by envoy ratelimit's environment
@@ -260,6 +267,8 @@ func (c *compatFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.maxConnGrace, "grpc-max-connection-age-grace", 0, "with -grpc-max-connection-age: how long its calls may then take before it is closed (0: as long as they take)")
 	fs.StringVar(&c.tlsClientSAN, "tls-client-san", "", "with -tls-client-ca: the DNS name a client certificate must hold")
 	fs.BoolVar(&c.tlsHTTP, "tls-http", true, "with -tls-cert: the HTTP listener is TLS too (false: gRPC only, as envoy ratelimit)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "a listener of its own for the metrics, plain HTTP, beside the debug listener's /metrics (empty: none)")
+	fs.StringVar(&c.metricsPath, "metrics-path", "/metrics", "with -metrics-addr: the metrics' path")
 	fs.BoolVar(&c.mergeDomains, "merge-domains", false, "a domain may be in several configuration files, their descriptors merged (a descriptor in two is still an error)")
 }
 
@@ -420,6 +429,14 @@ func (c *compatFlags) fromEnv(fs *flag.FlagSet, given map[string]bool, lookup en
 		return fmt.Errorf("BACKEND_TYPE=memcache: memcached is not a backend of actorlimitd: leave BACKEND_TYPE unset or redis (Redis with REDIS_URL, the embedded table without)")
 	default:
 		return fmt.Errorf("BACKEND_TYPE=%q: want redis (memcache is not supported)", get("BACKEND_TYPE"))
+	}
+	if on, _ := strconv.ParseBool(get("USE_PROMETHEUS")); on {
+		if err := set("metrics-addr", get("PROMETHEUS_ADDR"), "PROMETHEUS_ADDR"); err != nil {
+			return err
+		}
+		if err := set("metrics-path", get("PROMETHEUS_PATH"), "PROMETHEUS_PATH"); err != nil {
+			return err
+		}
 	}
 	if s, ok := env["LOCAL_CACHE_SIZE_IN_BYTES"]; ok {
 		if n, _ := strconv.Atoi(s); n > 0 {
@@ -588,8 +605,33 @@ func (c *compatFlags) check(clientCA string) error {
 		return fmt.Errorf("-near-limit-ratio %v: want above 0, at most 1", c.nearLimit)
 	case c.maxConnAge < 0 || c.maxConnGrace < 0:
 		return errors.New("-grpc-max-connection-age and -grpc-max-connection-age-grace must not be negative")
+	case !strings.HasPrefix(c.metricsPath, "/"):
+		return fmt.Errorf("-metrics-path %q: want a path starting with /", c.metricsPath)
 	case c.tlsClientSAN != "" && clientCA == "":
 		return errors.New("-tls-client-san needs -tls-client-ca: client certificates are asked for with it")
 	}
 	return nil
+}
+
+// serveMetrics serves reg's metrics on -metrics-addr (envoy ratelimit's
+// PROMETHEUS_ADDR), until the returned stop is called; nothing without it.
+func (c *compatFlags) serveMetrics(reg *prometheus.Registry, errs chan<- error, log *slog.Logger) (stop func(), err error) {
+	if c.metricsAddr == "" {
+		return func() {}, nil
+	}
+	l, err := listen("metrics", c.metricsAddr, log)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET "+c.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	go func() {
+		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			errs <- err
+		}
+	}()
+	log.Info("metrics listener", "addr", l.Addr().String(), "path", c.metricsPath)
+	return func() { _ = srv.Close() }, nil
 }

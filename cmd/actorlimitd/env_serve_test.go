@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,12 +37,13 @@ descriptors:
     rate_limit: {unit: day, requests_per_unit: 1}
 `)
 	writeFile(t, filepath.Join(dir, "more.yaml"), "domain: rl\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 2}\n")
-	ports := freePorts(t, 3)
+	ports := freePorts(t, 4)
 	env := []string{
 		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "USE_STATSD=false", "LOG_LEVEL=debug",
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + rs.Addr, "MERGE_DOMAIN_CONFIG=true",
 		"HOST=127.0.0.1", "PORT=" + strconv.Itoa(ports[0]), "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + strconv.Itoa(ports[1]),
 		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + strconv.Itoa(ports[2]),
+		"USE_PROMETHEUS=true", "PROMETHEUS_ADDR=127.0.0.1:" + strconv.Itoa(ports[3]), "PROMETHEUS_PATH=/prom",
 	}
 	d, err := spawnEnv(t, env)
 	require.NoError(t, err)
@@ -87,6 +90,13 @@ descriptors:
 	code, body = d.getDebug("/rlconfig")
 	assert.Equal(t, 200, code)
 	assert.Contains(t, body, "domain: rl")
+
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/prom", ports[3]))
+	require.NoError(t, err, "PROMETHEUS_ADDR, PROMETHEUS_PATH")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, string(b), "actorlimitd_requests_total")
 
 	logs := d.logs.String()
 	assert.Equal(t, 1, strings.Count(logs, "environment variable ignored"), logs)

@@ -94,6 +94,9 @@ func TestEnvEveryVariable(t *testing.T) {
 		"RUNTIME_IGNOREDOTFILES":        {"true", map[string]string{}, ""},
 		"RUNTIME_WATCH_ROOT":            {"false", map[string]string{}, ""},
 		"LOCAL_CACHE_SIZE_IN_BYTES":     {"1048576", map[string]string{"redis-denied-cache": "24h0m0s"}, ""},
+		"USE_PROMETHEUS":                {"true", map[string]string{"metrics-addr": ":9090", "metrics-path": "/metrics"}, ""},
+		"PROMETHEUS_ADDR":               {"127.0.0.1:9191", map[string]string{"metrics-addr": "127.0.0.1:9191", "metrics-path": "/metrics"}, ""},
+		"PROMETHEUS_PATH":               {"/prom", map[string]string{"metrics-addr": ":9090", "metrics-path": "/prom"}, ""},
 		"NEAR_LIMIT_RATIO":              {"0.5", map[string]string{"near-limit-ratio": "0.5"}, ""},
 		"CACHE_KEY_PREFIX":              {"rl_", map[string]string{"redis-key-prefix": "rl_"}, ""},
 		"BACKEND_TYPE":                  {"memcache", nil, "BACKEND_TYPE=memcache: memcached is not a backend"},
@@ -176,6 +179,16 @@ func TestEnvEveryVariable(t *testing.T) {
 			c, ok := cases[v.name]
 			require.True(t, ok, "%s has no case", v.name)
 			switch v.name { // what needs a companion variable to be read
+			case "PROMETHEUS_ADDR", "PROMETHEUS_PATH":
+				_, values, err := parseEnv(t, map[string]string{v.name: c.value})
+				require.NoError(t, err)
+				assert.Equal(t, "", values["metrics-addr"], "read only with USE_PROMETHEUS=true")
+				_, values, err = parseEnv(t, map[string]string{"USE_PROMETHEUS": "true", v.name: c.value})
+				require.NoError(t, err)
+				for fl, want := range c.flags {
+					assert.Equal(t, want, values[fl])
+				}
+				return
 			case "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN":
 				env := map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": cert, "GRPC_SERVER_TLS_KEY": key,
 					"GRPC_CLIENT_TLS_CACERT": cert, v.name: c.value}

@@ -265,8 +265,14 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	e.serve(errs)
+	stopMetrics, err := f.compat.serveMetrics(reg, errs, log)
+	if err != nil {
+		e.stop()
+		return err
+	}
+	defer stopMetrics()
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()

@@ -190,7 +190,7 @@ var envTable = []envVar{
 		note: "unset, a path is a socket and host:port is TCP"},
 	{name: "REDIS_PERSECOND_TYPE", status: envHonoured, kind: envString, flags: []string{"redis-persecond-type"}, def: "SINGLE"},
 	{name: "REDIS_PERSECOND_URL", status: envHonoured, kind: envString, flags: []string{"redis-persecond-url"}, def: "/var/run/nutcracker/ratelimitpersecond.sock",
-		note: "read with REDIS_PERSECOND=true"},
+		note: "read with REDIS_PERSECOND=true (unset, its default socket)"},
 	{name: "REDIS_PERSECOND_POOL_SIZE", status: envHonoured, kind: envInt, flags: []string{"redis-persecond-pool-size"}, def: "10"},
 	{name: "REDIS_PERSECOND_AUTH", status: envHonoured, kind: envString, flags: []string{"redis-persecond-auth"}},
 	{name: "REDIS_PERSECOND_TLS", status: envHonoured, kind: envBool, flags: []string{"redis-persecond-tls"}, def: "false"},
@@ -362,6 +362,11 @@ func (c *compatFlags) fromEnv(fs *flag.FlagSet, given map[string]bool, lookup en
 			return fmt.Errorf("%s=%q: want a port number, 0 to 65535", a.port, port)
 		}
 		if err := set(a.flag, net.JoinHostPort(get(a.host), port), a.host+", "+a.port); err != nil {
+			return err
+		}
+	}
+	if on, _ := strconv.ParseBool(get("REDIS_PERSECOND")); on && env["REDIS_PERSECOND_URL"] == "" {
+		if err := set("redis-persecond-url", envDefault("REDIS_PERSECOND_URL"), "REDIS_PERSECOND"); err != nil {
 			return err
 		}
 	}
@@ -562,7 +567,7 @@ func (c *compatFlags) logStart(log *slog.Logger) {
 	log.Info("set up by envoy ratelimit's environment variables; a flag given wins over its variable", "variables", strings.Join(c.envRead, ","))
 	for _, ig := range c.ignored {
 		name, why, _ := strings.Cut(ig, ": ")
-		log.Info("environment variable ignored", "variable", name, "why", why)
+		log.Warn("environment variable ignored", "variable", name, "why", why) // WARN: seen at envoy ratelimit's LOG_LEVEL
 	}
 	if c.secretsOffEnv {
 		log.Warn("secret descriptor keys are off, as envoy ratelimit keeps every value in clear: to keep the values of api_key, authorization... as their HMAC, set " +

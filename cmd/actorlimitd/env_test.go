@@ -426,3 +426,30 @@ func TestEnvTableFollowsEnvoySettings(t *testing.T) {
 	delete(docRows, envSecretKeys)
 	assert.Empty(t, docRows, "docs/service.md's rows that envoy ratelimit does not have")
 }
+
+// TestEnvTogether: variables read together.
+func TestEnvTogether(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		want map[string]string
+	}{
+		{map[string]string{"REDIS_URL": "r:1", "REDIS_PERSECOND": "true"},
+			map[string]string{"redis-persecond": "true", "redis-persecond-url": "/var/run/nutcracker/ratelimitpersecond.sock"}},
+		{map[string]string{"REDIS_URL": "r:1", "REDIS_PERSECOND": "true", "REDIS_PERSECOND_URL": "r:2"},
+			map[string]string{"redis-persecond": "true", "redis-persecond-url": "r:2"}},
+		{map[string]string{"HOST": "127.0.0.1", "PORT": "1", "GRPC_UDS": "/s", "GRPC_PORT": "2"},
+			map[string]string{"http-addr": "127.0.0.1:1", "grpc-addr": "unix:/s"}},
+		{map[string]string{"RUNTIME_ROOT": "/r", "RUNTIME_SUBDIRECTORY": "s", "RUNTIME_APPDIRECTORY": "a"},
+			map[string]string{"config": "/r/s/a"}},
+		{map[string]string{"LOG_LEVEL": "warning", "LOG_FORMAT": "JSON"}, map[string]string{"log-level": "warn", "log-format": "json"}},
+		{map[string]string{"LOG_LEVEL": "Trace", "LOG_FORMAT": "logfmt"}, map[string]string{"log-level": "debug", "log-format": "text"}},
+		{map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "0"}, map[string]string{"redis-denied-cache": "0s"}},
+	}
+	for _, c := range cases {
+		_, values, err := parseEnv(t, c.env)
+		require.NoError(t, err, "%v", c.env)
+		for fl, want := range c.want {
+			assert.Equal(t, want, values[fl], "%v: -%s", c.env, fl)
+		}
+	}
+}

@@ -10,14 +10,18 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
-// Stamp is what tells that a file changed: its modification time and
-// size, zero when it cannot be read.
+// Stamp is what tells that a file changed: its modification time, size,
+// device and inode (a file renamed over it is another inode, even when
+// written within the same clock tick and of the same size), zero when it
+// cannot be read.
 type Stamp struct {
-	mod  time.Time
-	size int64
+	mod      time.Time
+	size     int64
+	dev, ino uint64
 }
 
 // StampOf returns path's Stamp now (through symlinks).
@@ -26,7 +30,11 @@ func StampOf(path string) Stamp {
 	if err != nil {
 		return Stamp{}
 	}
-	return Stamp{mod: fi.ModTime(), size: fi.Size()}
+	st := Stamp{mod: fi.ModTime(), size: fi.Size()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.dev, st.ino = uint64(sys.Dev), sys.Ino
+	}
+	return st
 }
 
 // KeyPair is a certificate and its key read from two files, read again at

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/actorlimit/actorlimit"
+	"github.com/actorlimit/actorlimit/internal/certs"
 )
 
 // TLS is the members' mutual TLS: every member presents the certificate
@@ -106,21 +107,6 @@ func (t *TLS) configs(now func() time.Time) (server, client *tls.Config, err err
 	return server, client, nil
 }
 
-// fileStamp is what tells that a file changed: its modification time and
-// size, zero when it cannot be read.
-type fileStamp struct {
-	mod  time.Time
-	size int64
-}
-
-func stampOf(path string) fileStamp {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fileStamp{}
-	}
-	return fileStamp{mod: fi.ModTime(), size: fi.Size()}
-}
-
 // tlsFiles is a member's TLS configurations, re-read from its files when
 // they change. It is safe for concurrent use.
 type tlsFiles struct {
@@ -129,9 +115,9 @@ type tlsFiles struct {
 	logger *slog.Logger
 
 	mu             sync.Mutex
-	stamps         [3]fileStamp // of CertFile, KeyFile, CAFile, as last read
+	stamps         [3]certs.Stamp // of CertFile, KeyFile, CAFile, as last read
 	server, client *tls.Config
-	failed         [3]fileStamp // the stamps of the last read that failed, to log it once
+	failed         [3]certs.Stamp // the stamps of the last read that failed, to log it once
 }
 
 // newTLSFiles reads t's files: an error when they do not make a
@@ -146,8 +132,8 @@ func newTLSFiles(t TLS, now func() time.Time, logger *slog.Logger) (*tlsFiles, e
 	return f, nil
 }
 
-func (f *tlsFiles) stampsNow() [3]fileStamp {
-	return [3]fileStamp{stampOf(f.t.CertFile), stampOf(f.t.KeyFile), stampOf(f.t.CAFile)}
+func (f *tlsFiles) stampsNow() [3]certs.Stamp {
+	return [3]certs.Stamp{certs.StampOf(f.t.CertFile), certs.StampOf(f.t.KeyFile), certs.StampOf(f.t.CAFile)}
 }
 
 // current returns the configurations of the files as they are now: read

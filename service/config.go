@@ -127,6 +127,8 @@ type Config struct {
 	texts [][]byte
 	// secret holds, per domain, the keys a descriptor says secret: true of.
 	secret map[string]map[string]bool
+	// merge: a domain may be in several files (LoadOptions.MergeDomains).
+	merge bool
 }
 
 // Rules returns how many rate_limit entries the configuration holds.
@@ -165,7 +167,18 @@ type node struct {
 // *.yml file of a directory (not its subdirectories, nor names starting
 // with '.', so that a Kubernetes ConfigMap's mount is read as its files),
 // in name order, each with one domain. A domain in two files is an error.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadWith(path, LoadOptions{}) }
+
+// LoadOptions are the choices of LoadWith.
+type LoadOptions struct {
+	// MergeDomains lets a domain be in several files: each one's
+	// descriptors are added to the domain's (envoy ratelimit's
+	// MERGE_DOMAIN_CONFIG). A descriptor in two files is still an error.
+	MergeDomains bool
+}
+
+// LoadWith is Load with o's choices.
+func LoadWith(path string, o LoadOptions) (*Config, error) {
 	files, err := configFiles(path)
 	if err != nil {
 		return nil, err
@@ -183,6 +196,7 @@ func Load(path string) (*Config, error) {
 		fs = append(fs, file{name, data})
 	}
 	c := newConfig()
+	c.merge = o.MergeDomains
 	for _, f := range fs {
 		if err := c.add(f.name, f.data); err != nil {
 			return nil, err
@@ -279,10 +293,13 @@ func (c *Config) add(file string, data []byte) error {
 	if domain == "" {
 		return nodeErr(file, root, "config file cannot have empty domain")
 	}
-	if _, dup := c.domains[domain]; dup {
-		return nodeErr(file, root, fmt.Sprintf("duplicate domain %q in config file (every domain is in one file)", domain))
+	top, dup := c.domains[domain]
+	switch {
+	case dup && !c.merge:
+		return nodeErr(file, root, fmt.Sprintf("duplicate domain %q in config file (every domain is in one file, unless merged: MERGE_DOMAIN_CONFIG, -merge-domains)", domain))
+	case !dup:
+		top = &node{children: map[string]*node{}}
 	}
-	top := &node{children: map[string]*node{}}
 	if err := c.loadDescriptors(file, domain, "", top, descs); err != nil {
 		return err
 	}

@@ -255,3 +255,51 @@ descriptors:
 	tm := c.Match("x", desc("team", "red"))
 	assert.Equal(t, "team_red", tm.Label())
 }
+
+// TestLoadMergeDomains: with MergeDomains, a domain's descriptors may come
+// from several files (envoy ratelimit's MERGE_DOMAIN_CONFIG); a descriptor
+// in two of them is still an error, and without it the domain in two files
+// is.
+func TestLoadMergeDomains(t *testing.T) {
+	cases := []struct {
+		name  string
+		files map[string]string
+		merge bool
+		err   string
+		rules map[string]uint32 // key=value -> requests_per_unit of the rule matched
+	}{
+		{"merged", map[string]string{
+			"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    value: one\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
+			"b.yaml": "domain: d\ndescriptors:\n  - key: k\n    value: two\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
+		}, true, "", map[string]uint32{"one": 1, "two": 2}},
+		{"refused without merging", map[string]string{
+			"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    value: one\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
+			"b.yaml": "domain: d\ndescriptors:\n  - key: k\n    value: two\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
+		}, false, `duplicate domain "d"`, nil},
+		{"a descriptor in two files", map[string]string{
+			"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    value: one\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
+			"b.yaml": "domain: d\ndescriptors:\n  - key: k\n    value: one\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
+		}, true, "duplicate descriptor composite key 'd.k_one'", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, text := range c.files {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+			}
+			cfg, err := service.LoadWith(dir, service.LoadOptions{MergeDomains: c.merge})
+			if c.err != "" {
+				require.ErrorContains(t, err, c.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, []string{"d"}, cfg.Domains())
+			assert.Equal(t, len(c.rules), cfg.Rules())
+			for value, want := range c.rules {
+				m := cfg.Match("d", desc("k", value))
+				require.NotNil(t, m.Rule, value)
+				assert.Equal(t, want, m.Rule.RequestsPerUnit, value)
+			}
+		})
+	}
+}

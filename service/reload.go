@@ -30,6 +30,7 @@ type Reloader struct {
 	srv     *Server
 	metrics *Metrics
 	log     *slog.Logger
+	opts    LoadOptions
 
 	mu   sync.Mutex
 	last [32]byte
@@ -44,13 +45,21 @@ func NewReloader(path string, srv *Server, metrics *Metrics, log *slog.Logger) *
 	return &Reloader{path: path, srv: srv, metrics: metrics, log: log}
 }
 
+// SetLoadOptions sets how the configuration is loaded; call it before the
+// first Reload.
+func (r *Reloader) SetLoadOptions(o LoadOptions) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.opts = o
+}
+
 // Reload loads the configuration now and puts it in force, or returns why
 // not (the one in force stays).
 func (r *Reloader) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.last = signature(r.path)
-	c, err := Load(r.path)
+	c, err := LoadWith(r.path, r.opts)
 	if err == nil {
 		err = r.srv.CheckConfig(c)
 	}

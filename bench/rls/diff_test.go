@@ -132,6 +132,7 @@ func differential(t *testing.T, seed uint64, n int, self bool, o envoyOptions, f
 		add("actorlimitd (embedded)", startActorlimitd(t, cfg, "", flags...))
 		add("actorlimitd (-shards 4)", startActorlimitd(t, cfg, "", append([]string{"-shards", "4"}, flags...)...))
 		add("actorlimitd (-redis)", startActorlimitd(t, cfg, startRedis(t).Addr, flags...))
+		add("actorlimitd (envoy ratelimit's environment, no flags)", startActorlimitdEnv(t, cfg, startRedis(t).Addr, o))
 		if !testing.Short() {
 			cands = append(cands, &candidate{name: "actorlimitd (a cluster of three, owner mode)",
 				client: roundRobin(rlsClients(t, startActorlimitdCluster(t, cfg, 3, flags...))), cmp: newComparer()})

@@ -57,18 +57,34 @@ type envoyOptions struct {
 func startEnvoy(tb testing.TB, cfg configDir, redisAddr string, o envoyOptions) string {
 	tb.Helper()
 	bin := envoyBinary(tb)
-	grpcPort, httpPort, debugPort := freePort(tb), freePort(tb), freePort(tb)
+	grpcPort, httpPort := freePort(tb), freePort(tb)
+	start(tb, "envoy ratelimit", bin, nil, envoyEnv(tb, cfg, redisAddr, grpcPort, httpPort, o), httpOK("http://"+addr(httpPort)+"/healthcheck"))
+	return addr(grpcPort)
+}
+
+// envoyEnv is the environment startEnvoy gives envoy ratelimit.
+func envoyEnv(tb testing.TB, cfg configDir, redisAddr string, grpcPort, httpPort int, o envoyOptions) []string {
 	env := []string{
 		"HOST=127.0.0.1", "PORT=" + strconv.Itoa(httpPort),
 		"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + strconv.Itoa(grpcPort),
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + strconv.Itoa(debugPort),
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + strconv.Itoa(freePort(tb)),
 		"USE_STATSD=false", "LOG_LEVEL=warn",
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr,
 		"RUNTIME_ROOT=" + cfg.Root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
 		"LOCAL_CACHE_SIZE_IN_BYTES=" + strconv.Itoa(o.LocalCacheBytes),
 	}
-	env = append(env, o.Env...)
-	start(tb, "envoy ratelimit", bin, nil, env, httpOK("http://"+addr(httpPort)+"/healthcheck"))
+	return append(env, o.Env...)
+}
+
+// startActorlimitdEnv starts cmd/actorlimitd with no flags, set up by the
+// environment startEnvoy gives envoy ratelimit (its own Redis at
+// redisAddr), and returns its gRPC address: the image swapped, nothing
+// else.
+func startActorlimitdEnv(tb testing.TB, cfg configDir, redisAddr string, o envoyOptions) string {
+	tb.Helper()
+	bin := actorlimitdBinary(tb)
+	grpcPort, httpPort := freePort(tb), freePort(tb)
+	start(tb, "actorlimitd", bin, nil, envoyEnv(tb, cfg, redisAddr, grpcPort, httpPort, o), httpOK("http://"+addr(httpPort)+"/healthcheck"))
 	return addr(grpcPort)
 }
 

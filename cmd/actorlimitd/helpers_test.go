@@ -57,7 +57,17 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 
 func spawn(t *testing.T, args ...string) (*daemon, error) {
 	t.Helper()
+	return spawnEnv(t, nil, args...)
+}
+
+// spawnEnv is spawn with env added to the process's environment; with env,
+// the addresses are not added to args (the environment may give them).
+func spawnEnv(t *testing.T, env []string, args ...string) (*daemon, error) {
+	t.Helper()
 	joined := strings.Join(args, " ")
+	if env != nil {
+		joined = "-grpc-addr -http-addr -debug-addr"
+	}
 	if !strings.Contains(joined, "-grpc-addr") {
 		args = append(args, "-grpc-addr", "127.0.0.1:0")
 	}
@@ -68,7 +78,7 @@ func spawn(t *testing.T, args ...string) (*daemon, error) {
 		args = append(args, "-debug-addr", "127.0.0.1:0")
 	}
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), daemonEnv+"=1")
+	cmd.Env = append(append(os.Environ(), daemonEnv+"=1"), env...)
 	d := &daemon{t: t, cmd: cmd, logs: &testkit.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = d.logs
 	out, err := cmd.StdoutPipe()

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/actorlimit/actorlimit"
+	certfiles "github.com/actorlimit/actorlimit/internal/certs"
 	"github.com/actorlimit/actorlimit/service"
 )
 
@@ -121,17 +122,18 @@ func (e *listenFlags) check(f *flags) error {
 }
 
 // serverTLS returns the listeners' TLS configuration, nil without
-// -tls-cert: with -tls-client-ca, a client must present a certificate that
+// -tls-cert: the certificate is read again at a handshake when its files
+// changed; with -tls-client-ca, a client must present a certificate that
 // CA signed.
-func serverTLS(f flags) (*tls.Config, error) {
+func serverTLS(f flags, log *slog.Logger) (*tls.Config, error) {
 	if f.tlsCert == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+	pair, err := certfiles.NewKeyPair(f.tlsCert, f.tlsKey, log)
 	if err != nil {
 		return nil, fmt.Errorf("-tls-cert, -tls-key: %w", err)
 	}
-	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	c := &tls.Config{GetCertificate: pair.GetCertificate, MinVersion: tls.VersionTLS12}
 	if f.listen.tlsClientCA != "" {
 		pem, err := os.ReadFile(f.listen.tlsClientCA)
 		if err != nil {
@@ -142,6 +144,7 @@ func serverTLS(f flags) (*tls.Config, error) {
 			return nil, fmt.Errorf("-tls-client-ca %s: no PEM certificate in the file", f.listen.tlsClientCA)
 		}
 		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		c.VerifyPeerCertificate = requireSAN(f.compat.tlsClientSAN)
 	}
 	return c, nil
 }
@@ -159,7 +162,7 @@ type edge struct {
 // their bounds: gRPC's receive size, streams, keepalive and requests in
 // flight; HTTP's timeouts and /json's body.
 func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracing, ready *atomic.Bool, log *slog.Logger) (*edge, error) {
-	tlsConf, err := serverTLS(f)
+	tlsConf, err := serverTLS(f, log)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +176,7 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracin
 		grpc.MaxConcurrentStreams(uint32(f.listen.maxStreams)),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.KeepaliveEnforcementPolicy(keepaliveEnforcement),
-		grpc.KeepaliveParams(keepaliveServer),
+		grpc.KeepaliveParams(f.compat.keepalive(keepaliveServer)),
 		grpc.ConnectionTimeout(handshakeTimeout),
 	}
 	if tlsConf != nil {
@@ -198,7 +201,9 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracin
 		_, _ = io.WriteString(w, "OK\n")
 	})
 	e.http = f.listen.httpServer(mux, log)
-	e.http.TLSConfig = tlsConf
+	if f.compat.tlsHTTP {
+		e.http.TLSConfig = tlsConf
+	}
 
 	if e.gl, err = listen("gRPC", f.grpcAddr, log); err != nil {
 		return nil, err
@@ -207,7 +212,7 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracin
 		e.gl.Close()
 		return nil, err
 	}
-	if tlsConf != nil {
+	if tlsConf != nil && f.compat.tlsHTTP {
 		e.hl = tls.NewListener(e.hl, tlsConf)
 	}
 	if f.listen.debugAddr != "" {

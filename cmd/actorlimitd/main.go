@@ -65,6 +65,7 @@ type flags struct {
 	listen                     listenFlags  // listeners.go
 	tracing                    tracingFlags // tracing.go
 	xds                        xdsFlags     // xds.go
+	compat                     compatFlags  // env.go
 }
 
 // clusterFlags are the -cluster-* flags.
@@ -126,14 +127,27 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	f.edge.register(fs)
 	f.tracing.register(fs)
 	f.xds.register(fs)
+	f.compat.register(fs)
+	envDoc(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	given := givenFlags(fs) // on the command line, before the environment sets more
+	if err := f.compat.fromEnv(fs, given, lookupEnv); err != nil {
+		return f, err
+	}
 	if err := f.xds.check(); err != nil {
 		return f, err
+	}
+	if f.xds.on() && !given["config"] {
+		// The runtime directory envoy ratelimit's environment names holds,
+		// with xDS, only rate_limit_quota sections, if it is there at all.
+		if _, err := os.Stat(f.config); err != nil {
+			f.config = ""
+		}
 	}
 	switch {
 	case f.config == "" && !f.xds.on():
@@ -166,6 +180,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	if err := f.listen.check(&f); err != nil {
 		return f, err
 	}
+	if err := f.compat.check(f.listen.tlsClientCA); err != nil {
+		return f, err
+	}
 	if err := f.tracing.check(os.Getenv); err != nil {
 		return f, err
 	}
@@ -190,11 +207,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	level, _ := parseLevel(f.logLevel)
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := f.compat.logger(f.logLevel, stderr)
 	for _, w := range f.listen.deprecatedInUse {
 		log.Warn(w)
 	}
+	f.compat.logStart(log)
 	if err := serve(f, stdout, log); err != nil {
 		log.Error("actorlimitd stopped", "err", err)
 		return 1
@@ -244,7 +261,7 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 		Limiter: b.limiter, Metrics: svcMetrics, Logger: log, Bounds: f.bounds,
 		ResponseHeaders: f.responseHeaders, AllOrNothing: f.allOrNothing, DeniedNotCounted: f.deniedNotCounted,
 		ShadowMode: f.shadowMode, Secrets: secrets, MaxHitsAddend: f.edge.maxHitsAddend,
-		Tracer: tr.serviceTracer(),
+		Tracer: tr.serviceTracer(), NearLimitRatio: f.compat.nearLimit,
 	})
 	if err != nil {
 		return err
@@ -261,8 +278,14 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	e.serve(errs)
+	stopMetrics, err := f.compat.serveMetrics(reg, errs, log)
+	if err != nil {
+		e.stop()
+		return err
+	}
+	defer stopMetrics()
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -332,6 +355,18 @@ func shutdown(gs *grpc.Server, hsrv *http.Server, grace time.Duration, log *slog
 
 // listen listens on addr, warning when it is not a loopback address.
 func listen(what, addr string, log *slog.Logger) (net.Listener, error) {
+	network := "tcp"
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok { // envoy ratelimit's GRPC_UDS
+		network, addr = "unix", path
+		if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSocket != 0 {
+			_ = os.Remove(path) // a socket left by a process before this one
+		}
+		l, err := net.Listen(network, addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return l, nil
+	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s address %q: %w", what, addr, err)
@@ -339,7 +374,7 @@ func listen(what, addr string, log *slog.Logger) (net.Listener, error) {
 	if beyondLoopback(host) {
 		log.Warn("listening beyond loopback: anyone who reaches this address can use the service", "listener", what, "addr", addr)
 	}
-	l, err := net.Listen("tcp", addr)
+	l, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}

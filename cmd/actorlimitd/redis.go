@@ -50,6 +50,7 @@ type redisFlags struct {
 	tlsKey    string
 	tlsServer string
 	tlsNoHost bool
+	keyPrefix string // env.go's -redis-key-prefix
 }
 
 // register adds the flags to fs.
@@ -440,7 +441,7 @@ func (r *redisFlags) openStore(c *redisConn, prefix string, deniedCache time.Dur
 		log.Warn("Redis does not answer yet: deciding on the local fallback until it does", "redis", t.describe(), "err", err)
 	}
 	opts := []redisstore.Option{redisstore.WithLogger(log.With("redis", t.describe())), redisstore.WithTimeout(c.timeout),
-		redisstore.WithPrefix("actorlimitd:")}
+		redisstore.WithPrefix(r.keyPrefix)}
 	if deniedCache > 0 {
 		opts = append(opts, redisstore.WithDeniedCache(deniedCache))
 	}
@@ -458,6 +459,7 @@ func (r *redisFlags) openStore(c *redisConn, prefix string, deniedCache time.Dur
 // table decides meanwhile.
 func openRedis(f flags, col *metrics.Collector, log *slog.Logger) (*backend, error) {
 	r := &f.redisOpts
+	r.keyPrefix = f.compat.keyPrefix
 	if err := r.check(f.redis, f.redisTimeout); err != nil {
 		return nil, err
 	}

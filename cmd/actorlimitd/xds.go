@@ -138,6 +138,7 @@ func (x *xdsFlags) options() (service.XDSOptions, error) {
 func loadConfig(f flags, srv *service.Server, m *service.Metrics, log *slog.Logger) (r *service.Reloader, stop func(), err error) {
 	if !f.xds.on() {
 		r = service.NewReloader(f.config, srv, m, log)
+		r.SetLoadOptions(service.LoadOptions{MergeDomains: f.compat.mergeDomains})
 		if err := r.Reload(); err != nil {
 			return nil, nil, fmt.Errorf("the configuration: %w", err)
 		}

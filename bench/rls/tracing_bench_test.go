@@ -34,10 +34,10 @@ func startTraceSink(tb testing.TB) *traceSink {
 	return s
 }
 
-// startActorlimitdEnv starts the actorlimitd program bin on cfg's embedded
+// startActorlimitdBin starts the actorlimitd program bin on cfg's embedded
 // table with extra flags and env (NAME=value, added to this process's) and
 // returns its gRPC address.
-func startActorlimitdEnv(tb testing.TB, bin string, cfg configDir, env []string, extra ...string) string {
+func startActorlimitdBin(tb testing.TB, bin string, cfg configDir, env []string, extra ...string) string {
 	tb.Helper()
 	grpcPort, httpPort := freePort(tb), freePort(tb)
 	args := append([]string{"-config", cfg.Files, "-grpc-addr", addr(grpcPort), "-http-addr", addr(httpPort),
@@ -70,12 +70,12 @@ func BenchmarkTracing(b *testing.B) {
 	otlp := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + sink.srv.URL, "OTEL_TRACES_EXPORTER=", "OTEL_TRACES_SAMPLER=", "OTEL_SDK_DISABLED="}
 	bin := actorlimitdBinary(b)
 	impls := []*rlsImpl{
-		{name: "off", addr: startActorlimitdEnv(b, bin, cfg, otlp, "-debug-addr", "")},
-		{name: "unsampled", addr: startActorlimitdEnv(b, bin, cfg, otlp, "-debug-addr", "", "-tracing", "-tracing-sampling-rate", "0")},
-		{name: "sampled", addr: startActorlimitdEnv(b, bin, cfg, otlp, "-debug-addr", "", "-tracing", "-tracing-sampling-rate", "1")},
+		{name: "off", addr: startActorlimitdBin(b, bin, cfg, otlp, "-debug-addr", "")},
+		{name: "unsampled", addr: startActorlimitdBin(b, bin, cfg, otlp, "-debug-addr", "", "-tracing", "-tracing-sampling-rate", "0")},
+		{name: "sampled", addr: startActorlimitdBin(b, bin, cfg, otlp, "-debug-addr", "", "-tracing", "-tracing-sampling-rate", "1")},
 	}
 	if pre := os.Getenv("RLS_TRACING_BASELINE"); pre != "" {
-		impls = append(impls, &rlsImpl{name: "pre-tracing", addr: startActorlimitdEnv(b, pre, cfg, nil)})
+		impls = append(impls, &rlsImpl{name: "pre-tracing", addr: startActorlimitdBin(b, pre, cfg, nil)})
 	}
 	b.Cleanup(func() {
 		for _, im := range impls {

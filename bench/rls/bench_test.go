@@ -55,6 +55,10 @@ const (
 // BENCH_RLS_PEERS=1 asks for them (rls.sh sets it).
 func peersWanted() bool { return os.Getenv("BENCH_RLS_PEERS") == "1" }
 
+// envoyWanted reports whether BenchmarkRLS runs envoy ratelimit: with the
+// other peers, or alone with BENCH_RLS_PEERS=envoy.
+func envoyWanted() bool { return peersWanted() || os.Getenv("BENCH_RLS_PEERS") == "envoy" }
+
 // rlsImpl is one server that the benchmarks measure.
 type rlsImpl struct {
 	name  string
@@ -172,7 +176,8 @@ func guberCall(conn *grpc.ClientConn, reqs []guberReq) func(ctx context.Context)
 	}
 }
 
-// startImpls starts the servers the benchmarks compare, for b: the floor,
+// startImpls starts the servers the benchmarks compare, for b: the floor
+// (on grpc-go's codec), the floor on actorlimitd's codec (floor-codec),
 // actorlimitd on the embedded table and on Redis, and with
 // BENCH_RLS_PEERS=1 envoy ratelimit (on the same redis-server) and
 // gubernator.
@@ -180,16 +185,17 @@ func startImpls(b *testing.B) []*rlsImpl {
 	cfg := writeConfig(b, map[string]string{"bench.yaml": benchConfig})
 	rs := startRedis(b)
 	rc := rs.Client()
-	impls := []*rlsImpl{{name: "floor", addr: startFloor(b)}}
+	impls := []*rlsImpl{{name: "floor", addr: startFloor(b)}, {name: "floor-codec", addr: startFloor(b, "-codec", "service")}}
 	if hasActorlimitd() {
 		impls = append(impls,
 			&rlsImpl{name: "actorlimitd", addr: startActorlimitd(b, cfg, "")},
 			&rlsImpl{name: "actorlimitd-redis", addr: startActorlimitd(b, cfg, rs.Addr), redis: rc})
 	}
+	if envoyWanted() {
+		impls = append(impls, &rlsImpl{name: "envoy-ratelimit", addr: startEnvoy(b, cfg, rs.Addr, envoyOptions{}), redis: rc})
+	}
 	if peersWanted() {
-		impls = append(impls,
-			&rlsImpl{name: "envoy-ratelimit", addr: startEnvoy(b, cfg, rs.Addr, envoyOptions{}), redis: rc},
-			&rlsImpl{name: "gubernator", addr: startGubernator(b), guber: true})
+		impls = append(impls, &rlsImpl{name: "gubernator", addr: startGubernator(b), guber: true})
 	}
 	b.Cleanup(func() {
 		for _, im := range impls {

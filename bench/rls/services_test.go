@@ -89,12 +89,13 @@ func startActorlimitd(tb testing.TB, cfg configDir, redisAddr string, extra ...s
 	return addr(grpcPort)
 }
 
-// startFloor starts bench/cmd/rlsfloor and returns its gRPC address.
-func startFloor(tb testing.TB) string {
+// startFloor starts bench/cmd/rlsfloor with flags and returns its gRPC
+// address.
+func startFloor(tb testing.TB, flags ...string) string {
 	tb.Helper()
 	bin := floorBinary(tb)
 	a := addr(freePort(tb))
-	start(tb, "rlsfloor", bin, []string{"-grpc-addr", a}, nil, dialOK(a))
+	start(tb, "rlsfloor", bin, append([]string{"-grpc-addr", a}, flags...), nil, dialOK(a))
 	return a
 }
 

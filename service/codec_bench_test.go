@@ -19,9 +19,9 @@ import (
 	"github.com/actorlimit/actorlimit/service"
 )
 
-// benchServer returns a Server on the embedded table with metrics, and
-// requests of n descriptors (user; path; tenant and plan) over 1 000 users.
-func benchServer(b testing.TB) (*service.Server, func(n int) []*rlsv3.RateLimitRequest) {
+// benchConfig returns the benchmarks' configuration, and requests of n
+// descriptors (user; path; tenant and plan) over 1 000 users.
+func benchConfig(tb testing.TB) (*service.Config, func(n int) []*rlsv3.RateLimitRequest) {
 	cfg, err := service.Parse(map[string][]byte{"b.yaml": []byte(`
 domain: b
 descriptors:
@@ -35,14 +35,7 @@ descriptors:
       - key: plan
         rate_limit: {unit: hour, requests_per_unit: 1000000}
 `)})
-	require.NoError(b, err)
-	lim, err := actorlimit.Start()
-	require.NoError(b, err)
-	b.Cleanup(func() { lim.Close() })
-	m, err := service.NewMetrics(nil, 0)
-	require.NoError(b, err)
-	srv, err := service.New(cfg, service.Options{Limiter: lim, Metrics: m})
-	require.NoError(b, err)
+	require.NoError(tb, err)
 	reqs := func(n int) []*rlsv3.RateLimitRequest {
 		out := make([]*rlsv3.RateLimitRequest, 1000)
 		for i := range out {
@@ -52,6 +45,20 @@ descriptors:
 		}
 		return out
 	}
+	return cfg, reqs
+}
+
+// benchServer returns a Server on the embedded table with metrics, and
+// benchConfig's requests.
+func benchServer(tb testing.TB) (*service.Server, func(n int) []*rlsv3.RateLimitRequest) {
+	cfg, reqs := benchConfig(tb)
+	lim, err := actorlimit.Start()
+	require.NoError(tb, err)
+	tb.Cleanup(func() { lim.Close() })
+	m, err := service.NewMetrics(nil, 0)
+	require.NoError(tb, err)
+	srv, err := service.New(cfg, service.Options{Limiter: lim, Metrics: m})
+	require.NoError(tb, err)
 	return srv, reqs
 }
 

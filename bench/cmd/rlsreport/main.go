@@ -117,6 +117,9 @@ func run(in io.Reader, out io.Writer) error {
 		fmt.Fprintf(w, "### ShouldRateLimit, %d descriptor(s) a request: requests/s (p50 / p99 µs), medians\n\n", d)
 		fmt.Fprintf(w, "| clients | %s |\n|---:|%s\n", strings.Join(present, " | "), strings.Repeat("---:|", len(present)))
 		for _, c := range []int{1, 16, 64, 256} {
+			if !measured(rls, d, c) {
+				continue
+			}
 			fmt.Fprintf(w, "| %d |", c)
 			for _, im := range present {
 				s := rls[key{d, c, im}]
@@ -141,6 +144,9 @@ func run(in io.Reader, out io.Writer) error {
 	fmt.Fprint(w, "| descriptors | clients | embedded / floor req/s (>= 1.15) | embedded / floor-codec req/s (>= 0.95) | embedded p99 <= floor p99 | embedded p99 < envoy p99 | Redis / envoy req/s (>= 1.8) |\n|---:|---:|---:|---:|---|---|---:|\n")
 	for _, d := range []int{1, 3} {
 		for _, c := range []int{16, 64, 256} {
+			if !measured(rls, d, c) {
+				continue
+			}
 			get := func(im, m string) (float64, bool) { return med(rls[key{d, c, im}], m) }
 			cell := func(a, b float64, okA, okB bool, min float64) string {
 				if !okA || !okB || b == 0 {
@@ -201,4 +207,15 @@ func run(in io.Reader, out io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	return nil
+}
+
+// measured reports whether any server was measured with d descriptors at
+// c clients (a run may leave client counts out).
+func measured(rls map[key]sample, d, c int) bool {
+	for k := range rls {
+		if k.desc == d && k.clients == c {
+			return true
+		}
+	}
+	return false
 }

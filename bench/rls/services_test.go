@@ -68,7 +68,7 @@ func startEnvoy(tb testing.TB, cfg configDir, redisAddr string, o envoyOptions) 
 		"LOCAL_CACHE_SIZE_IN_BYTES=" + strconv.Itoa(o.LocalCacheBytes),
 	}
 	env = append(env, o.Env...)
-	start(tb, "envoy ratelimit", bin, nil, env, httpOK("http://"+addr(httpPort)+"/healthcheck"))
+	served(addr(grpcPort), start(tb, "envoy ratelimit", bin, nil, env, httpOK("http://"+addr(httpPort)+"/healthcheck")))
 	return addr(grpcPort)
 }
 
@@ -85,7 +85,7 @@ func startActorlimitd(tb testing.TB, cfg configDir, redisAddr string, extra ...s
 		args = append(args, "-redis", redisAddr)
 	}
 	args = append(args, extra...)
-	start(tb, "actorlimitd", bin, args, nil, httpOK("http://"+addr(httpPort)+"/healthcheck"))
+	served(addr(grpcPort), start(tb, "actorlimitd", bin, args, nil, httpOK("http://"+addr(httpPort)+"/healthcheck")))
 	return addr(grpcPort)
 }
 
@@ -95,7 +95,7 @@ func startFloor(tb testing.TB, flags ...string) string {
 	tb.Helper()
 	bin := floorBinary(tb)
 	a := addr(freePort(tb))
-	start(tb, "rlsfloor", bin, append([]string{"-grpc-addr", a}, flags...), nil, dialOK(a))
+	served(a, start(tb, "rlsfloor", bin, append([]string{"-grpc-addr", a}, flags...), nil, dialOK(a)))
 	return a
 }
 

@@ -114,7 +114,7 @@ func run(in io.Reader, out io.Writer) error {
 		}
 	}
 	for _, d := range []int{1, 3} {
-		fmt.Fprintf(w, "### ShouldRateLimit, %d descriptor(s) a request: requests/s (p50 / p99 µs), medians\n\n", d)
+		fmt.Fprintf(w, "### ShouldRateLimit, %d descriptor(s) a request: requests/s (p50 / p99 µs), the server's CPU a request, medians\n\n", d)
 		fmt.Fprintf(w, "| clients | %s |\n|---:|%s\n", strings.Join(present, " | "), strings.Repeat("---:|", len(present)))
 		for _, c := range []int{1, 16, 64, 256} {
 			if !measured(rls, d, c) {
@@ -131,6 +131,9 @@ func run(in io.Reader, out io.Writer) error {
 				p50, _ := med(s, "p50-µs")
 				p99, _ := med(s, "p99-µs")
 				cell := fmt.Sprintf(" %.0f (%.0f / %.0f)", rps, p50, p99)
+				if cpu, ok := med(s, "server-cpu-µs/req"); ok {
+					cell += fmt.Sprintf(", %.0f µs CPU", cpu)
+				}
 				if cmds, ok := med(s, "redis-cmds/req"); ok {
 					cell += fmt.Sprintf(", %.2f Redis cmds", cmds)
 				}
@@ -141,7 +144,7 @@ func run(in io.Reader, out io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprint(w, "### Targets, from 16 clients on\n\n")
-	fmt.Fprint(w, "| descriptors | clients | embedded / floor req/s (>= 1.15) | embedded / floor-codec req/s (>= 0.95) | embedded p99 <= floor p99 | embedded p99 < envoy p99 | Redis / envoy req/s (>= 1.8) |\n|---:|---:|---:|---:|---|---|---:|\n")
+	fmt.Fprint(w, "| descriptors | clients | embedded / floor req/s (>= 1.15) | embedded / floor-codec req/s (>= 0.95) | embedded p99 <= floor p99 | embedded p99 < envoy p99 | Redis / envoy req/s (>= 1.8) | server CPU a request: floor / floor-codec / embedded / Redis / envoy (µs) |\n|---:|---:|---:|---:|---|---|---:|---|\n")
 	for _, d := range []int{1, 3} {
 		for _, c := range []int{16, 64, 256} {
 			if !measured(rls, d, c) {
@@ -185,7 +188,15 @@ func run(in io.Reader, out io.Writer) error {
 					fp99 += "NOT met"
 				}
 			}
-			fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s |\n", d, c, cell(e, f, okE, okF, 1.15), cell(e, fc, okE, okFC, 0.95), fp99, p99, cell(r, v, okR, okV, 1.8))
+			var cpus []string
+			for _, im := range []string{"floor", "floor-codec", "actorlimitd", "actorlimitd-redis", "envoy-ratelimit"} {
+				if v, ok := get(im, "server-cpu-µs/req"); ok {
+					cpus = append(cpus, fmt.Sprintf("%.0f", v))
+				} else {
+					cpus = append(cpus, "–")
+				}
+			}
+			fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", d, c, cell(e, f, okE, okF, 1.15), cell(e, fc, okE, okFC, 0.95), fp99, p99, cell(r, v, okR, okV, 1.8), strings.Join(cpus, " / "))
 		}
 	}
 	fmt.Fprintln(w)

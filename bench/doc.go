@@ -194,16 +194,19 @@
 // with 1 and 3 descriptors a request (the client's; the client's, the
 // path's, the client's and path's, over 10 000 clients and 100 paths, limits
 // never reached) at 1, 16, 64 and 256 clients, each a goroutine with its own
-// gRPC connection in a closed loop: req/s, p50-µs, p99-µs, and for a server
+// gRPC connection in a closed loop: req/s, p50-µs, p99-µs, the server
+// process's CPU a request (server-cpu-µs/req, from /proc), and for a server
 // on Redis the commands Redis ran per request (redis-cmds/req, INFO
-// commandstats). impl is floor, actorlimitd (embedded table),
+// commandstats). impl is floor, floor-codec (rlsfloor -codec service:
+// actorlimitd's codec), actorlimitd (embedded table),
 // actorlimitd-redis, envoy-ratelimit (the same redis-server) and
 // gubernator. BenchmarkRLSFlood/impl=<name> sends 64 clients' requests for
 // one key over its limit and reports the Redis commands per denied request:
 // actorlimitd-redis without and with its over-limit cache
 // (actorlimitd-redis-cache: -redis-denied-cache=1s), envoy ratelimit
 // without and with its local cache (LOCAL_CACHE_SIZE_IN_BYTES). envoy ratelimit and
-// gubernator run only with BENCH_RLS_PEERS=1; without it (CI's
+// gubernator run only with BENCH_RLS_PEERS=1 (envoy ratelimit alone with
+// BENCH_RLS_PEERS=envoy); without it (CI's
 // -benchtime=1x) the benchmarks run the floor and actorlimitd.
 //
 // rls.sh [COUNT] [BENCHTIME] runs both with the peers COUNT times (default

@@ -64,7 +64,7 @@ func (s *Store) planRun(ctx context.Context, r *round, now int64, k string, c *a
 	}
 	never := false
 	if sc == fixedLua {
-		rn.args = append(rn.args, op, int64(c.Period)/ms, n)
+		rn.args = append(rn.args, op, r.periodArg(int64(c.Period)/ms), n)
 	} else {
 		// The run's parameters are the tail of the round's buffer: runs
 		// follow one another, so an open run's are always at its end (and
@@ -89,7 +89,7 @@ func (s *Store) endRun(ctx context.Context, r *round, now int64) {
 	start := len(r.args)
 	args := r.args
 	if rn.script == fixedLua {
-		args = append(args, "evalsha", rn.script.Hash(), len(rn.keys))
+		args = append(args, "evalsha", fixedSHA, len(rn.keys))
 		args = append(args, rn.keys...)
 		args = append(args, "1", 0, 0)
 		if s.cfg.callerTime {

@@ -369,8 +369,10 @@ end
 
 var (
 	fixedLua = redis.NewScript(fixedScript)
-	countLua = redis.NewScript(countScript)
-	drainLua = redis.NewScript(drainScript)
+	// fixedSHA is fixedLua's hash boxed once, not at every call.
+	fixedSHA any = fixedLua.Hash()
+	countLua     = redis.NewScript(countScript)
+	drainLua     = redis.NewScript(drainScript)
 )
 
 // drainSHA is drainLua's SHA1 as an argument, boxed once.

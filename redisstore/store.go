@@ -99,6 +99,32 @@ type round struct {
 	// kept from round to round.
 	period     time.Duration
 	periodText []byte
+
+	// Periods in milliseconds boxed for the fixed window's arguments
+	// (periodArg), kept from round to round: boxing an int64 past 255
+	// allocates, and a request's descriptors have few periods.
+	boxed    [4]boxedPeriod
+	boxedPos int
+}
+
+// boxedPeriod is a period in milliseconds and its boxed value, which is
+// never written: commands may share it.
+type boxedPeriod struct {
+	ms int64
+	v  any
+}
+
+// periodArg returns ms boxed, from the round's cache when it holds it.
+func (r *round) periodArg(ms int64) any {
+	for i := range r.boxed {
+		if b := &r.boxed[i]; b.v != nil && b.ms == ms {
+			return b.v
+		}
+	}
+	b := &r.boxed[r.boxedPos%len(r.boxed)]
+	r.boxedPos++
+	b.ms, b.v = ms, ms
+	return b.v
 }
 
 var rounds = sync.Pool{New: func() any { return new(round) }}

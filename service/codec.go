@@ -47,11 +47,34 @@ func NewCodec(s *Server) *Codec {
 // type it serves.
 func (c *Codec) Name() string { return protoenc.Name }
 
-// Marshal encodes v with the standard proto codec.
-func (c *Codec) Marshal(v any) (mem.BufferSlice, error) { return c.fallback.Marshal(v) }
+// Marshal encodes v: a RateLimitResponse of the shape the Server answers
+// into a buffer of gRPC's pool (freed by gRPC once written), any other
+// message, or an answer with fields the Server never sets, with the
+// standard proto codec. The bytes are proto.Marshal's.
+func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
+	resp, ok := v.(*rlsv3.RateLimitResponse)
+	if !ok {
+		return c.fallback.Marshal(v)
+	}
+	size, ok := responseSize(resp)
+	if !ok {
+		return c.fallback.Marshal(v)
+	}
+	pool := mem.DefaultBufferPool()
+	// A buffer past gRPC's pooling threshold (1 KiB), so that mem.NewBuffer
+	// returns it to the pool once the answer is written.
+	buf := pool.Get(max(size, pooledAnswer))
+	*buf = appendResponse((*buf)[:0], resp)
+	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
+}
 
-// Unmarshal decodes data into v: a RateLimitRequest after the scan, any
-// other message with the standard proto codec.
+// pooledAnswer is the capacity of an answer's buffer: one of the default
+// pool's sizes, past the threshold under which gRPC does not pool.
+const pooledAnswer = 4 << 10
+
+// Unmarshal decodes data into v: a RateLimitRequest after the scan (with
+// the codec's own decoder where it can, else proto.Unmarshal), any other
+// message with the standard proto codec.
 func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	req, ok := v.(*rlsv3.RateLimitRequest)
 	if !ok {
@@ -62,6 +85,9 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	wire := buf.ReadOnlyData()
 	err := c.s.bounds.ScanRequest(wire)
 	if err == nil {
+		if decodeRequest(wire, req) {
+			return nil
+		}
 		if uerr := proto.Unmarshal(wire, req); uerr != nil {
 			err = invalid(refusedMalformed, "the request is not a RateLimitRequest: %v", uerr)
 		}

@@ -542,26 +542,27 @@ func (s *Server) count(ctx context.Context, items []item, sc *scratch) error {
 	return nil
 }
 
-// respond builds envoy ratelimit's answer from the decided items.
+// respond builds envoy ratelimit's answer from the decided items. The
+// answer and its statuses are parts of one allocation up to 4 descriptors
+// (see newAnswer).
 func (s *Server) respond(req *rlsv3.RateLimitRequest, items []item) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(items))}
+	resp, sts, durs := newAnswer(len(items))
 	overall := rlsv3.RateLimitResponse_OK
 	now := s.o.Clock.Now()
 	minRemaining := uint32(math.MaxUint32)
 	var minStatus *rlsv3.RateLimitResponse_DescriptorStatus
 	var minReset int64
 	for i := range items {
-		it := &items[i]
+		it, st := &items[i], &sts[i]
 		if it.unlimited {
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			st.Code, st.LimitRemaining = rlsv3.RateLimitResponse_OK, math.MaxUint32
 			continue
 		}
 		if it.rule == nil {
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			st.Code = rlsv3.RateLimitResponse_OK
 			continue
 		}
-		st, over, reset := s.status(req.GetDomain(), it, now)
-		resp.Statuses[i] = st
+		over, reset := s.status(st, &durs[i], req.GetDomain(), it, now)
 		if s.o.ResponseHeaders && st.LimitRemaining < minRemaining {
 			minStatus, minRemaining, minReset = st, st.LimitRemaining, reset
 		}
@@ -569,7 +570,7 @@ func (s *Server) respond(req *rlsv3.RateLimitRequest, items []item) *rlsv3.RateL
 			continue
 		}
 		if it.rule.QuotaMode {
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: st.CurrentLimit, LimitRemaining: st.LimitRemaining}
+			st.Code, st.DurationUntilReset = rlsv3.RateLimitResponse_OK, nil
 			continue
 		}
 		overall = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -591,10 +592,44 @@ func (s *Server) respond(req *rlsv3.RateLimitRequest, items []item) *rlsv3.RateL
 	return resp
 }
 
-// status returns a limited descriptor's status, whether it is over its
-// limit (shadow mode answers OK and is not over), and its reset in whole
-// seconds for the RateLimit-Reset header. It counts the metrics.
-func (s *Server) status(domain string, it *item, now time.Time) (*rlsv3.RateLimitResponse_DescriptorStatus, bool, int64) {
+// newAnswer returns an answer of n statuses (resp.Statuses points into
+// sts, zero) and n durations for them: for up to 4 statuses, parts of one
+// allocation, else four.
+func newAnswer(n int) (resp *rlsv3.RateLimitResponse, sts []rlsv3.RateLimitResponse_DescriptorStatus, durs []durationpb.Duration) {
+	var ptrs []*rlsv3.RateLimitResponse_DescriptorStatus
+	switch {
+	case n <= 1:
+		a := new(struct {
+			resp rlsv3.RateLimitResponse
+			ptrs [1]*rlsv3.RateLimitResponse_DescriptorStatus
+			sts  [1]rlsv3.RateLimitResponse_DescriptorStatus
+			durs [1]durationpb.Duration
+		})
+		resp, ptrs, sts, durs = &a.resp, a.ptrs[:n:n], a.sts[:n], a.durs[:n]
+	case n <= 4:
+		a := new(struct {
+			resp rlsv3.RateLimitResponse
+			ptrs [4]*rlsv3.RateLimitResponse_DescriptorStatus
+			sts  [4]rlsv3.RateLimitResponse_DescriptorStatus
+			durs [4]durationpb.Duration
+		})
+		resp, ptrs, sts, durs = &a.resp, a.ptrs[:n:n], a.sts[:n], a.durs[:n]
+	default:
+		resp, ptrs = new(rlsv3.RateLimitResponse), make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+		sts, durs = make([]rlsv3.RateLimitResponse_DescriptorStatus, n), make([]durationpb.Duration, n)
+	}
+	for i := range ptrs {
+		ptrs[i] = &sts[i]
+	}
+	resp.Statuses = ptrs
+	return resp, sts, durs
+}
+
+// status fills st, a zero status, with a limited descriptor's status (its
+// duration until reset in dur) and returns whether it is over its limit
+// (shadow mode answers OK and is not over), and its reset in whole seconds
+// for the RateLimit-Reset header. It counts the metrics.
+func (s *Server) status(st *rlsv3.RateLimitResponse_DescriptorStatus, dur *durationpb.Duration, domain string, it *item, now time.Time) (bool, int64) {
 	r, lim := it.rule, it.policy.Limit
 	var after, before int64
 	var over bool
@@ -627,20 +662,20 @@ func (s *Server) status(domain string, it *item, now time.Time) (*rlsv3.RateLimi
 	if remaining > math.MaxUint32 {
 		remaining = math.MaxUint32
 	}
-	st := &rlsv3.RateLimitResponse_DescriptorStatus{
-		Code:           rlsv3.RateLimitResponse_OK,
-		CurrentLimit:   r.currentLimit(),
-		LimitRemaining: uint32(remaining),
-	}
+	st.Code = rlsv3.RateLimitResponse_OK
+	st.CurrentLimit = r.currentLimit()
+	st.LimitRemaining = uint32(remaining)
 	var reset int64
 	if r.Extended {
-		st.DurationUntilReset = durationpb.New(it.res.ResetAfter)
+		// durationpb.New's fields, without its allocation.
+		dur.Seconds, dur.Nanos = int64(it.res.ResetAfter/time.Second), int32(it.res.ResetAfter%time.Second)
 		reset = int64((it.res.ResetAfter + time.Second - 1) / time.Second)
 	} else {
 		sec := unitSeconds(r.Unit)
 		reset = sec - now.Unix()%sec
-		st.DurationUntilReset = &durationpb.Duration{Seconds: reset}
+		dur.Seconds = reset
 	}
+	st.DurationUntilReset = dur
 	if over {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
@@ -649,9 +684,9 @@ func (s *Server) status(domain string, it *item, now time.Time) (*rlsv3.RateLimi
 	}
 	if over && r.ShadowMode {
 		st.Code = rlsv3.RateLimitResponse_OK
-		return st, false, reset
+		return false, reset
 	}
-	return st, over, reset
+	return over, reset
 }
 
 // countMetrics counts a descriptor's hits as envoy ratelimit does: of the

@@ -55,6 +55,10 @@ const (
 // BENCH_RLS_PEERS=1 asks for them (rls.sh sets it).
 func peersWanted() bool { return os.Getenv("BENCH_RLS_PEERS") == "1" }
 
+// envoyWanted reports whether BenchmarkRLS runs envoy ratelimit: with the
+// other peers, or alone with BENCH_RLS_PEERS=envoy.
+func envoyWanted() bool { return peersWanted() || os.Getenv("BENCH_RLS_PEERS") == "envoy" }
+
 // rlsImpl is one server that the benchmarks measure.
 type rlsImpl struct {
 	name  string
@@ -172,7 +176,8 @@ func guberCall(conn *grpc.ClientConn, reqs []guberReq) func(ctx context.Context)
 	}
 }
 
-// startImpls starts the servers the benchmarks compare, for b: the floor,
+// startImpls starts the servers the benchmarks compare, for b: the floor
+// (on grpc-go's codec), the floor on actorlimitd's codec (floor-codec),
 // actorlimitd on the embedded table and on Redis, and with
 // BENCH_RLS_PEERS=1 envoy ratelimit (on the same redis-server) and
 // gubernator.
@@ -180,16 +185,17 @@ func startImpls(b *testing.B) []*rlsImpl {
 	cfg := writeConfig(b, map[string]string{"bench.yaml": benchConfig})
 	rs := startRedis(b)
 	rc := rs.Client()
-	impls := []*rlsImpl{{name: "floor", addr: startFloor(b)}}
+	impls := []*rlsImpl{{name: "floor", addr: startFloor(b)}, {name: "floor-codec", addr: startFloor(b, "-codec", "service")}}
 	if hasActorlimitd() {
 		impls = append(impls,
 			&rlsImpl{name: "actorlimitd", addr: startActorlimitd(b, cfg, "")},
 			&rlsImpl{name: "actorlimitd-redis", addr: startActorlimitd(b, cfg, rs.Addr), redis: rc})
 	}
+	if envoyWanted() {
+		impls = append(impls, &rlsImpl{name: "envoy-ratelimit", addr: startEnvoy(b, cfg, rs.Addr, envoyOptions{}), redis: rc})
+	}
 	if peersWanted() {
-		impls = append(impls,
-			&rlsImpl{name: "envoy-ratelimit", addr: startEnvoy(b, cfg, rs.Addr, envoyOptions{}), redis: rc},
-			&rlsImpl{name: "gubernator", addr: startGubernator(b), guber: true})
+		impls = append(impls, &rlsImpl{name: "gubernator", addr: startGubernator(b), guber: true})
 	}
 	b.Cleanup(func() {
 		for _, im := range impls {
@@ -203,8 +209,11 @@ func startImpls(b *testing.B) []*rlsImpl {
 // same limits) at 1, 16, 64 and 256 concurrent clients, each a goroutine
 // with its own gRPC connection in a closed loop, with 1 and 3 descriptors a
 // request, on every server startImpls starts. It reports req/s, p50-µs and
-// p99-µs, and for a server on Redis the commands Redis ran per request
-// (redis-cmds/req, from INFO commandstats).
+// p99-µs, the CPU time the server's process spent per request
+// (server-cpu-µs/req, from /proc: the figure that a machine shared with
+// other work disturbs least; Redis's own CPU is not in it), and for a
+// server on Redis the commands Redis ran per request (redis-cmds/req, from
+// INFO commandstats).
 func BenchmarkRLS(b *testing.B) {
 	impls := startImpls(b)
 	for _, d := range []int{1, 3} {
@@ -213,8 +222,15 @@ func BenchmarkRLS(b *testing.B) {
 				b.Run(fmt.Sprintf("descriptors=%d/clients=%d/impl=%s", d, c, im.name), func(b *testing.B) {
 					b.ReportAllocs()
 					workers := im.workers(b, c, d)
-					res := runLoad(b, b.N, workers, func() { resetStats(b, im.redis) })
+					var cpu0 time.Duration
+					res := runLoad(b, b.N, workers, func() {
+						resetStats(b, im.redis)
+						cpu0, _ = serverCPU(im.addr)
+					})
 					res.report(b)
+					if cpu1, ok := serverCPU(im.addr); ok {
+						b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1e3/float64(b.N), "server-cpu-µs/req")
+					}
 					if im.redis != nil {
 						b.ReportMetric(redisCommands(b, im.redis)/float64(b.N), "redis-cmds/req")
 					}

@@ -323,3 +323,37 @@ func dialOK(addr string) func() error {
 		return c.Close()
 	}
 }
+
+// servers maps a started program's gRPC address to its process, so that a
+// benchmark can read the CPU time the server spent (serverCPU).
+var servers sync.Map // string -> *proc
+
+// served records p as the server at addr.
+func served(addr string, p *proc) { servers.Store(addr, p) }
+
+// serverCPU returns the CPU time (user and system, all threads) that the
+// server at addr has spent so far, read from /proc; ok is false when it
+// is not known (not a program started here, or no /proc).
+func serverCPU(addr string) (time.Duration, bool) {
+	v, ok := servers.Load(addr)
+	if !ok {
+		return 0, false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", v.(*proc).cmd.Process.Pid))
+	if err != nil {
+		return 0, false
+	}
+	// The fields after the command's name, which is in parentheses and
+	// may hold spaces: state is the first, utime the 12th, stime the 13th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	const ticks = 100 // USER_HZ, 100 on Linux
+	return time.Duration(utime+stime) * time.Second / ticks, true
+}

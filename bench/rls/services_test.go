@@ -58,7 +58,7 @@ func startEnvoy(tb testing.TB, cfg configDir, redisAddr string, o envoyOptions) 
 	tb.Helper()
 	bin := envoyBinary(tb)
 	grpcPort, httpPort := freePort(tb), freePort(tb)
-	start(tb, "envoy ratelimit", bin, nil, envoyEnv(tb, cfg, redisAddr, grpcPort, httpPort, o), httpOK("http://"+addr(httpPort)+"/healthcheck"))
+	served(addr(grpcPort), start(tb, "envoy ratelimit", bin, nil, envoyEnv(tb, cfg, redisAddr, grpcPort, httpPort, o), httpOK("http://"+addr(httpPort)+"/healthcheck")))
 	return addr(grpcPort)
 }
 
@@ -84,7 +84,7 @@ func startActorlimitdEnv(tb testing.TB, cfg configDir, redisAddr string, o envoy
 	tb.Helper()
 	bin := actorlimitdBinary(tb)
 	grpcPort, httpPort := freePort(tb), freePort(tb)
-	start(tb, "actorlimitd", bin, nil, envoyEnv(tb, cfg, redisAddr, grpcPort, httpPort, o), httpOK("http://"+addr(httpPort)+"/healthcheck"))
+	served(addr(grpcPort), start(tb, "actorlimitd", bin, nil, envoyEnv(tb, cfg, redisAddr, grpcPort, httpPort, o), httpOK("http://"+addr(httpPort)+"/healthcheck")))
 	return addr(grpcPort)
 }
 
@@ -101,16 +101,17 @@ func startActorlimitd(tb testing.TB, cfg configDir, redisAddr string, extra ...s
 		args = append(args, "-redis", redisAddr)
 	}
 	args = append(args, extra...)
-	start(tb, "actorlimitd", bin, args, nil, httpOK("http://"+addr(httpPort)+"/healthcheck"))
+	served(addr(grpcPort), start(tb, "actorlimitd", bin, args, nil, httpOK("http://"+addr(httpPort)+"/healthcheck")))
 	return addr(grpcPort)
 }
 
-// startFloor starts bench/cmd/rlsfloor and returns its gRPC address.
-func startFloor(tb testing.TB) string {
+// startFloor starts bench/cmd/rlsfloor with flags and returns its gRPC
+// address.
+func startFloor(tb testing.TB, flags ...string) string {
 	tb.Helper()
 	bin := floorBinary(tb)
 	a := addr(freePort(tb))
-	start(tb, "rlsfloor", bin, []string{"-grpc-addr", a}, nil, dialOK(a))
+	served(a, start(tb, "rlsfloor", bin, append([]string{"-grpc-addr", a}, flags...), nil, dialOK(a)))
 	return a
 }
 

@@ -34,7 +34,7 @@ type sample map[string][]float64
 var (
 	rlsName   = regexp.MustCompile(`^BenchmarkRLS/descriptors=(\d+)/clients=(\d+)/impl=([^ \t]+?)(-\d+)?$`)
 	floodName = regexp.MustCompile(`^BenchmarkRLSFlood/impl=([^ \t]+?)(-\d+)?$`)
-	impls     = []string{"floor", "actorlimitd", "actorlimitd-redis", "envoy-ratelimit", "gubernator"}
+	impls     = []string{"floor", "floor-codec", "actorlimitd", "actorlimitd-redis", "envoy-ratelimit", "gubernator"}
 )
 
 type key struct {
@@ -114,9 +114,12 @@ func run(in io.Reader, out io.Writer) error {
 		}
 	}
 	for _, d := range []int{1, 3} {
-		fmt.Fprintf(w, "### ShouldRateLimit, %d descriptor(s) a request: requests/s (p50 / p99 µs), medians\n\n", d)
+		fmt.Fprintf(w, "### ShouldRateLimit, %d descriptor(s) a request: requests/s (p50 / p99 µs), the server's CPU a request, medians\n\n", d)
 		fmt.Fprintf(w, "| clients | %s |\n|---:|%s\n", strings.Join(present, " | "), strings.Repeat("---:|", len(present)))
 		for _, c := range []int{1, 16, 64, 256} {
+			if !measured(rls, d, c) {
+				continue
+			}
 			fmt.Fprintf(w, "| %d |", c)
 			for _, im := range present {
 				s := rls[key{d, c, im}]
@@ -128,6 +131,9 @@ func run(in io.Reader, out io.Writer) error {
 				p50, _ := med(s, "p50-µs")
 				p99, _ := med(s, "p99-µs")
 				cell := fmt.Sprintf(" %.0f (%.0f / %.0f)", rps, p50, p99)
+				if cpu, ok := med(s, "server-cpu-µs/req"); ok {
+					cell += fmt.Sprintf(", %.0f µs CPU", cpu)
+				}
 				if cmds, ok := med(s, "redis-cmds/req"); ok {
 					cell += fmt.Sprintf(", %.2f Redis cmds", cmds)
 				}
@@ -138,9 +144,12 @@ func run(in io.Reader, out io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprint(w, "### Targets, from 16 clients on\n\n")
-	fmt.Fprint(w, "| descriptors | clients | embedded / floor req/s (>= 0.8) | embedded p99 < envoy p99 | Redis / envoy req/s (>= 1.5) |\n|---:|---:|---:|---|---:|\n")
+	fmt.Fprint(w, "| descriptors | clients | embedded / floor req/s (>= 1.15) | embedded / floor-codec req/s (>= 0.95) | embedded p99 <= floor p99 | embedded p99 < envoy p99 | Redis / envoy req/s (>= 1.8) | server CPU a request: floor / floor-codec / embedded / Redis / envoy (µs) |\n|---:|---:|---:|---:|---|---|---:|---|\n")
 	for _, d := range []int{1, 3} {
 		for _, c := range []int{16, 64, 256} {
+			if !measured(rls, d, c) {
+				continue
+			}
 			get := func(im, m string) (float64, bool) { return med(rls[key{d, c, im}], m) }
 			cell := func(a, b float64, okA, okB bool, min float64) string {
 				if !okA || !okB || b == 0 {
@@ -168,7 +177,26 @@ func run(in io.Reader, out io.Writer) error {
 					p99 += "NOT met"
 				}
 			}
-			fmt.Fprintf(w, "| %d | %d | %s | %s | %s |\n", d, c, cell(e, f, okE, okF, 0.8), p99, cell(r, v, okR, okV, 1.5))
+			fc, okFC := get("floor-codec", "req/s")
+			fp, okFP := get("floor", "p99-µs")
+			fp99 := "–"
+			if okEP && okFP {
+				fp99 = fmt.Sprintf("%.0f vs %.0f µs, ", ep, fp)
+				if ep <= fp {
+					fp99 += "met"
+				} else {
+					fp99 += "NOT met"
+				}
+			}
+			var cpus []string
+			for _, im := range []string{"floor", "floor-codec", "actorlimitd", "actorlimitd-redis", "envoy-ratelimit"} {
+				if v, ok := get(im, "server-cpu-µs/req"); ok {
+					cpus = append(cpus, fmt.Sprintf("%.0f", v))
+				} else {
+					cpus = append(cpus, "–")
+				}
+			}
+			fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", d, c, cell(e, f, okE, okF, 1.15), cell(e, fc, okE, okFC, 0.95), fp99, p99, cell(r, v, okR, okV, 1.8), strings.Join(cpus, " / "))
 		}
 	}
 	fmt.Fprintln(w)
@@ -190,4 +218,15 @@ func run(in io.Reader, out io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	return nil
+}
+
+// measured reports whether any server was measured with d descriptors at
+// c clients (a run may leave client counts out).
+func measured(rls map[key]sample, d, c int) bool {
+	for k := range rls {
+		if k.desc == d && k.clients == c {
+			return true
+		}
+	}
+	return false
 }

@@ -213,6 +213,9 @@ type Config struct {
 	// dial, when set, makes the member's connections to the others:
 	// for tests that put a network between the members (wan_test.go).
 	dial func(ctx context.Context, addr string) (net.Conn, error)
+	// noPredict turns LocalFirst's prediction of the others' hits off
+	// (predict.go): for the WAN harness's figures without it.
+	noPredict bool
 }
 
 // partEntries is the most keys the owner's state of one partition holds in

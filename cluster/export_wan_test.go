@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"time"
 )
 
 // WithDial returns c whose member makes its connections to the other
@@ -10,4 +12,29 @@ import (
 func WithDial(c Config, dial func(ctx context.Context, addr string) (net.Conn, error)) Config {
 	c.dial = dial
 	return c
+}
+
+// WithoutPrediction returns c whose LocalFirst member does not predict the
+// other members' hits (predict.go).
+func WithoutPrediction(c Config) Config {
+	c.noPredict = true
+	return c
+}
+
+// PredictState tells what the member predicts of id's window of period
+// (predict.go), for the WAN harness's log.
+func (m *Member) PredictState(id string, period time.Duration) string {
+	k := localKey{id: id, period: int64(period)}
+	s := m.local.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[k]
+	if e == nil {
+		return "no copy"
+	}
+	now := time.Now().UnixNano()
+	return fmt.Sprintf("rate %.0f/s seen %d %v ago, age %v, own %d, estimate %d, unseen %d, gap %v, rtt/2 %v",
+		e.rate*1e9, e.seen, time.Duration(now-e.seenAt), time.Duration(float64(e.seenAt-e.window*int64(period))-float64(e.seen)/e.rate),
+		e.own, e.estimate(), m.local.unseen(e, m.parts[e.part].owned.Load() != nil, now, int64(period)),
+		time.Duration(m.local.lag.gap.Load()), time.Duration(m.local.lag.rttHalf.Load()))
 }

@@ -14,23 +14,23 @@ import (
 // for about that long, hits that the others have already used up (36% over
 // the limit at 150 ms, docs/cluster.md).
 //
-// So a member predicts them. The owner's answer to the round that started
-// at t holds the others' hits up to about t - I/2, I the interval between
-// rounds (each other member sends its hits at its next round, a uniform
-// wait of up to I; the request's half round trip there and the answer's
-// back cancel against the owner answering half a round trip after t). The
-// member keeps, for each copy, the others' count at that answer and their
-// rate in the window (carried to the next window while this one is young),
-// and decides a hit on
+// So a member predicts them. It keeps, for each copy, the others' count in
+// the window as the owner last answered it (seen, at the start of the
+// round it answered) and their rate: the slope between two such counts,
+// smoothed, carried to the next window while that one is young. The count
+// was already old when the owner gave it (each other member sends its
+// hits at its next round, then half a round trip): at that rate it is as
+// old as the time the others took to reach it, at most two intervals
+// between rounds and two round trips. The member decides a hit on
 //
-//	copy + rate × (now - t + I/2)
+//	copy + rate × (now - seenAt + that age)
 //
-// and, when it owns the partition (the owner's state has the others' hits
-// up to now - I/2 - half a round trip), on count + rate × (I/2 + rtt/2).
-// The prediction only moves the point where the member starts to deny; a
-// member alone on an id predicts nothing. It is on with the wall clock
-// (Config.Clock unset): on an injected clock, time between rounds is the
-// test's, not the network's.
+// When it owns the partition, the owner's count of the others' hits, read
+// at each check, is the one it sees. The prediction only moves the point
+// where the member starts to deny, in both directions; a member alone on
+// an id predicts nothing. It is on with the wall clock (Config.Clock
+// unset): on an injected clock, time between rounds is the test's, not the
+// network's.
 
 // lag is what a member knows of its rounds: the interval between them
 // (smoothed) and the round trip to the farthest owner it syncs with.
@@ -45,7 +45,7 @@ type lag struct {
 // wall clock.
 func (c Config) predicts() bool {
 	_, wall := c.Clock.(wallClock)
-	return wall
+	return wall && !c.noPredict
 }
 
 // round records a round that starts at now; rtt holds the round trips
@@ -84,43 +84,55 @@ func (l *local) observed(p pending, window, count, at int64) {
 	if e == nil || e.window != p.window || window != p.window || e.epoch != p.epoch {
 		return
 	}
-	others := max(count-p.hits, 0)
-	if others < e.seen {
-		return // an answer older than one already taken
+	e.see(max(count-p.hits, 0), at, p.key.period)
+}
+
+// see records that the others' hits in e's window were others as the owner
+// knew them at at, and updates their rate: the smoothed slope between two
+// such counts of the window (gain 1/4). The shard's lock is held.
+func (e *localEntry) see(others, at, period int64) {
+	start := e.window * period
+	switch {
+	case e.seenAt < start:
+		// The window's first: the slope starts from the next.
+	case others < e.seen || at <= e.seenAt:
+		return // an answer older than one taken
+	default:
+		slope := float64(others-e.seen) / float64(at-e.seenAt)
+		if e.rate <= 0 {
+			e.rate = slope
+		} else {
+			e.rate += (slope - e.rate) / 4
+		}
 	}
 	e.seen, e.seenAt = others, at
-	gap := l.lag.gap.Load()
-	if since := at - gap/2 - e.window*p.key.period; gap > 0 && since >= gap {
-		e.rate = float64(others) / float64(since)
-	}
 }
 
 // unseen returns how many of the other members' hits e's count does not
-// hold yet, by their rate: see above. owned says this member owns the
-// key's partition (e.others is the owner's count of them, now). The
-// shard's lock is held.
+// hold yet: their rate times the time since the owner's count of them was
+// taken, plus how old their hits in it were then (the time at which, at
+// that rate, they would have reached the count, at most two intervals
+// between rounds and a round trip). owned says this member owns the key's
+// partition (e.others is the owner's count of them, now). The shard's
+// lock is held.
 func (l *local) unseen(e *localEntry, owned bool, now, period int64) int64 {
 	if !l.lag.on.Load() {
 		return 0
 	}
-	gap := l.lag.gap.Load()
-	if gap <= 0 {
+	start := e.window * period
+	if owned && e.others != e.seen {
+		e.see(e.others, now, period)
+	}
+	if e.rate <= 0 {
 		return 0
 	}
-	start := e.window * period
-	var hidden int64
-	if owned {
-		hidden = gap/2 + l.lag.rttHalf.Load()
-		if since := now - hidden - start; since >= gap {
-			e.rate = float64(e.others) / float64(since)
-		}
-	} else {
-		hidden = now - e.seenAt + gap/2
-		if e.seenAt < start {
-			hidden = now - start // nothing learnt of this window: all of it is unseen
-		}
+	hidden := now - start // nothing learnt of this window: all of it is unseen
+	if e.seenAt >= start {
+		ceiling := 2 * (l.lag.gap.Load() + 2*l.lag.rttHalf.Load())
+		old := min(max(float64(e.seenAt-start)-float64(e.seen)/e.rate, 0), float64(ceiling))
+		hidden = now - e.seenAt + int64(old)
 	}
-	if e.rate <= 0 || hidden <= 0 {
+	if hidden <= 0 {
 		return 0
 	}
 	return int64(min(e.rate*float64(hidden), 1<<62))

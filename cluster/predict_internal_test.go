@@ -9,8 +9,8 @@ import (
 
 // TestPredictUnseen: a LocalFirst copy counts, beside the owner's count
 // and its own hits, the others' hits it cannot have seen yet: their rate
-// in the window times how long ago the owner's answer could last have
-// held them (see predict.go).
+// (the slope between the owner's counts of them) times the time since the
+// last count was taken plus how old that count was (see predict.go).
 func TestPredictUnseen(t *testing.T) {
 	const (
 		period = int64(time.Second)
@@ -18,27 +18,29 @@ func TestPredictUnseen(t *testing.T) {
 		start  = w * period
 		ms     = int64(time.Millisecond)
 	)
+	type seen struct{ at, others int64 } // after the window's start
 	for _, tc := range []struct {
 		name    string
 		off     bool
 		owned   bool
-		others  int64 // the others' hits the owner's answer (or state) holds
-		answer  int64 // when the round answered started, after the window's start (-1: none this window)
-		carried float64
-		now     int64 // after the window's start
+		others  int64 // owned: the owner's count of the others' hits now
+		answers []seen
+		carried float64 // the rate carried from the last window, a ns
+		now     int64   // after the window's start
 		want    int64
 	}{
-		// rate 100 / (500 - 50) ms; unseen: (600 - 500 + 50) ms of it.
-		{name: "copy", others: 100, answer: 500 * ms, now: 600 * ms, want: 33},
-		{name: "copy, alone on the id", others: 0, answer: 500 * ms, now: 600 * ms, want: 0},
-		{name: "copy, off with an injected clock", off: true, others: 100, answer: 500 * ms, now: 600 * ms, want: 0},
-		// Too early in the window for a rate: the last window's, 0.2 a ms,
-		// for (80 - 60 + 50) ms.
-		{name: "copy, young window", others: 10, answer: 60 * ms, carried: 0.2 / float64(ms), now: 80 * ms, want: 14},
-		{name: "copy, nothing learnt of the window", answer: -1, carried: 0.2 / float64(ms), now: 300 * ms, want: 60},
-		// Owner: 90 / (600 - 125) ms, for (50 + 75) ms.
-		{name: "owner", owned: true, others: 90, now: 600 * ms, want: 23},
-		{name: "owner, alone", owned: true, others: 0, now: 600 * ms, want: 0},
+		// Slope 40 / 200 ms; the count of 80 was 100 ms old when taken
+		// (80 at 0.2 a ms is 400 ms of hits); unseen (100 + 100) ms.
+		{name: "copy", answers: []seen{{300 * ms, 40}, {500 * ms, 80}}, now: 600 * ms, want: 40},
+		{name: "copy, alone on the id", answers: []seen{{300 * ms, 0}, {500 * ms, 0}}, now: 600 * ms, want: 0},
+		{name: "copy, off with an injected clock", off: true, answers: []seen{{300 * ms, 40}, {500 * ms, 80}}, now: 600 * ms, want: 0},
+		{name: "copy, one answer: the carried rate", answers: []seen{{500 * ms, 80}}, carried: 0.2 / float64(ms), now: 600 * ms, want: 40},
+		{name: "copy, nothing learnt of the window", carried: 0.2 / float64(ms), now: 300 * ms, want: 60},
+		// The others started late in the window: the age of the count is
+		// bounded by 2 × (the interval 100 ms + the round trip 150 ms).
+		{name: "copy, the age bounded", answers: []seen{{900 * ms, 20}}, carried: 0.2 / float64(ms), now: 950 * ms, want: 110},
+		{name: "owner", owned: true, others: 80, carried: 0.2 / float64(ms), now: 500 * ms, want: 20},
+		{name: "owner, alone", owned: true, now: 500 * ms, want: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLocal(0, 1, make([]partState, 1))
@@ -49,8 +51,8 @@ func TestPredictUnseen(t *testing.T) {
 			s := l.shard(k.id)
 			e := &localEntry{window: w, epoch: 7, own: 5, rate: tc.carried, others: tc.others}
 			s.entries[k] = e
-			if !tc.owned && tc.answer >= 0 {
-				l.observed(pending{key: k, window: w, hits: 5, epoch: 7}, w, 5+tc.others, start+tc.answer)
+			for _, a := range tc.answers {
+				l.observed(pending{key: k, window: w, hits: 5, epoch: 7}, w, 5+a.others, start+a.at)
 			}
 			s.mu.Lock()
 			got := l.unseen(e, tc.owned, start+tc.now, period)

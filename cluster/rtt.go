@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -16,16 +17,24 @@ import (
 // smooths it as TCP does its retransmission timer (RFC 6298: srtt and its
 // mean deviation, gains 1/8 and 1/4), and waits for that owner
 //
-//	srtt + 4 × rttvar + OwnerWaitMargin
+//	max(srtt + 4 × rttvar, peak) + OwnerWaitMargin
 //
 // at least DefaultOwnerWait (the wait on one network) and at most
-// RequestTimeout/2. The first retry of a request goes at srtt + 2 × rttvar
+// RequestTimeout/2. peak is the longest round trip seen, whose excess over
+// srtt halves every peakHalfLife: a loaded machine stalls now and then for
+// longer than the deviation says, and a stall seen once is likely again
+// soon, while a wait held up that way costs only when an owner does not
+// answer at all. The first retry of a request goes at srtt + 2 × rttvar
 // (at least half the wait), not before an answer could have come.
 
 // OwnerWaitMargin is what an adaptive OwnerWait adds to the measured round
 // trip to an owner and four times its deviation: the owner's own time to
 // decide, and a loaded machine's scheduling.
 const OwnerWaitMargin = 25 * time.Millisecond
+
+// peakHalfLife is how fast the longest round trip seen to an owner decays
+// toward the smoothed one.
+const peakHalfLife = 10 * time.Second
 
 // rttTable holds a member's round-trip estimates, by owner address.
 type rttTable struct {
@@ -37,11 +46,27 @@ type rttEst struct {
 	mu     sync.Mutex
 	srtt   time.Duration
 	rttvar time.Duration
+	peak   time.Duration // the longest round trip, as of peakAt
+	peakAt time.Time
 	n      int64 // samples taken
 }
 
-// sample records a round trip d to the member at addr.
-func (t *rttTable) sample(addr string, d time.Duration) {
+// peakNow returns the peak at now: its excess over srtt halved every
+// peakHalfLife since it was set. e.mu is held.
+func (e *rttEst) peakNow(now time.Time) time.Duration {
+	excess := e.peak - e.srtt
+	if excess <= 0 {
+		return e.srtt
+	}
+	halves := float64(now.Sub(e.peakAt)) / float64(peakHalfLife)
+	return e.srtt + time.Duration(float64(excess)*math.Exp2(-max(halves, 0)))
+}
+
+// sample records a round trip d to the member at addr, ended now.
+func (t *rttTable) sample(addr string, d time.Duration) { t.sampleAt(addr, d, time.Now()) }
+
+// sampleAt records a round trip d to the member at addr, ended at now.
+func (t *rttTable) sampleAt(addr string, d time.Duration, now time.Time) {
 	if addr == "" || d <= 0 {
 		return
 	}
@@ -52,6 +77,7 @@ func (t *rttTable) sample(addr string, d time.Duration) {
 	e := v.(*rttEst)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.peak, e.peakAt = max(e.peakNow(now), d), now
 	if e.n == 0 {
 		e.srtt, e.rttvar = d, d/2
 	} else {
@@ -65,17 +91,17 @@ func (t *rttTable) sample(addr string, d time.Duration) {
 	e.n++
 }
 
-// get returns the estimate for addr: srtt, rttvar, and whether any sample
-// was taken.
-func (t *rttTable) get(addr string) (srtt, rttvar time.Duration, ok bool) {
+// get returns the estimate for addr at now: srtt, rttvar, the peak, and
+// whether any sample was taken.
+func (t *rttTable) get(addr string, now time.Time) (srtt, rttvar, peak time.Duration, ok bool) {
 	v, found := t.m.Load(addr)
 	if !found {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	e := v.(*rttEst)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.srtt, e.rttvar, e.n > 0
+	return e.srtt, e.rttvar, e.peakNow(now), e.n > 0
 }
 
 // ownerWait returns how long a check sent to the owner at addr waits
@@ -83,16 +109,21 @@ func (t *rttTable) get(addr string) (srtt, rttvar time.Duration, ok bool) {
 // and half of it when fixed; else from the round trip measured to addr
 // (see above), DefaultOwnerWait's floor until there is a measurement.
 func (m *Member) ownerWait(addr string) (wait, retry time.Duration) {
+	return m.ownerWaitAt(addr, time.Now())
+}
+
+// ownerWaitAt is ownerWait at now.
+func (m *Member) ownerWaitAt(addr string, now time.Time) (wait, retry time.Duration) {
 	floor := m.cfg.OwnerWait
 	if !m.cfg.ownerWaitAuto {
 		return floor, floor / 2
 	}
-	srtt, rttvar, ok := m.fb.rtt.get(addr)
+	srtt, rttvar, peak, ok := m.fb.rtt.get(addr, now)
 	if !ok {
 		return floor, floor / 2
 	}
 	ceil := max(floor, m.cfg.RequestTimeout/2)
-	wait = min(max(srtt+4*rttvar+OwnerWaitMargin, floor), ceil)
+	wait = min(max(max(srtt+4*rttvar, peak)+OwnerWaitMargin, floor), ceil)
 	retry = min(max(srtt+2*rttvar, wait/2), wait)
 	return wait, retry
 }

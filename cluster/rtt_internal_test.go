@@ -10,7 +10,8 @@ import (
 
 // TestOwnerWaitFollowsRoundTrip: with OwnerWait left zero the wait of a
 // check follows the round trips measured to its owner (srtt + 4 rttvar +
-// OwnerWaitMargin, between the floor and RequestTimeout/2); set, it stays.
+// OwnerWaitMargin, or the decaying peak, between the floor and
+// RequestTimeout/2); set, it stays.
 func TestOwnerWaitFollowsRoundTrip(t *testing.T) {
 	ms := time.Millisecond
 	for _, tc := range []struct {
@@ -49,4 +50,31 @@ func repeat(d time.Duration, n int) []time.Duration {
 		out[i] = d
 	}
 	return out
+}
+
+// TestOwnerWaitPeakDecays: one round trip far longer than the others (a
+// stall of the machine) holds the wait up, its excess over the smoothed
+// round trip halving every peakHalfLife.
+func TestOwnerWaitPeakDecays(t *testing.T) {
+	ms := time.Millisecond
+	cfg, err := Config{Provider: noProvider{}}.withDefaults()
+	require.NoError(t, err)
+	m := newMember(cfg, "a:1", nil)
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, d := range append(append(repeat(150*ms, 60), 400*ms), repeat(150*ms, 30)...) {
+		m.fb.rtt.sampleAt("b:1", d, t0)
+	}
+	srtt, _, _, _ := m.fb.rtt.get("b:1", t0)
+	require.InDelta(t, float64(150*ms), float64(srtt), float64(ms), "srtt back near 150 ms")
+	for _, tc := range []struct {
+		after time.Duration
+		wait  time.Duration
+	}{
+		{0, 400*ms + OwnerWaitMargin},
+		{peakHalfLife, srtt + (400*ms-srtt)/2 + OwnerWaitMargin},
+		{2 * peakHalfLife, srtt + (400*ms-srtt)/4 + OwnerWaitMargin},
+	} {
+		wait, _ := m.ownerWaitAt("b:1", t0.Add(tc.after))
+		assert.InDelta(t, float64(tc.wait), float64(wait), float64(ms), "after %v", tc.after)
+	}
 }

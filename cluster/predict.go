@@ -19,12 +19,17 @@ import (
 // round it answered) and their rate: the slope between two such counts,
 // smoothed, carried to the next window while that one is young. The count
 // was already old when the owner gave it (each other member sends its
-// hits at its next round, then half a round trip): at that rate it is as
-// old as the time the others took to reach it, at most two intervals
-// between rounds and two round trips. The member decides a hit on
+// hits at its next round, then half a round trip), by how much the rate
+// tells: the others' hits so far are rate × (now - the window's start),
+// of which the count holds seen. The member decides a hit on
 //
-//	copy + rate × (now - seenAt + that age)
+//	copy + rate × (now - start) - seen
 //
+// at least the copy, and adding at most the rate over the time since the
+// count plus two intervals between rounds and two round trips (traffic
+// that started late in the window). Taking the count's age from the rate
+// instead, never below 0, overshot: a low rate then still added its
+// slope since, and the windows came out under the limit.
 // When it owns the partition, the owner's count of the others' hits, read
 // at each check, is the one it sees. The prediction only moves the point
 // where the member starts to deny, in both directions; a member alone on
@@ -109,12 +114,12 @@ func (e *localEntry) see(others, at, period int64) {
 }
 
 // unseen returns how many of the other members' hits e's count does not
-// hold yet: their rate times the time since the owner's count of them was
-// taken, plus how old their hits in it were then (the time at which, at
-// that rate, they would have reached the count, at most two intervals
-// between rounds and a round trip). owned says this member owns the key's
-// partition (e.others is the owner's count of them, now). The shard's
-// lock is held.
+// hold yet: at their rate, they have made rate × (now - the window's
+// start), of which the owner's count had seen; no fewer than none, and no
+// more than their rate over the time since the count was taken plus the
+// most it can have been old then (two intervals between rounds and two
+// round trips). owned says this member owns the key's partition (e.others
+// is the owner's count of them, now). The shard's lock is held.
 func (l *local) unseen(e *localEntry, owned bool, now, period int64) int64 {
 	if !l.lag.on.Load() {
 		return 0
@@ -123,17 +128,14 @@ func (l *local) unseen(e *localEntry, owned bool, now, period int64) int64 {
 	if owned && e.others != e.seen {
 		e.see(e.others, now, period)
 	}
-	if e.rate <= 0 {
+	if e.rate <= 0 || now <= start {
 		return 0
 	}
-	hidden := now - start // nothing learnt of this window: all of it is unseen
-	if e.seenAt >= start {
-		ceiling := 2 * (l.lag.gap.Load() + 2*l.lag.rttHalf.Load())
-		old := min(max(float64(e.seenAt-start)-float64(e.seen)/e.rate, 0), float64(ceiling))
-		hidden = now - e.seenAt + int64(old)
+	all := e.rate * float64(now-start)
+	if e.seenAt < start {
+		return int64(min(all, 1<<62)) // nothing learnt of this window: all of it is unseen
 	}
-	if hidden <= 0 {
-		return 0
-	}
-	return int64(min(e.rate*float64(hidden), 1<<62))
+	ceiling := 2 * (l.lag.gap.Load() + 2*l.lag.rttHalf.Load())
+	most := e.rate * float64(now-e.seenAt+ceiling)
+	return int64(min(max(all-float64(e.seen), 0), most, 1<<62))
 }

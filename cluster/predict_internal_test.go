@@ -10,7 +10,8 @@ import (
 // TestPredictUnseen: a LocalFirst copy counts, beside the owner's count
 // and its own hits, the others' hits it cannot have seen yet: their rate
 // (the slope between the owner's counts of them) times the time since the
-// last count was taken plus how old that count was (see predict.go).
+// window started, less what the owner's count of them holds (see
+// predict.go).
 func TestPredictUnseen(t *testing.T) {
 	const (
 		period = int64(time.Second)
@@ -35,6 +36,8 @@ func TestPredictUnseen(t *testing.T) {
 		{name: "copy, alone on the id", answers: []seen{{300 * ms, 0}, {500 * ms, 0}}, now: 600 * ms, want: 0},
 		{name: "copy, off with an injected clock", off: true, answers: []seen{{300 * ms, 40}, {500 * ms, 80}}, now: 600 * ms, want: 0},
 		{name: "copy, one answer: the carried rate", answers: []seen{{500 * ms, 80}}, carried: 0.2 / float64(ms), now: 600 * ms, want: 40},
+		// 0.1 a ms makes 60 by now, fewer than the 80 seen: nothing more.
+		{name: "copy, the count ahead of the rate", answers: []seen{{500 * ms, 80}}, carried: 0.1 / float64(ms), now: 600 * ms, want: 0},
 		{name: "copy, nothing learnt of the window", carried: 0.2 / float64(ms), now: 300 * ms, want: 60},
 		// The others started late in the window: the age of the count is
 		// bounded by 2 × (the interval 100 ms + the round trip 150 ms).

@@ -212,6 +212,8 @@ type wanResult struct {
 	// allowed of each hot id, by window (the window's end, from the
 	// decision's ResetAfter).
 	sec, min map[int64]int64
+	// the hot id's checks a second, allowed or not, by window.
+	offered map[int64]int64
 	// the checks' latencies, by region (hot and cold).
 	lat [][]time.Duration
 	// the checks decided on a member's share (LocalFirst, Owner mode),
@@ -231,7 +233,7 @@ func runWAN(t testing.TB, w *wan, members []*cluster.Member, load wanLoad) *wanR
 	pSec := actorlimit.Policy{Limit: load.perSecond, Period: time.Second}
 	pMin := actorlimit.Policy{Limit: load.perMinute, Period: time.Minute}
 	pCold := actorlimit.Policy{Limit: 5, Period: time.Second}
-	res := &wanResult{sec: make(map[int64]int64), min: make(map[int64]int64), lat: make([][]time.Duration, len(members))}
+	res := &wanResult{sec: make(map[int64]int64), min: make(map[int64]int64), offered: make(map[int64]int64), lat: make([][]time.Duration, len(members))}
 	var mu sync.Mutex
 	var checks, errs atomic.Int64
 	start := time.Now()
@@ -258,11 +260,17 @@ func runWAN(t testing.TB, w *wan, members []*cluster.Member, load wanLoad) *wanR
 		mu.Lock()
 		defer mu.Unlock()
 		res.lat[r] = append(res.lat[r], t1.Sub(t0))
-		if hot != nil && got.Allowed {
+		if hot != nil {
 			// The window ends ResetAfter after the decision, which came
 			// between t0 and t1: round to the period.
 			endNs := mid.Add(got.ResetAfter).UnixNano()
-			hot[(endNs+int64(p.Period)/2)/int64(p.Period)]++
+			w := (endNs + int64(p.Period)/2) / int64(p.Period)
+			if got.Allowed {
+				hot[w]++
+			}
+			if id == hotSecond {
+				res.offered[w]++
+			}
 		}
 	}
 	// A caller per region and id: each tick sends a check without waiting
@@ -417,7 +425,8 @@ func logWAN(t testing.TB, mode string, rtt time.Duration, load wanLoad, res *wan
 	for r := range res.lat {
 		far = append(far, p99(res.lat[r]).Round(time.Millisecond).String())
 	}
-	t.Logf("per second windows: %v", sortedCounts(res.sec))
+	t.Logf("per second windows, allowed: %v", sortedCounts(res.sec))
+	t.Logf("per second windows, offered: %v", sortedCounts(res.offered))
 	t.Logf("| %s | %v | %d checks | %d errors | 1 s: %d windows, mean error %.1f%%, worst %+.1f%% | 1 min: %d windows, mean error %.1f%%, worst %+.1f%% | fallbacks %d, owner fallbacks %d | p99 by region %s |",
 		mode, rtt, res.checks, res.errs, n, 100*me, 100*worst, mn, 100*mme, 100*mworst,
 		res.fallbacks, res.ownerFallbacks, strings.Join(far, ", "))

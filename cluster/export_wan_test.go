@@ -33,8 +33,8 @@ func (m *Member) PredictState(id string, period time.Duration) string {
 		return "no copy"
 	}
 	now := time.Now().UnixNano()
-	return fmt.Sprintf("rate %.0f/s seen %d %v ago, age %v, own %d, estimate %d, unseen %d, gap %v, rtt/2 %v",
-		e.rate*1e9, e.seen, time.Duration(now-e.seenAt), time.Duration(float64(e.seenAt-e.window*int64(period))-float64(e.seen)/e.rate),
-		e.own, e.estimate(), m.local.unseen(e, m.parts[e.part].owned.Load() != nil, now, int64(period)),
-		time.Duration(m.local.lag.gap.Load()), time.Duration(m.local.lag.rttHalf.Load()))
+	unseen := m.local.unseen(e, m.parts[e.part].owned.Load() != nil, now, int64(period))
+	return fmt.Sprintf("own %d, others predicted %d (seen %d %v ago, estimate %d, unseen %d), rate %.0f/s, gap %v, rtt/2 %v",
+		e.own, e.estimate()-e.own+unseen, e.seen, time.Duration(now-e.seenAt), e.estimate(), unseen,
+		e.rate*1e9, time.Duration(m.local.lag.gap.Load()), time.Duration(m.local.lag.rttHalf.Load()))
 }

@@ -68,9 +68,11 @@ type localEntry struct {
 	// (seen, from the owner's answer to the round that started at
 	// seenAt), and their rate (hits a ns), carried from window to window:
 	// see predict.go.
-	seen   int64
-	seenAt int64
-	rate   float64
+	seen    int64
+	seenAt  int64
+	first   int64 // the window's first such count, at firstAt
+	firstAt int64
+	rate    float64
 }
 
 // estimate is the window's count as this member knows it: the owner's

@@ -16,8 +16,9 @@ import (
 //
 // So a member predicts them. It keeps, for each copy, the others' count in
 // the window as the owner last answered it (seen, at the start of the
-// round it answered) and their rate: the slope between two such counts,
-// smoothed, carried to the next window while that one is young. The count
+// round it answered) and their rate: the slope from the window's first
+// such count to the last (once a fifth of the window apart), carried to
+// the next window while that one is young. The count
 // was already old when the owner gave it (each other member sends its
 // hits at its next round, then half a round trip), by how much the rate
 // tells: the others' hits so far are rate × (now - the window's start),
@@ -93,22 +94,20 @@ func (l *local) observed(p pending, window, count, at int64) {
 }
 
 // see records that the others' hits in e's window were others as the owner
-// knew them at at, and updates their rate: the smoothed slope between two
-// such counts of the window (gain 1/4). The shard's lock is held.
+// knew them at at, and updates their rate: the slope from the window's
+// first such count to this one, once they are a fifth of the window apart
+// (a longer baseline than between two rounds: the rounds' timing is noisy
+// on a loaded machine); until then the rate carried from the last window
+// stays. The shard's lock is held.
 func (e *localEntry) see(others, at, period int64) {
 	start := e.window * period
 	switch {
-	case e.seenAt < start:
-		// The window's first: the slope starts from the next.
+	case e.firstAt < start:
+		e.first, e.firstAt = others, at
 	case others < e.seen || at <= e.seenAt:
 		return // an answer older than one taken
-	default:
-		slope := float64(others-e.seen) / float64(at-e.seenAt)
-		if e.rate <= 0 {
-			e.rate = slope
-		} else {
-			e.rate += (slope - e.rate) / 4
-		}
+	case at-e.firstAt >= period/5:
+		e.rate = float64(others-e.first) / float64(at-e.firstAt)
 	}
 	e.seen, e.seenAt = others, at
 }

@@ -522,14 +522,19 @@ func TestWANLocalFirst(t *testing.T) {
 	assert.Zero(t, res.errs, "caller errors")
 	_, _, _, n := windowStats(res.sec, load.perSecond)
 	require.Positive(t, n, "no whole window measured")
-	counts := sortedCounts(res.sec)
-	var sum int64
+	counts, offered := sortedCounts(res.sec), sortedCounts(res.offered)
+	var sum, sumOffered int64
 	for _, c := range counts[1 : len(counts)-1] {
 		sum += c
 	}
+	for _, c := range offered[1 : len(offered)-1] {
+		sumOffered += c
+	}
 	mean := float64(sum) / float64(n)
+	meanOffered := float64(sumOffered) / float64(len(offered)-2)
 	assert.LessOrEqual(t, mean, 1.2*float64(load.perSecond), "mean admitted a window, of %v", counts)
-	assert.GreaterOrEqual(t, mean, 0.5*float64(load.perSecond), "mean admitted a window, of %v", counts)
+	// A starved machine may offer less than the limit.
+	assert.GreaterOrEqual(t, mean, 0.5*min(float64(load.perSecond), meanOffered), "mean admitted a window, of %v (offered %v)", counts, offered)
 }
 
 // TestWANRegionCut: Owner mode across 80 ms round trips; one region is cut

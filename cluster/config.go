@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	protocluster "github.com/asynkron/protoactor-go/cluster"
@@ -133,8 +135,14 @@ type Config struct {
 	// owner answers again, or to the partition's next owner. A check whose
 	// partition is on its way between two live members (a hand-off: the
 	// members asked answer that they hand it on or wait for it) waits for
-	// it, at most RequestTimeout, as before. Default [DefaultOwnerWait], or
-	// RequestTimeout/2 when that is shorter; it must be shorter than
+	// it, at most RequestTimeout, as before. Zero (the default) makes it
+	// follow the round trip measured to each owner: a smoothed round trip
+	// plus four times its deviation plus [OwnerWaitMargin], at least
+	// [DefaultOwnerWait] (or RequestTimeout/2 when that is shorter) and
+	// at most RequestTimeout/2, so that the checks sent to a far owner
+	// (another region) do not fall back while it answers
+	// ([Member.OwnerWaitFor] tells the current value). A value set here is
+	// used as it is, for every owner; it must be shorter than
 	// RequestTimeout. Strict, or a context from [WithStrict], turns the
 	// fallback off.
 	OwnerWait time.Duration
@@ -199,6 +207,15 @@ type Config struct {
 	// tlsNow, when set, is the time at which TLS checks certificates: for
 	// tests of expiry; default time.Now.
 	tlsNow func() time.Time
+	// ownerWaitAuto says OwnerWait was left zero: it follows the round
+	// trips (rtt.go), OwnerWait its floor.
+	ownerWaitAuto bool
+	// dial, when set, makes the member's connections to the others:
+	// for tests that put a network between the members (wan_test.go).
+	dial func(ctx context.Context, addr string) (net.Conn, error)
+	// noPredict turns LocalFirst's prediction of the others' hits off
+	// (predict.go): for the WAN harness's figures without it.
+	noPredict bool
 }
 
 // partEntries is the most keys the owner's state of one partition holds in
@@ -276,6 +293,7 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.OwnerWait == 0:
 		c.OwnerWait = min(DefaultOwnerWait, c.RequestTimeout/2)
+		c.ownerWaitAuto = true
 	case c.OwnerWait >= c.RequestTimeout:
 		return c, fmt.Errorf("%w: cluster.Config: OwnerWait %v is not shorter than RequestTimeout %v", actorlimit.ErrInvalidArgument, c.OwnerWait, c.RequestTimeout)
 	}

@@ -57,7 +57,8 @@
 // In [Owner] mode every check goes to the owner of its partition and waits
 // for the answer: exact, at the cost of a round trip when the owner is
 // another member. An owner that does not answer within Config.OwnerWait
-// (100 ms by default: stopped, paused, cut off) has the member decide the
+// (by default the round trip measured to that owner plus a margin, at
+// least 100 ms: stopped, paused, cut off) has the member decide the
 // check itself, on its share of the policy (limit and burst divided by the
 // live members), without error; the member charges what it allowed to the
 // owner, or to the partition's next owner, once one answers. Config.Strict,

@@ -64,6 +64,15 @@ type localEntry struct {
 	// othersInc last counted them.
 	others    int64
 	othersInc uint64
+	// The others' hits in the window as this member last learnt them
+	// (seen, from the owner's answer to the round that started at
+	// seenAt), and their rate (hits a ns), carried from window to window:
+	// see predict.go.
+	seen    int64
+	seenAt  int64
+	first   int64 // the window's first such count, at firstAt
+	firstAt int64
+	rate    float64
 }
 
 // estimate is the window's count as this member knows it: the owner's
@@ -87,6 +96,7 @@ type local struct {
 	epoch     atomic.Uint64
 	evictions atomic.Uint64
 	shards    [localShards]localShard
+	lag       lag // what the copies do not see of the others' hits (predict.go)
 }
 
 // newLocal makes the copies of a member that holds at most maxCopies of
@@ -123,7 +133,7 @@ func (l *local) entry(s *localShard, k localKey, w, now int64, p int, ps *partSt
 		e = &localEntry{}
 		s.entries[k] = e
 	}
-	*e = localEntry{window: w, epoch: l.epoch.Add(1), part: int32(p), taken: e.taken, active: e.active}
+	*e = localEntry{window: w, epoch: l.epoch.Add(1), part: int32(p), taken: e.taken, active: e.active, rate: e.rate}
 	ps.holdUntil(end(w, k.period))
 	return e
 }
@@ -204,8 +214,10 @@ func (l *local) decide(c *algo.Check, now int64, p int, ps *partState, members i
 		s.active = append(s.active, k)
 	}
 	count, unacked, w := e.estimate(), e.own-e.acked, e.window
+	unseen := l.unseen(e, op != nil, now, period)
 	s.mu.Unlock()
-	d := hitDecision(count, c.Limit, c.N, w, period, now)
+	d := hitDecision(satAdd(count, unseen), c.Limit, c.N, w, period, now)
+	d.Count = count
 	if op == nil && ps.cut.Load() {
 		share := c.Limit / max(members, 1)
 		if unacked > share && d.Allowed {

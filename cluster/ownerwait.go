@@ -75,6 +75,7 @@ type ownerFallback struct {
 	sweep   int64                       // when the share tables are next swept
 
 	mem *remembered
+	rtt rttTable // the round trips to the owners (rtt.go)
 }
 
 // shareShard is one lock's share of the fallback's tables.
@@ -116,7 +117,8 @@ func (f *ownerFallback) shard(id string) *shareShard {
 // back.
 type decideCall struct {
 	p      int
-	n      int // the checks
+	n      int    // the checks
+	owner  string // the owner's address when the check was sent
 	req    *clusterpb.DecideRequest
 	moving atomic.Int64 // wall clock (ns) of the last answer that the partition is moving
 
@@ -154,7 +156,8 @@ func (m *Member) moving(p int) bool {
 
 // decideOwner has partition p's owner decide checks (Owner mode), writing
 // its decisions to out. The request goes at once, and again (same id: the
-// owner counts it once) when no answer came after OwnerWait/2, then after
+// owner counts it once) when no answer came after OwnerWait/2 (with an
+// adaptive OwnerWait, a round trip to that owner: see rtt.go), then after
 // twice as long, and so on. When no answer came after OwnerWait (a
 // partition on the move between live members extends it, to
 // RequestTimeout at most: a member answers that it hands the partition on
@@ -172,10 +175,12 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 	for i := range checks {
 		req.Checks[i] = checkToWire(&checks[i])
 	}
+	owner := m.route(p)
+	ownerWait, retry := m.ownerWait(owner)
 	if !strict {
-		req.LateNs = int64(2 * m.cfg.OwnerWait)
+		req.LateNs = int64(2 * ownerWait)
 	}
-	if m.cluster != nil && m.route(p) == m.node {
+	if m.cluster != nil && owner == m.node {
 		// This member owns the partition: the owner's answer is a call
 		// away, with no network to wait on.
 		if resp, ok := m.serve(req).(*clusterpb.DecideReply); ok && !resp.GetRefused() {
@@ -188,16 +193,15 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 			}
 		}
 	}
-	call := &decideCall{p: p, n: len(checks), req: req, wake: make(chan struct{}, maxAttempts+1)}
+	call := &decideCall{p: p, n: len(checks), req: req, owner: owner, wake: make(chan struct{}, maxAttempts+1)}
 	m.fb.calls.Store(req.RequestId, call)
 	defer m.fb.calls.Delete(req.RequestId)
-	wait := m.cfg.OwnerWait
+	wait := ownerWait
 	if strict {
 		wait = m.cfg.RequestTimeout
 	}
 	hard := start.Add(m.cfg.RequestTimeout)
 	fallAt := start.Add(wait)
-	retry := m.cfg.OwnerWait / 2
 	nextTry := start.Add(retry)
 	attempts, relaxed := 1, false
 	m.attempt(call, req)
@@ -217,7 +221,7 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 		if mv := call.moving.Load(); !strict && mv > 0 {
 			// The partition is on its way between live members: wait for
 			// it, as long as they keep saying so.
-			fallAt = maxTime(fallAt, time.Unix(0, mv).Add(m.cfg.OwnerWait))
+			fallAt = maxTime(fallAt, time.Unix(0, mv).Add(ownerWait))
 		}
 		switch {
 		case strict && !now.Before(hard):
@@ -283,10 +287,14 @@ func (m *Member) attempt(call *decideCall, req *clusterpb.DecideRequest) {
 	call.running++
 	call.mu.Unlock()
 	go func() {
+		sent := time.Now()
 		resp, err := m.send(call.p, req)
 		var reply *clusterpb.DecideReply
 		if err == nil {
 			reply, err = checkReply(call.p, call.n, resp)
+		}
+		if reply != nil {
+			m.fb.rtt.sample(call.owner, time.Since(sent))
 		}
 		call.mu.Lock()
 		call.running--

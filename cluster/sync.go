@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	"golang.org/x/sync/semaphore"
@@ -81,6 +82,7 @@ func (m *Member) SyncNow() {
 func (m *Member) syncRound(now int64) {
 	m.counters.rounds.Add(1)
 	m.round++
+	m.local.lag.round(now, &m.fb.rtt, m.cfg.predicts())
 	work := make(partWorks)
 	for _, p := range m.local.takeActive(now, m.round, nil) {
 		work.of(p.part).totals = append(work.of(p.part).totals, p)
@@ -283,6 +285,7 @@ func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64)
 	m.learnResets(p, r)
 	for i, c := range r.GetCounts() {
 		m.local.applied(w.totals[i], c.GetWindow(), c.GetCount())
+		m.local.observed(w.totals[i], c.GetWindow(), c.GetCount(), now)
 	}
 	for i, s := range r.GetStates() {
 		// An owner that started empty has only the hits just sent: the
@@ -375,8 +378,12 @@ func (m *Member) syncMember(addr string, parts []int, work partWorks) []*cluster
 			req.Parts[i] = m.part(p, work[p], true)
 		}
 		m.counters.requests.Add(1)
+		sent := time.Now()
 		resp, err := m.sendTo(addr, req)
 		reply, ok := resp.(*clusterpb.SyncReply)
+		if err == nil && ok {
+			m.fb.rtt.sample(addr, time.Since(sent))
+		}
 		if err != nil || !ok || len(reply.GetParts()) != len(batch) {
 			m.counters.failures.Add(1)
 			m.cfg.Logger.Debug("actorlimit cluster: sync failed, will retry", "member", addr, "partitions", len(parts), "error", err)

@@ -207,7 +207,7 @@ func (c Config) remoteOptions(serverOpts ...grpc.ServerOption) ([]remote.ConfigO
 	opts := []remote.ConfigOption{remote.WithEndpointWriterBatchSize(1)}
 	if c.TLS == nil {
 		return append(opts, remote.WithServerOptions(server...),
-			remote.WithDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials()))), nil
+			remote.WithDialOptions(c.dialOptions(grpc.WithTransportCredentials(insecure.NewCredentials()))...)), nil
 	}
 	now := c.tlsNow
 	if now == nil {
@@ -224,7 +224,7 @@ func (c Config) remoteOptions(serverOpts ...grpc.ServerOption) ([]remote.ConfigO
 	creds := reloadingCreds{files}
 	return append(opts,
 		remote.WithServerOptions(append([]grpc.ServerOption{grpc.Creds(creds)}, server...)...),
-		remote.WithDialOptions(grpc.WithTransportCredentials(creds))), nil
+		remote.WithDialOptions(c.dialOptions(grpc.WithTransportCredentials(creds))...)), nil
 }
 
 // warnOpen logs, at WARN, that a member listens on a host other than

@@ -91,6 +91,14 @@ type Config struct {
 	// Port 0 picks a free port.
 	Host string
 	Port int
+	// Advertise is the host:port the other members reach this member at,
+	// when it is not Host:Port: a member behind a proxy, a NAT or a port
+	// forward. The member registers it in the membership (automanaged,
+	// etcd, ...), is named by it (Member.Address), and the others dial it.
+	// With TLS, the member's certificate must name its host (Start checks
+	// it), since the others check that name. Default: Host and the port
+	// the member listens on.
+	Advertise string
 	// Provider tells the member who the other members are: the engine's
 	// test provider, etcd, Consul, Kubernetes, ZooKeeper or automanaged.
 	// Leave it nil to set AutoManaged instead.
@@ -246,6 +254,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: cluster.Config: PartitionKey is empty and Host %q is not loopback: give every member the same random key of at least %d bytes", actorlimit.ErrInvalidArgument, c.Host, MinPartitionKeyLen)
 	case c.TLS == nil && !c.TrustedNetwork && c.Host != "" && !isLoopback(c.Host):
 		return c, fmt.Errorf("%w: cluster.Config: TLS is nil and Host %q is not loopback: anyone who reaches the member's port could reset keys and take partitions; set TLS (certificates from the members' CA), or TrustedNetwork when only the members can reach their ports", actorlimit.ErrInvalidArgument, c.Host)
+	}
+	if err := c.checkAdvertise(); err != nil {
+		return c, err
 	}
 	if c.Name == "" {
 		c.Name = DefaultName

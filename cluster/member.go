@@ -104,6 +104,12 @@ func Start(cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.checkCertName(); err != nil {
+		return nil, err
+	}
+	if cfg.Advertise != "" {
+		remoteOpts = append(remoteOpts, remote.WithAdvertisedHost(cfg.Advertise))
+	}
 	logger := cfg.Logger
 	cfg.warnOpen(logger)
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(

@@ -207,6 +207,9 @@ type Config struct {
 	// tlsNow, when set, is the time at which TLS checks certificates: for
 	// tests of expiry; default time.Now.
 	tlsNow func() time.Time
+	// healthHold, when set, is called by the automanaged health endpoint
+	// before it answers: tests freeze a member's endpoint with it.
+	healthHold func()
 }
 
 // partEntries is the most keys the owner's state of one partition holds in

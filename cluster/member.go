@@ -177,7 +177,7 @@ func Start(cfg Config) (*Member, error) {
 
 // autoManaged makes the automanaged provider cfg.AutoManaged describes,
 // its health endpoint listening on cfg.Host.
-func autoManaged(cfg Config, system *protoactor.ActorSystem) (*automanaged.AutoManagedProvider, error) {
+func autoManaged(cfg Config, system *protoactor.ActorSystem) (*healthProvider, error) {
 	am := cfg.AutoManaged
 	l, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(am.Port)))
 	if err != nil {
@@ -186,13 +186,16 @@ func autoManaged(cfg Config, system *protoactor.ActorSystem) (*automanaged.AutoM
 	e := echo.New()
 	e.HideBanner, e.HidePort, e.Listener = true, true, l
 	e.GET("/_health", func(c echo.Context) error {
+		if cfg.healthHold != nil {
+			cfg.healthHold()
+		}
 		host, port, err := system.GetHostPort()
 		if err != nil {
 			return c.NoContent(http.StatusServiceUnavailable)
 		}
 		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, system.ID, host, port, am.Port, nil))
 	})
-	return automanaged.NewWithTesting(am.Refresh, am.Port, e, am.Hosts...), nil
+	return newHealthProvider(cfg, e), nil
 }
 
 // newMember makes a member that sends its requests with send, and no

@@ -119,12 +119,16 @@ func (m *Member) closeConnections() {
 
 // crash is Kill's part in the cluster: it stops the member as the death
 // of its process would, with no goodbye (no graceful-leave key, no
-// registry change, no last heartbeat). Its server stops at once, and its
+// registry change, no last heartbeat). Its server (and its automanaged
+// health endpoint) stops at once, and its
 // own connections to the others close, as the system closes a dead
 // process's sockets; left open, each would hold the graceful close of
 // the member it leads to until that member's wait ran out.
 func (m *Member) crash() {
 	c := m.cluster
+	if hp, ok := c.Config.ClusterProvider.(*healthProvider); ok {
+		_ = hp.Shutdown(false) // its endpoint refuses, as a dead process's port does
+	}
 	c.ActorSystem.Shutdown()
 	c.Gossip.Shutdown()
 	c.Remote.Shutdown(false)

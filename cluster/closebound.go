@@ -22,6 +22,9 @@ const (
 	// remote, which fails whatever the actor still sends; some 100 ms are
 	// left to stop the remote within a second.
 	gossipStopBound = 150 * time.Millisecond
+	// remoteStopBound is how long a close waits for its gRPC server's
+	// handlers to return (see stopRemote).
+	remoteStopBound = 100 * time.Millisecond
 )
 
 // bound returns d, or less if the member is closing and its close's

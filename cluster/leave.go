@@ -97,11 +97,17 @@ func (m *Member) takesForLive(id string) bool {
 // races with connections ending at the same moment (it can send on a
 // stream's channel the stream has just closed, or remove an endpoint from
 // the map it has just cleared: either panics in the engine's goroutine).
-// The linger before it has let the others drop the member already.
+// The linger before it has let the others drop the member already. The
+// gRPC server's stop closes its listener and connections at once, then
+// waits for its handlers to return, which took up to 1.4 s on a loaded
+// machine: stopRemote waits for that at most remoteStopBound, and the
+// handlers end on their own.
 func (m *Member) stopRemote() {
 	c := m.cluster
 	m.closeConnections()
-	c.Remote.Shutdown(false)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); c.Remote.Shutdown(false) }()
+	waitUntil(stopped, time.Now().Add(remoteStopBound))
 }
 
 // closeConnections closes the member's own connections to the other

@@ -26,8 +26,9 @@ import (
 // normal suite runs a few.
 const cyclesEnv = "ACTORLIMIT_CYCLES"
 
-// TestStartCloseCycles starts 3 members, puts them under load (every
-// caller keeps hitting through the close), and then, by turns: kills one
+// TestStartCloseCycles starts 3 members, puts them under load (two
+// callers at each, about 1000 hits a second each, hitting through the
+// close), and then, by turns: kills one
 // (no goodbye) or cuts one off (the registry drops it while it runs, so
 // the others block it and close their connections to it while it still
 // sends), and closes them all at once. A panic in any goroutine, the
@@ -90,6 +91,7 @@ func startCloseCycle(t *testing.T, i int) []time.Duration {
 					_, _ = m.Limiter.Hit(ctx, "id:"+strconv.Itoa(j%97), p)
 					cancel()
 					calls.Add(1)
+					time.Sleep(time.Millisecond) // about 1000 calls a second: load, not a busy loop that starves Close of the CPU
 				}
 			})
 		}

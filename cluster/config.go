@@ -64,17 +64,20 @@ const (
 	DefaultOwnerWait = 100 * time.Millisecond
 )
 
-// AutoManaged configures the engine's automanaged provider: every member
-// serves a health endpoint, and polls the others'.
+// AutoManaged configures the automanaged membership (no registry): every
+// member serves a health endpoint, in the engine's automanaged node
+// format, and polls the others'.
 type AutoManaged struct {
 	// Port is the port of this member's health endpoint, on Config.Host.
 	Port int
 	// Hosts are the host:port of every member's health endpoint, this
 	// member's among them.
 	Hosts []string
-	// Refresh is how often the member polls them: a member that stops
-	// answering (or leaves) is dropped at the next poll. Default
-	// [DefaultAutoManagedRefresh].
+	// Refresh is how often the member polls them: a member whose
+	// endpoint refuses (it left, or its process died) is dropped at the
+	// next poll; one whose endpoint does not answer (a poll times out
+	// after a second: the member is stopped) is kept until DeadAfter has
+	// passed since it last answered. Default [DefaultAutoManagedRefresh].
 	Refresh time.Duration
 }
 
@@ -103,10 +106,11 @@ type Config struct {
 	// test provider, etcd, Consul, Kubernetes, ZooKeeper or automanaged.
 	// Leave it nil to set AutoManaged instead.
 	Provider protocluster.ClusterProvider
-	// AutoManaged, when Provider is nil, makes the member's provider the
-	// engine's automanaged one (members poll each other's health
-	// endpoint, no registry), with its endpoint listening on Host only:
-	// the engine's own listens on every interface.
+	// AutoManaged, when Provider is nil, makes the member's provider an
+	// automanaged one (members poll each other's health endpoint, no
+	// registry), with its endpoint listening on Host only (the engine's
+	// own listens on every interface) and a stopped member kept until
+	// DeadAfter (the engine's drops it after 2 s).
 	AutoManaged *AutoManaged
 	// Lookup is the engine's identity lookup, for the engine's own grains;
 	// default disthash. The partitions do not use it: the members place

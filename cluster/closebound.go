@@ -12,13 +12,14 @@ const (
 	closeSyncBound = 250 * time.Millisecond
 	// closeHandOffBound is when the hand-offs give up: a partition whose
 	// hand-off failed is taken over by its next owner from its backup,
-	// as after a crash (see the package doc, Backups).
+	// as after a crash (docs/cluster.md, Backups).
 	closeHandOffBound = 500 * time.Millisecond
 	// closeBound is when the member stops lingering (see leave).
 	closeBound = 750 * time.Millisecond
 	// gossipStopBound is how long, after the linger, a close waits for its
 	// gossip actor to stop (the engine's stop waits for the message it is
-	// handling: a gossip round to a member that does not answer, say) before it stops the
+	// handling: a gossip round to a member that does not answer, say)
+	// before it stops the
 	// remote, which fails whatever the actor still sends; some 100 ms are
 	// left to stop the remote within a second.
 	gossipStopBound = 150 * time.Millisecond

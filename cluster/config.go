@@ -66,17 +66,20 @@ const (
 	DefaultOwnerWait = 100 * time.Millisecond
 )
 
-// AutoManaged configures the engine's automanaged provider: every member
-// serves a health endpoint, and polls the others'.
+// AutoManaged configures the automanaged membership (no registry): every
+// member serves a health endpoint, in the engine's automanaged node
+// format, and polls the others'.
 type AutoManaged struct {
 	// Port is the port of this member's health endpoint, on Config.Host.
 	Port int
 	// Hosts are the host:port of every member's health endpoint, this
 	// member's among them.
 	Hosts []string
-	// Refresh is how often the member polls them: a member that stops
-	// answering (or leaves) is dropped at the next poll. Default
-	// [DefaultAutoManagedRefresh].
+	// Refresh is how often the member polls them: a member whose
+	// endpoint refuses (it left, or its process died) is dropped at the
+	// next poll; one whose endpoint does not answer (a poll times out
+	// after a second: the member is stopped) is kept until DeadAfter has
+	// passed since it last answered. Default [DefaultAutoManagedRefresh].
 	Refresh time.Duration
 }
 
@@ -93,14 +96,23 @@ type Config struct {
 	// Port 0 picks a free port.
 	Host string
 	Port int
+	// Advertise is the host:port the other members reach this member at,
+	// when it is not Host:Port: a member behind a proxy, a NAT or a port
+	// forward. The member registers it in the membership (automanaged,
+	// etcd, ...), is named by it (Member.Address), and the others dial it.
+	// With TLS, the member's certificate must name its host (Start checks
+	// it), since the others check that name. Default: Host and the port
+	// the member listens on.
+	Advertise string
 	// Provider tells the member who the other members are: the engine's
 	// test provider, etcd, Consul, Kubernetes, ZooKeeper or automanaged.
 	// Leave it nil to set AutoManaged instead.
 	Provider protocluster.ClusterProvider
-	// AutoManaged, when Provider is nil, makes the member's provider the
-	// engine's automanaged one (members poll each other's health
-	// endpoint, no registry), with its endpoint listening on Host only:
-	// the engine's own listens on every interface.
+	// AutoManaged, when Provider is nil, makes the member's provider an
+	// automanaged one (members poll each other's health endpoint, no
+	// registry), with its endpoint listening on Host only (the engine's
+	// own listens on every interface) and a stopped member kept until
+	// DeadAfter (the engine's drops it after 2 s).
 	AutoManaged *AutoManaged
 	// Lookup is the engine's identity lookup, for the engine's own grains;
 	// default disthash. The partitions do not use it: the members place
@@ -216,6 +228,9 @@ type Config struct {
 	// noPredict turns LocalFirst's prediction of the others' hits off
 	// (predict.go): for the WAN harness's figures without it.
 	noPredict bool
+	// healthHold, when set, is called by the automanaged health endpoint
+	// before it answers: tests freeze a member's endpoint with it.
+	healthHold func()
 }
 
 // partEntries is the most keys the owner's state of one partition holds in
@@ -263,6 +278,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: cluster.Config: PartitionKey is empty and Host %q is not loopback: give every member the same random key of at least %d bytes", actorlimit.ErrInvalidArgument, c.Host, MinPartitionKeyLen)
 	case c.TLS == nil && !c.TrustedNetwork && c.Host != "" && !isLoopback(c.Host):
 		return c, fmt.Errorf("%w: cluster.Config: TLS is nil and Host %q is not loopback: anyone who reaches the member's port could reset keys and take partitions; set TLS (certificates from the members' CA), or TrustedNetwork when only the members can reach their ports", actorlimit.ErrInvalidArgument, c.Host)
+	}
+	if err := c.checkAdvertise(); err != nil {
+		return c, err
 	}
 	if c.Name == "" {
 		c.Name = DefaultName

@@ -242,3 +242,10 @@ func WithTLSClock(c Config, now func() time.Time) Config {
 	c.tlsNow = now
 	return c
 }
+
+// WithHealthHold returns c with its automanaged health endpoint calling
+// hold before each answer (a test blocks in it to freeze the endpoint).
+func WithHealthHold(c Config, hold func()) Config {
+	c.healthHold = hold
+	return c
+}

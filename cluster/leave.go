@@ -16,7 +16,8 @@ const (
 	// goes on answering (refusing, naming the partitions' new owners) the
 	// members that may still send it requests: until every member it
 	// takes for live has dropped it, which closes that member's
-	// connection to it. The engine's own close waits 2 s, always.
+	// connection to it, or Close's closeBound. The engine's own close
+	// waits 2 s, always.
 	leaveLinger = 2 * time.Second
 	// lingerPoll is how often the linger looks at the connections.
 	lingerPoll = 5 * time.Millisecond
@@ -25,8 +26,12 @@ const (
 // leave is a graceful close's part in the cluster, after the member has
 // handed its partitions on: it tells the others it leaves (the gossip's
 // graceful-leave key, and the registry), answers those that may still
-// send it requests until they have dropped it (at most leaveLinger), and
-// stops its actor system, gossip and remote. It is the engine's
+// send it requests until they have dropped it (until Close's closeBound),
+// and stops its actor system, gossip (waiting at most gossipStopBound for
+// it) and remote. The gossip key, the registry's leave and the gossip
+// round go on in a goroutine of their own while the member lingers: a
+// registry or a gossip actor that is slow to answer does not hold the
+// close past its bound. It is the engine's
 // Cluster.Shutdown(true) without its fixed 2 s sleep: the members learn
 // of the leave through the registry (each drops the member, blocks it,
 // and closes its connection to it, which leave waits for) and through
@@ -35,30 +40,44 @@ const (
 func (m *Member) leave() {
 	c := m.cluster
 	opened := m.streams.opened()
-	if err := c.Gossip.SetStateRequest(protocluster.GracefullyLeftKey, &emptypb.Empty{}); err != nil {
-		m.cfg.Logger.Warn("actorlimit cluster: leaving: the gossip took no graceful-leave key", "error", err)
-	}
-	if err := c.Config.ClusterProvider.Shutdown(true); err != nil {
-		m.cfg.Logger.Warn("actorlimit cluster: leaving: the registry", "error", err)
-	}
-	c.Gossip.SendState()
-	m.linger(opened, leaveLinger)
+	told := make(chan struct{})
+	go func() {
+		defer close(told)
+		if err := c.Gossip.SetStateRequest(protocluster.GracefullyLeftKey, &emptypb.Empty{}); err != nil {
+			m.cfg.Logger.Warn("actorlimit cluster: leaving: the gossip took no graceful-leave key", "error", err)
+		}
+		if err := c.Config.ClusterProvider.Shutdown(true); err != nil {
+			m.cfg.Logger.Warn("actorlimit cluster: leaving: the registry", "error", err)
+		}
+		c.Gossip.SendState()
+	}()
+	m.linger(told, opened, m.bound(leaveLinger)) // Close's closeBound ends it sooner
 	c.ActorSystem.Shutdown()
 	c.IdentityLookup.Shutdown()
-	c.Gossip.Shutdown()
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); c.Gossip.Shutdown() }()
+	waitUntil(stopped, time.Now().Add(gossipStopBound))
 	m.stopRemote()
 }
 
-// linger waits, at most bound, until no member this member takes for live
+// linger waits, at most bound, until told is closed (the member has told
+// the others it leaves) and no member this member takes for live
 // holds a connection to it of the first opened (see peerStreams.opened):
 // one that member opened before it could know of the leave, and closes
 // when it drops this member. A connection opened since (to carry the
 // answer to the last gossip, say) is not waited for.
-func (m *Member) linger(opened uint64, bound time.Duration) {
+func (m *Member) linger(told <-chan struct{}, opened uint64, bound time.Duration) {
 	deadline := time.Now().Add(bound)
 	t := time.NewTicker(lingerPoll)
 	defer t.Stop()
-	for m.streams.holding(opened, m.takesForLive) && time.Now().Before(deadline) {
+	for time.Now().Before(deadline) {
+		select {
+		case <-told:
+			if !m.streams.holding(opened, m.takesForLive) {
+				return
+			}
+		default:
+		}
 		<-t.C
 	}
 }
@@ -78,11 +97,17 @@ func (m *Member) takesForLive(id string) bool {
 // races with connections ending at the same moment (it can send on a
 // stream's channel the stream has just closed, or remove an endpoint from
 // the map it has just cleared: either panics in the engine's goroutine).
-// The linger before it has let the others drop the member already.
+// The linger before it has let the others drop the member already. The
+// gRPC server's stop closes its listener and connections at once, then
+// waits for its handlers to return, which took up to 1.4 s on a loaded
+// machine: stopRemote waits for that at most remoteStopBound, and the
+// handlers end on their own.
 func (m *Member) stopRemote() {
 	c := m.cluster
 	m.closeConnections()
-	c.Remote.Shutdown(false)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); c.Remote.Shutdown(false) }()
+	waitUntil(stopped, time.Now().Add(remoteStopBound))
 }
 
 // closeConnections closes the member's own connections to the other
@@ -100,12 +125,16 @@ func (m *Member) closeConnections() {
 
 // crash is Kill's part in the cluster: it stops the member as the death
 // of its process would, with no goodbye (no graceful-leave key, no
-// registry change, no last heartbeat). Its server stops at once, and its
+// registry change, no last heartbeat). Its server (and its automanaged
+// health endpoint) stops at once, and its
 // own connections to the others close, as the system closes a dead
 // process's sockets; left open, each would hold the graceful close of
 // the member it leads to until that member's wait ran out.
 func (m *Member) crash() {
 	c := m.cluster
+	if hp, ok := c.Config.ClusterProvider.(*healthProvider); ok {
+		_ = hp.Shutdown(false) // its endpoint refuses, as a dead process's port does
+	}
 	c.ActorSystem.Shutdown()
 	c.Gossip.Shutdown()
 	c.Remote.Shutdown(false)

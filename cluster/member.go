@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
@@ -70,10 +71,13 @@ type Member struct {
 	fb ownerFallback // Owner mode: the fallback while an owner does not answer (ownerwait.go)
 
 	closeOnce sync.Once
-	closed    chan struct{}
-	syncDone  chan struct{}
-	mu        sync.RWMutex // held for reading by calls, for writing by Close
-	down      bool
+	// closeBy is, while Close runs, when its current phase ends (unix
+	// nanoseconds; see bound); zero before.
+	closeBy  atomic.Int64
+	closed   chan struct{}
+	syncDone chan struct{}
+	mu       sync.RWMutex // held for reading by calls, for writing by Close
+	down     bool
 
 	// send makes one request to a partition's owner; tests replace it.
 	send func(partition int, msg any) (any, error)
@@ -99,6 +103,12 @@ func Start(cfg Config) (*Member, error) {
 	remoteOpts, err := cfg.remoteOptions(grpc.StreamInterceptor(m.streams.intercept))
 	if err != nil {
 		return nil, err
+	}
+	if err := cfg.checkCertName(); err != nil {
+		return nil, err
+	}
+	if cfg.Advertise != "" {
+		remoteOpts = append(remoteOpts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
 	logger := cfg.Logger
 	cfg.warnOpen(logger)
@@ -167,7 +177,7 @@ func Start(cfg Config) (*Member, error) {
 
 // autoManaged makes the automanaged provider cfg.AutoManaged describes,
 // its health endpoint listening on cfg.Host.
-func autoManaged(cfg Config, system *protoactor.ActorSystem) (*automanaged.AutoManagedProvider, error) {
+func autoManaged(cfg Config, system *protoactor.ActorSystem) (*healthProvider, error) {
 	am := cfg.AutoManaged
 	l, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(am.Port)))
 	if err != nil {
@@ -176,13 +186,16 @@ func autoManaged(cfg Config, system *protoactor.ActorSystem) (*automanaged.AutoM
 	e := echo.New()
 	e.HideBanner, e.HidePort, e.Listener = true, true, l
 	e.GET("/_health", func(c echo.Context) error {
+		if cfg.healthHold != nil {
+			cfg.healthHold()
+		}
 		host, port, err := system.GetHostPort()
 		if err != nil {
 			return c.NoContent(http.StatusServiceUnavailable)
 		}
 		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, system.ID, host, port, am.Port, nil))
 	})
-	return automanaged.NewWithTesting(am.Refresh, am.Port, e, am.Hosts...), nil
+	return newHealthProvider(cfg, e), nil
 }
 
 // newMember makes a member that sends its requests with send, and no
@@ -541,18 +554,28 @@ func (m *Member) PID() *protoactor.PID { return nil }
 // dropped the member (each closes its connection to it when it does),
 // answering meanwhile the requests they still send it, naming the
 // partitions' new owners: at once with a registry that tells them at
-// once, at most about 2 s. It is idempotent.
+// once. Each phase has a bound (closebound.go), so that Close returns in
+// about a second whatever the others do: a last sync or a hand-off
+// that a dead or closing member does not answer in time is given up, as a
+// crash would give it up (the partition's next owner takes it over from
+// its backup). It is idempotent.
 func (m *Member) Close() error {
 	if m.closed == nil {
 		return nil // a zero Member: nothing to close
 	}
 	m.closeOnce.Do(func() {
+		start := time.Now()
+		m.closeBy.Store(start.Add(closeSyncBound).UnixNano())
 		close(m.closed)
-		<-m.syncDone
-		m.handOffAll()
+		waitUntil(m.syncDone, start.Add(closeSyncBound))
+		m.closeBy.Store(start.Add(closeHandOffBound).UnixNano())
+		handed := make(chan struct{})
+		go func() { defer close(handed); m.handOffAll() }()
+		waitUntil(handed, start.Add(closeHandOffBound))
 		m.mu.Lock()
 		m.down = true
 		m.mu.Unlock()
+		m.closeBy.Store(start.Add(closeBound).UnixNano())
 		m.shutdown(true)
 	})
 	return nil

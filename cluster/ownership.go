@@ -316,7 +316,7 @@ func (m *Member) pushHandOffs() bool {
 		wg.Go(func() {
 			taken, err := m.sendStates(to, parts, func(ps []*clusterpb.PartState) *clusterpb.HandOff {
 				return &clusterpb.HandOff{Parts: ps}
-			}, m.cfg.RequestTimeout)
+			}, m.bound(m.cfg.RequestTimeout))
 			if err != nil {
 				m.cfg.Logger.Debug("actorlimit cluster: hand-off failed, will retry", "member", to, "partitions", len(parts), "error", err)
 			}
@@ -367,7 +367,7 @@ func (m *Member) askWaiting() bool {
 		}
 		wg.Go(func() {
 			resp, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: ask, Ask: true, KeyPrint: m.hash.print}, m.cfg.syncTimeout()).Result()
+				&clusterpb.HandOff{From: m.node, Parts: ask, Ask: true, KeyPrint: m.hash.print}, m.bound(m.cfg.syncTimeout())).Result()
 			reply, ok := resp.(*clusterpb.HandOffReply)
 			mu.Lock()
 			defer mu.Unlock()
@@ -563,7 +563,7 @@ func (m *Member) sendBackups(now int64) {
 		wg.Go(func() {
 			taken, err := m.sendStates(to, parts, func(ps []*clusterpb.PartState) *clusterpb.HandOff {
 				return &clusterpb.HandOff{Parts: ps, Backup: true}
-			}, m.cfg.syncTimeout())
+			}, m.bound(m.cfg.syncTimeout()))
 			if err != nil {
 				m.cfg.Logger.Debug("actorlimit cluster: backup failed, will retry", "member", to, "partitions", len(parts), "error", err)
 			}
@@ -757,6 +757,7 @@ func (m *Member) request(p int, msg any) (any, error) {
 	if decide && d.GetPartition() != uint32(p) {
 		d.Partition = uint32(p)
 	}
+	timeout = m.bound(timeout)
 	deadline := time.Now().Add(timeout)
 	var hint string
 	for try := 0; ; try++ {

@@ -57,11 +57,15 @@ func TestChildMember(t *testing.T) {
 	if os.Getenv("MODE") == "owner" {
 		mode = cluster.Owner
 	}
+	dead := procDeadAfter
+	if d, err := time.ParseDuration(os.Getenv("DEAD_AFTER")); err == nil {
+		dead = d // TestStoppedMemberKeepsPlace's
+	}
 	m, err := cluster.Start(cluster.Config{
 		Name:        "procs",
 		Port:        port,
 		AutoManaged: &cluster.AutoManaged{Port: am, Hosts: hosts},
-		DeadAfter:   procDeadAfter,
+		DeadAfter:   dead,
 		Mode:        mode,
 	})
 	if err != nil {

@@ -398,7 +398,7 @@ func (m *Member) syncMember(addr string, parts []int, work partWorks) []*cluster
 // member at addr.
 func (m *Member) requestMember(addr string, msg *clusterpb.SyncRequest) (any, error) {
 	pid := protoactor.NewPID(addr, syncActor)
-	resp, err := m.cluster.ActorSystem.Root.RequestFuture(pid, msg, m.cfg.syncTimeout()).Result()
+	resp, err := m.cluster.ActorSystem.Root.RequestFuture(pid, msg, m.bound(m.cfg.syncTimeout())).Result()
 	if err != nil {
 		return nil, fmt.Errorf("cluster: member %s: %w", addr, err)
 	}

@@ -74,7 +74,7 @@ func openBackend(f flags, col *metrics.Collector, log *slog.Logger) (*backend, e
 
 // openCluster starts this process as a member of an actorlimit cluster.
 func openCluster(c clusterFlags, log *slog.Logger) (*backend, error) {
-	cfg := cluster.Config{Name: c.name, Host: c.host, Port: c.port, Logger: log, DeadAfter: c.deadAfter, MaxEntries: c.maxEntries, TrustedNetwork: c.trustedNetwork}
+	cfg := cluster.Config{Name: c.name, Host: c.host, Port: c.port, Logger: log, DeadAfter: c.deadAfter, MaxEntries: c.maxEntries, TrustedNetwork: c.trustedNetwork, Advertise: c.advertise}
 	if c.mode == "owner" {
 		cfg.Mode = cluster.Owner
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -19,6 +20,10 @@ type clusterSecurity struct {
 	// trustedNetwork: -cluster-trusted-network, the member may listen
 	// beyond loopback without -cluster-tls-*.
 	trustedNetwork bool
+	// advertise: -cluster-advertise, the host:port the other members
+	// reach this one at (cluster.Config.Advertise); "" for
+	// -cluster-host and -cluster-port.
+	advertise string
 	// etcdCA, etcdCert, etcdKey: -cluster-etcd-ca, -cluster-etcd-cert,
 	// -cluster-etcd-key, etcd's TLS.
 	etcdCA, etcdCert, etcdKey string
@@ -29,6 +34,7 @@ type clusterSecurity struct {
 
 // register adds the flags of s to fs.
 func (s *clusterSecurity) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.advertise, "cluster-advertise", "", "the host:port the other members reach this one at, behind a NAT or a proxy (default: -cluster-host and -cluster-port); with -cluster-tls-*, this member's certificate must name its host")
 	fs.BoolVar(&s.trustedNetwork, "cluster-trusted-network", false, "let a member listen beyond loopback without -cluster-tls-*: only the members can reach the members' ports")
 	fs.StringVar(&s.etcdCA, "cluster-etcd-ca", "", "with -cluster-etcd: the CA (PEM) that signs etcd's server certificate; turns TLS on")
 	fs.StringVar(&s.etcdCert, "cluster-etcd-cert", "", "with -cluster-etcd: this member's client certificate (PEM) for etcd; with -cluster-etcd-key")
@@ -86,9 +92,16 @@ func (s clusterSecurity) etcdConfig(endpoints []string) (clientv3.Config, error)
 
 // openMember returns an error when c would start a member beyond loopback
 // that takes any message from anyone who reaches its port: without
-// -cluster-tls-* and without -cluster-trusted-network.
+// -cluster-tls-* and without -cluster-trusted-network, or advertised
+// beyond loopback (-cluster-advertise) so.
 func (c clusterFlags) openMember() error {
-	if !beyondLoopback(c.host) || c.tlsCert != "" || c.trustedNetwork {
+	if c.tlsCert != "" || c.trustedNetwork {
+		return nil
+	}
+	if host, _, err := net.SplitHostPort(c.advertise); err == nil && beyondLoopback(host) {
+		return fmt.Errorf("-cluster-advertise %q is beyond loopback and the members' port has no TLS: anyone who reaches it could reset keys and take partitions; give -cluster-tls-cert, -cluster-tls-key and -cluster-tls-ca, or -cluster-trusted-network when only the members can reach it", c.advertise)
+	}
+	if !beyondLoopback(c.host) {
 		return nil
 	}
 	return fmt.Errorf("-cluster-host %q is beyond loopback and the members' port has no TLS: anyone who reaches it could reset keys and take partitions; give -cluster-tls-cert, -cluster-tls-key and -cluster-tls-ca (certificates from the members' CA), or -cluster-trusted-network when only the members can reach their ports", c.host)

@@ -141,6 +141,9 @@ func TestClusterOpenMember(t *testing.T) {
 		{"trusted network", []string{"-cluster-host", "10.1.2.3", "-cluster-trusted-network"}, ""},
 		{"TLS", []string{"-cluster-host", "10.1.2.3", "-cluster-tls-cert", "c", "-cluster-tls-key", "k", "-cluster-tls-ca", "a"}, ""},
 		{"loopback", nil, ""},
+		{"advertised beyond loopback", []string{"-cluster-advertise", "10.1.2.3:7000"}, `-cluster-advertise "10.1.2.3:7000" is beyond loopback`},
+		{"advertised beyond loopback, trusted", []string{"-cluster-advertise", "10.1.2.3:7000", "-cluster-trusted-network"}, ""},
+		{"advertised on loopback", []string{"-cluster-advertise", "127.0.0.2:7000"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -341,3 +341,19 @@ func TestLongValueLabel(t *testing.T) {
 	_, short := srv.IDOf("web", desc("who", "short"))
 	assert.Equal(t, "who_short", short, "a short value as it is")
 }
+
+// TestValueBoundExact: a value of exactly Bounds.ValueLength bytes is kept
+// as it is, in the counter's id and a detailed label; one byte more is
+// kept as its digest.
+func TestValueBoundExact(t *testing.T) {
+	cfg := "domain: web\ndescriptors:\n  - key: who\n    detailed_metric: true\n    rate_limit: {unit: minute, requests_per_unit: 10}\n"
+	srv, _ := newServer(t, cfg, service.Options{Bounds: service.Bounds{ValueLength: 20}}, 10)
+	at := strings.Repeat("a", 20)
+	id, label := srv.IDOf("web", desc("who", at))
+	assert.Contains(t, id, at, "a value at the bound, in the id as it is")
+	assert.Equal(t, "who_"+at, label)
+	over := at + "b"
+	id, label = srv.IDOf("web", desc("who", over))
+	assert.NotContains(t, id, at, "a value past the bound, only as its digest")
+	assert.Len(t, label, len("who_")+43)
+}

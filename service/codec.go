@@ -102,7 +102,9 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 // Interceptor answers a request that Unmarshal refused with its error,
 // and passes every other call on.
 func (c *Codec) Interceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if r, ok := req.(*rlsv3.RateLimitRequest); ok {
+	// A refused request was decoded empty; a request that decoded is not
+	// looked up (a domain is required), so deciding one costs no map lookup.
+	if r, ok := req.(*rlsv3.RateLimitRequest); ok && r.GetDomain() == "" && len(r.GetDescriptors()) == 0 {
 		if err, ok := c.refused.LoadAndDelete(r); ok {
 			if m := c.s.o.Metrics; m != nil {
 				m.codes["invalid"].Inc()

@@ -60,6 +60,13 @@ func NewCA(t testing.TB, dir, name string) *CA {
 // for a day, and returns its certificate and key files.
 func (ca *CA) Issue(t testing.TB, name string) (certFile, keyFile string) {
 	t.Helper()
+	return ca.IssueWith(t, name, nil)
+}
+
+// IssueWith is Issue with the certificate's template changed by change
+// (its validity, its names, its uses) when change is not nil.
+func (ca *CA) IssueWith(t testing.TB, name string, change func(*x509.Certificate)) (certFile, keyFile string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +81,9 @@ func (ca *CA) Issue(t testing.TB, name string) (certFile, keyFile string) {
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
 		DNSNames:     []string{"localhost"},
+	}
+	if change != nil {
+		change(tmpl)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

@@ -120,6 +120,7 @@ type redisTarget struct {
 	master         string
 	db             int
 	tls            bool
+	tlsConfig      *tls.Config // set by client when tls
 }
 
 // parse reads c's address, type and credentials; errors name the flag
@@ -372,6 +373,7 @@ func (r *redisFlags) client(c *redisConn, prefix string) (redis.UniversalClient,
 		if tc, err = r.tlsConfig(); err != nil {
 			return nil, t, err
 		}
+		t.tlsConfig = tc
 	}
 	if c.poolSize < 1 {
 		return nil, t, fmt.Errorf("-%s-pool-size must be at least 1", prefix)
@@ -423,6 +425,31 @@ func refusal(err error) bool {
 	return false
 }
 
+// tlsProbe completes a TLS handshake with addr and reads for a moment
+// without sending anything: a server that accepts this client says nothing
+// (nil), one that refuses its certificate sends its alert, which the read
+// returns. Other errors (no answer, a refused connection) are returned as
+// they are.
+func tlsProbe(network, addr string, cfg *tls.Config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	conn, err := dialer(2*time.Second, cfg)(ctx, network, addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	var b [1]byte
+	if _, err := conn.Read(b[:]); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
 // openStore connects to one Redis and returns its store. A Redis that does
 // not answer yet is not fatal (the store decides on its fallback table until
 // it does); one that refuses the credentials or the TLS handshake is.
@@ -437,6 +464,16 @@ func (r *redisFlags) openStore(c *redisConn, prefix string, deniedCache time.Dur
 		if refusal(err) {
 			client.Close()
 			return nil, nil, "", fmt.Errorf("the Redis %s refused this client (check the credentials and -redis-tls-* flags): %w", t.describe(), err)
+		}
+		if t.tlsConfig != nil && t.network != "unix" {
+			// A server that refuses our certificate under TLS 1.3 says so
+			// after the handshake, and the PING may meet a reset instead of
+			// its alert: ask again without writing, so that the alert is
+			// what we read.
+			if perr := tlsProbe(t.network, t.addrs[0], t.tlsConfig); perr != nil && refusal(perr) {
+				client.Close()
+				return nil, nil, "", fmt.Errorf("the Redis %s refused this client (check the credentials and -redis-tls-* flags): %w", t.describe(), perr)
+			}
 		}
 		log.Warn("Redis does not answer yet: deciding on the local fallback until it does", "redis", t.describe(), "err", err)
 	}

@@ -131,6 +131,7 @@ type bucket struct {
 	ctr     *ruleCounters
 	div     *Division
 	members map[uint64]*stream
+	gone    bool // no rule of cfg matches it: its Envoys leave it (reload.go)
 }
 
 // stream is one Envoy's stream.
@@ -141,6 +142,7 @@ type stream struct {
 	// buckets and seen are the recv goroutine's alone.
 	buckets map[string]*bucket
 	seen    map[string]bool // unmatched buckets answered with a blanket rule
+	seenCfg *Config         // the configuration seen's were matched in
 	tokens  float64
 	last    time.Time
 
@@ -163,9 +165,10 @@ func New(cfg *Config, opts Options) *Server {
 	return s
 }
 
-// SetConfig makes cfg the rules: a bucket already divided takes its new
-// rule at its next report (its Envoys' shares with it); one that no rule
-// of cfg matches any more keeps its old rule until no Envoy reports it.
+// SetConfig makes cfg the rules, on the streams open: a bucket already
+// divided takes its new rule at its next report (a changed rule sends its
+// Envoys new assignments), and one that no rule of cfg matches any more
+// gets the default action (see reload.go).
 func (s *Server) SetConfig(cfg *Config) { s.cfg.Store(cfg) }
 
 // Config returns the rules in use.
@@ -313,6 +316,10 @@ func (s *Server) report(str *stream, msg *rlqsv3.RateLimitQuotaUsageReports) err
 		return status.Errorf(codes.InvalidArgument, "quota: a report of %d buckets, more than the %d a stream may have", len(usages), s.opts.MaxBucketsPerStream)
 	}
 	cfg := s.cfg.Load()
+	if str.seenCfg != cfg { // a new configuration may have a rule for them
+		clear(str.seen)
+		str.seenCfg = cfg
+	}
 	for _, u := range usages {
 		id := u.GetBucketId().GetBucket()
 		if err := s.checkID(id); err != nil {
@@ -320,6 +327,9 @@ func (s *Server) report(str *stream, msg *rlqsv3.RateLimitQuotaUsageReports) err
 		}
 		key := bucketKey(str.domain, id)
 		b := str.buckets[key]
+		if b != nil && !s.current(str, b, cfg, id) { // reload.go
+			b = nil
+		}
 		if b == nil {
 			if str.seen[key] {
 				continue // a blanket rule was sent, with no TTL
@@ -345,12 +355,6 @@ func (s *Server) report(str *stream, msg *rlqsv3.RateLimitQuotaUsageReports) err
 				continue
 			}
 			str.buckets[key] = b
-		}
-		b.mu.Lock()
-		stale := b.cfg != cfg
-		b.mu.Unlock()
-		if stale {
-			s.rematch(b, cfg, str.domain, id)
 		}
 		count := u.GetNumRequestsAllowed()
 		if count+u.GetNumRequestsDenied() >= count {
@@ -446,30 +450,6 @@ func (s *Server) counter(rule *Rule) *ruleCounters {
 		s.counters[rn] = ctr
 	}
 	return ctr
-}
-
-// rematch gives b its rule of cfg, if one matches.
-func (s *Server) rematch(b *bucket, cfg *Config, domain string, id map[string]string) {
-	rule, _ := cfg.Match(domain, id)
-	var ctr *ruleCounters
-	if rule != nil {
-		s.mu.Lock()
-		ctr = s.counter(rule)
-		s.mu.Unlock()
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cfg == cfg {
-		return
-	}
-	b.cfg = cfg
-	if rule == nil {
-		return
-	}
-	if err := b.div.SetConfig(rule.division()); err != nil {
-		panic(err) // a loaded rule is valid
-	}
-	b.rule, b.ctr = rule, ctr
 }
 
 // sweep forgets the buckets no Envoy reports and no leaver's share holds.

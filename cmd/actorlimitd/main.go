@@ -289,6 +289,7 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	reloadQuota(reloader, e.quota, f.config, log) // quota.go
 	if f.watchEvery > 0 && reloader != nil {
 		go reloader.Watch(ctx, f.watchEvery)
 	}

@@ -131,7 +131,8 @@ type bucket struct {
 	ctr     *ruleCounters
 	div     *Division
 	members map[uint64]*stream
-	gone    bool // no rule of cfg matches it: its Envoys leave it (reload.go)
+	gone    bool           // no rule of cfg matches it: its Envoys leave it (reload.go)
+	last    lastAssignment // assignment.go
 }
 
 // stream is one Envoy's stream.
@@ -499,11 +500,6 @@ func assign(id *rlqsv3.BucketId, ttl *durationpb.Duration, st *typev3.RateLimitS
 		BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
 			QuotaAssignmentAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
 				AssignmentTimeToLive: ttl, RateLimitStrategy: st}}}
-}
-
-// assignment returns the action that gives share requests per second.
-func (b *bucket) assignment(share float64) *rlqsv3.RateLimitQuotaResponse_BucketAction {
-	return assign(b.id, durationpb.New(b.rule.TTL), Strategy(b.rule, share))
 }
 
 // minTokens is a token bucket assignment's smallest size: a bucket of one

@@ -144,6 +144,7 @@ type stream struct {
 	buckets map[string]*bucket
 	seen    map[string]bool // unmatched buckets answered with a blanket rule
 	seenCfg *Config         // the configuration seen's were matched in
+	posted  []*stream       // the streams this report posted to (wake.go)
 	tokens  float64
 	last    time.Time
 
@@ -276,7 +277,8 @@ func (s *Server) sendLoop(st grpc.BidiStreamingServer[rlqsv3.RateLimitQuotaUsage
 }
 
 // post puts an action in str's outbox, replacing an older one for the same
-// bucket not sent yet, and wakes its sender.
+// bucket not sent yet; its sender is woken once the report that posted it
+// is handled (wake.go).
 func (str *stream) post(key string, a *rlqsv3.RateLimitQuotaResponse_BucketAction) {
 	str.mu.Lock()
 	if _, ok := str.out[key]; !ok {
@@ -284,15 +286,12 @@ func (str *stream) post(key string, a *rlqsv3.RateLimitQuotaResponse_BucketActio
 	}
 	str.out[key] = a
 	str.mu.Unlock()
-	select {
-	case str.wake <- struct{}{}:
-	default:
-	}
 }
 
 // report handles one usage report of str.
 func (s *Server) report(str *stream, msg *rlqsv3.RateLimitQuotaUsageReports) error {
 	defer s.reports.Add(1)
+	defer str.wakeAll() // wake.go
 	now := s.opts.Clock()
 	if !str.last.IsZero() {
 		str.tokens = math.Min(s.opts.ReportBurst, str.tokens+now.Sub(str.last).Seconds()*s.opts.ReportsPerSecond)
@@ -337,22 +336,22 @@ func (s *Server) report(str *stream, msg *rlqsv3.RateLimitQuotaUsageReports) err
 			}
 			if len(str.buckets)+len(str.seen) >= s.opts.MaxBucketsPerStream {
 				s.reject("buckets_per_stream")
-				str.post(key, abandon(u.GetBucketId()))
+				str.postFrom(str, key, abandon(u.GetBucketId()))
 				continue
 			}
 			rule, act := cfg.Match(str.domain, id)
 			if rule == nil {
 				if act == Abandon {
-					str.post(key, abandon(u.GetBucketId()))
+					str.postFrom(str, key, abandon(u.GetBucketId()))
 				} else {
 					str.seen[key] = true
-					str.post(key, blanket(u.GetBucketId(), act))
+					str.postFrom(str, key, blanket(u.GetBucketId(), act))
 				}
 				continue
 			}
 			if b = s.bucket(key, rule, cfg, u.GetBucketId(), str, now); b == nil {
 				s.reject("buckets")
-				str.post(key, abandon(u.GetBucketId()))
+				str.postFrom(str, key, abandon(u.GetBucketId()))
 				continue
 			}
 			str.buckets[key] = b
@@ -369,7 +368,7 @@ func (s *Server) report(str *stream, msg *rlqsv3.RateLimitQuotaUsageReports) err
 		b.div.Report(str.id, count, u.GetTimeElapsed().AsDuration(), now)
 		b.div.Assign(now, func(member uint64, share float64) {
 			if m := b.members[member]; m != nil {
-				m.post(b.key, b.assignment(share))
+				str.postFrom(m, b.key, b.assignment(share))
 			}
 		})
 		b.mu.Unlock()

@@ -189,7 +189,7 @@ func (d *Division) expire(now time.Time) {
 // Assign divides the limit anew at now and calls send for every live Envoy
 // whose assignment must be sent: its first, a change beyond the
 // hysteresis, a fall the limit needs, or a refresh (once half its TTL has
-// passed, at the Envoy's own report; past 2/3 of it, at any). share is in
+// passed, at the Envoy's own report; past 5/6 of it, at any). share is in
 // requests per second. send must not call back into d.
 func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 	d.expire(now)
@@ -236,14 +236,16 @@ func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 }
 
 // refresh reports whether m's unchanged assignment is to be sent again at
-// now: once half its TTL has passed if m reported at now, else once 2/3 of
-// it has. An Envoy's refreshes then come at its own reports, those of all
+// now: once half its TTL has passed if m reported at now, else once 5/6 of
+// it has (well after the report that follows the half, however late by
+// a little: a refresh at another Envoy's report goes in a response of its
+// own). An Envoy's refreshes then come at its own reports, those of all
 // its buckets in one response rather than each whenever another Envoy
 // reports on the bucket; and one whose report is late still gets its
 // refresh before the TTL ends, from the others' reports.
 func (d *Division) refresh(m *member, now time.Time) bool {
 	age := now.Sub(m.sentAt)
-	return age >= d.cfg.TTL/2 && (m.reported.Equal(now) || age >= d.cfg.TTL/3*2)
+	return age >= d.cfg.TTL/2 && (m.reported.Equal(now) || age >= d.cfg.TTL/6*5)
 }
 
 // want returns the demand the division assumes of m: the reserve while

@@ -10,7 +10,7 @@ import (
 // TestDivisionRefreshAtOwnReport: with steady demands, an Envoy's
 // unchanged assignment is sent again at its own report once half the TTL
 // (1.5 s) has passed, not at another Envoy's report; one that stops
-// reporting gets it from another's report once 2/3 of the TTL (2 s) has
+// reporting gets it from another's report once 5/6 of the TTL (2.5 s) has
 // passed, before it expires at 3 s. Envoy 1 reports every second, Envoy 2
 // every 250 ms in between; Envoy 2's joining at 0.25 s changes Envoy 1's
 // share.
@@ -22,7 +22,7 @@ func TestDivisionRefreshAtOwnReport(t *testing.T) {
 		want  []time.Duration
 	}{
 		{name: "reporting", quiet: time.Hour, want: []time.Duration{0, q, 2 * time.Second, 4 * time.Second}},
-		{name: "silent from 1.5 s", quiet: 1500 * time.Millisecond, want: []time.Duration{0, q, 2*time.Second + q, 4*time.Second + q}},
+		{name: "silent from 1.5 s", quiet: 1500 * time.Millisecond, want: []time.Duration{0, q, 2*time.Second + 3*q, 5*time.Second + q}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDivision(t, 100)

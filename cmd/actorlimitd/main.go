@@ -289,6 +289,9 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	if b.member != nil {
+		shareQuota(ctx, e.quota, b.member) // quotashare.go
+	}
 	if f.watchEvery > 0 && reloader != nil {
 		go reloader.Watch(ctx, f.watchEvery)
 	}

@@ -290,7 +290,7 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	if b.member != nil {
-		shareQuota(ctx, e.quota, b.member) // quotashare.go
+		shareQuota(ctx, e.quota, b.member, reg) // quotashare.go
 	}
 	if f.watchEvery > 0 && reloader != nil {
 		go reloader.Watch(ctx, f.watchEvery)

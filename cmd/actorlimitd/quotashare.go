@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/actorlimit/actorlimit/cluster"
 	"github.com/actorlimit/actorlimit/quota"
 )
@@ -11,9 +13,13 @@ import (
 // member of: every quota.DefaultExchangeEvery, until ctx ends, srv sends
 // each bucket's demand to the member that owns the bucket's key, whose
 // quota.Owner divides the limit over every member's Envoys (see
-// docs/service.md, "One limit across many processes").
-func shareQuota(ctx context.Context, srv *quota.Server, m *cluster.Member) {
-	m.SetDivider(quotaOwner{quota.NewOwner(nil, maxOwnedBuckets)})
+// docs/service.md, "One limit across many processes"). reg gets the
+// buckets this member divides as their owner.
+func shareQuota(ctx context.Context, srv *quota.Server, m *cluster.Member, reg prometheus.Registerer) {
+	o := quota.NewOwner(nil, maxOwnedBuckets)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "actorlimitd", Name: "quota_owned_buckets",
+		Help: "RLQS buckets this member divides as their owner, over every member's Envoys."}, func() float64 { return float64(o.Len()) }))
+	m.SetDivider(quotaOwner{o})
 	srv.Link(quotaLink{m})
 	go srv.Share(ctx, quotaLink{m}, quota.DefaultExchangeEvery)
 }

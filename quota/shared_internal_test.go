@@ -275,3 +275,48 @@ func assertFair(t *testing.T, got, want []float64, when string) {
 		assert.InEpsilon(t, want[i], got[i], 0.05, "%s: Envoy %d: shares %v", when, i, got)
 	}
 }
+
+// TestGroupWants: a bucket's wants go to the owner as at most MaxWants
+// groups, equal rates together; more distinct rates are merged into runs
+// of neighbours, keeping the Envoys and their wants summed.
+func TestGroupWants(t *testing.T) {
+	spread := func(n int) []float64 {
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = float64(n - i) // unsorted
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		rates  []float64
+		groups int
+	}{
+		{"none", nil, 0},
+		{"equal", []float64{5, 5, 5, 5}, 1},
+		{"a few", []float64{3, 1, 3, 2}, 3},
+		{"MaxWants distinct", spread(MaxWants), MaxWants},
+		{"1000 distinct", spread(1000), 63},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sum := 0.0
+			for _, r := range tt.rates {
+				sum += r
+			}
+			got := groupWants(append([]float64(nil), tt.rates...))
+			assert.Len(t, got, tt.groups)
+			assert.LessOrEqual(t, len(got), MaxWants)
+			envoys, wants := 0, 0.0
+			for i, w := range got {
+				envoys += int(w.Envoys)
+				wants += w.Rate * float64(w.Envoys)
+				if i > 0 {
+					assert.Greater(t, w.Rate, got[i-1].Rate, "sorted, distinct")
+				}
+			}
+			assert.Equal(t, len(tt.rates), envoys, "every Envoy")
+			assert.InDelta(t, sum, wants, 1e-6, "the wants summed")
+		})
+	}
+}

@@ -42,14 +42,13 @@ const fleetHysteresis = 0.02
 
 // server is one server's part of a FleetDivision.
 type server struct {
-	wants    []Want
-	leaving  float64
-	limit    float64
-	ttl      time.Duration
-	inForce  float64   // what it applies, as the owner knows it
-	grantAt  time.Time // when inForce was last set
-	envoys   float64
-	scratchN float64 // Report's scratch: its Envoys at the level
+	wants   []Want
+	leaving float64
+	limit   float64
+	ttl     time.Duration
+	inForce float64   // what it applies, as the owner knows it
+	grantAt time.Time // when inForce was last set
+	envoys  float64   // its Envoys: the wants' Envoys summed
 }
 
 // FleetDivision divides one bucket's limit among the servers of a fleet

@@ -28,9 +28,8 @@ rate_limit_quota:
 // path is between members: a server's demands go to the owner under the
 // server's name, unless the owner is down (no grant).
 type ownerLink struct {
-	node  string
-	f     *fleetSim
-	alive int
+	node string
+	f    *fleetSim
 }
 
 func (l *ownerLink) Divide(_ context.Context, ds []Demand) []Grant {

@@ -170,7 +170,7 @@ func (f *quotaFleet) run(e *simEnvoy) {
 	defer f.wg.Done()
 	id := &rlqsv3.BucketId{Bucket: map[string]string{"name": "shared"}}
 	var allowed, denied uint64
-	lastReport := time.Now()
+	var lastReport time.Time
 	acc := 0.0
 	tick := time.NewTicker(f.tick)
 	defer tick.Stop()

@@ -14,6 +14,19 @@ import (
 // so that a change of demand reaches the shares within about one interval.
 const DefaultExchangeEvery = 250 * time.Millisecond
 
+// ExchangeEvery returns how often a server of a fleet should exchange
+// with the owners under the rules of c: DefaultExchangeEvery, or a quarter
+// of the shortest TTL of a rule if that is shorter (a grant lives a TTL,
+// and a new owner grants no rise for its first TTL/2, in which every
+// server must have reported once).
+func ExchangeEvery(c *Config) time.Duration {
+	every := DefaultExchangeEvery
+	for _, r := range c.Rules() {
+		every = min(every, r.TTL/4)
+	}
+	return max(every, time.Millisecond)
+}
+
 // MaxWants is the most groups of Envoys' wants a bucket's demand carries:
 // a server with more distinct wants merges neighbours (sorted) into
 // MaxWants groups of about as many Envoys each, each group wanting its

@@ -319,3 +319,24 @@ func TestGroupWants(t *testing.T) {
 		})
 	}
 }
+
+// TestExchangeEvery: the exchange comes every 250 ms, or a quarter of the
+// shortest TTL of a rule.
+func TestExchangeEvery(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want time.Duration
+	}{
+		{"no rule", "domain: edge\n", DefaultExchangeEvery},
+		{"TTL of 1.5 s", sharedYAML, DefaultExchangeEvery},
+		{"TTL of 600 ms", sharedYAML + "      ttl: 600ms\n", 150 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse(map[string][]byte{"edge.yaml": []byte(tt.yaml)})
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, ExchangeEvery(cfg))
+		})
+	}
+}

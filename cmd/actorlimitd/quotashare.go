@@ -10,7 +10,8 @@ import (
 )
 
 // shareQuota makes srv's buckets share one limit over the cluster m is a
-// member of: every quota.DefaultExchangeEvery, until ctx ends, srv sends
+// member of: every quota.ExchangeEvery of its rules at start (250 ms, or a
+// quarter of the shortest TTL), until ctx ends, srv sends
 // each bucket's demand to the member that owns the bucket's key, whose
 // quota.Owner divides the limit over every member's Envoys (see
 // docs/service.md, "One limit across many processes"). reg gets the
@@ -21,7 +22,7 @@ func shareQuota(ctx context.Context, srv *quota.Server, m *cluster.Member, reg p
 		Help: "RLQS buckets this member divides as their owner, over every member's Envoys."}, func() float64 { return float64(o.Len()) }))
 	m.SetDivider(quotaOwner{o})
 	srv.Link(quotaLink{m})
-	go srv.Share(ctx, quotaLink{m}, quota.DefaultExchangeEvery)
+	go srv.Share(ctx, quotaLink{m}, quota.ExchangeEvery(srv.Config()))
 }
 
 // maxOwnedBuckets bounds the buckets a member divides as their owner, as

@@ -11,18 +11,20 @@ import (
 
 // shareQuota makes srv's buckets share one limit over the cluster m is a
 // member of: every quota.ExchangeEvery of its rules at start (250 ms, or a
-// quarter of the shortest TTL), until ctx ends, srv sends
+// quarter of the shortest TTL), until stop is called, srv sends
 // each bucket's demand to the member that owns the bucket's key, whose
 // quota.Owner divides the limit over every member's Envoys (see
 // docs/service.md, "One limit across many processes"). reg gets the
 // buckets this member divides as their owner.
-func shareQuota(ctx context.Context, srv *quota.Server, m *cluster.Member, reg prometheus.Registerer) {
+func shareQuota(srv *quota.Server, m *cluster.Member, reg prometheus.Registerer) (stop func()) {
+	ctx, stop := context.WithCancel(context.Background())
 	o := quota.NewOwner(nil, maxOwnedBuckets)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "actorlimitd", Name: "quota_owned_buckets",
 		Help: "RLQS buckets this member divides as their owner, over every member's Envoys."}, func() float64 { return float64(o.Len()) }))
 	m.SetDivider(quotaOwner{o})
 	srv.Link(quotaLink{m})
 	go srv.Share(ctx, quotaLink{m}, quota.ExchangeEvery(srv.Config()))
+	return stop
 }
 
 // maxOwnedBuckets bounds the buckets a member divides as their owner, as

@@ -73,10 +73,27 @@ type server struct {
 // it was last granted. For the first TTL/2 of a division (a new owner,
 // which does not know yet what each server applies) no server is granted
 // more than it applies.
+//
+// The water level is computed again once a round (when a server reports
+// that has reported since the last computation, or the servers change),
+// not at every report: each report's target takes the last level, with
+// its own wants of now.
 type FleetDivision struct {
 	servers map[string]*server
 	start   time.Time
-	groups  []group // Report's scratch
+	groups  []group // the fill's scratch
+
+	// The last fill: the limit (the smallest the servers give), the level
+	// and the extra; filled is false when it must be made again, and since
+	// names the servers that reported after it.
+	limit, level, extra float64
+	filled              bool
+	since               map[string]bool
+	// total is the servers' shares in force, summed (made again at each
+	// fill); next is when a server's share expires first, as far as
+	// known.
+	total float64
+	next  time.Time
 }
 
 // group is Report's scratch: one want of one server.
@@ -86,7 +103,7 @@ type group struct {
 
 // NewFleetDivision returns an empty division started at now.
 func NewFleetDivision(now time.Time) *FleetDivision {
-	return &FleetDivision{servers: map[string]*server{}, start: now}
+	return &FleetDivision{servers: map[string]*server{}, start: now, since: map[string]bool{}}
 }
 
 // Len returns how many servers the division holds.
@@ -100,9 +117,20 @@ func (f *FleetDivision) Empty(now time.Time) bool {
 }
 
 func (f *FleetDivision) expire(now time.Time) {
+	if now.Before(f.next) {
+		return
+	}
+	f.next = time.Time{}
 	for n, s := range f.servers {
-		if !now.Before(s.grantAt.Add(s.ttl)) {
+		end := s.grantAt.Add(s.ttl)
+		if !now.Before(end) {
 			delete(f.servers, n)
+			f.total -= s.inForce
+			f.filled = false
+			continue
+		}
+		if f.next.IsZero() || end.Before(f.next) {
+			f.next = end
 		}
 	}
 }
@@ -116,43 +144,31 @@ func (f *FleetDivision) Report(node string, d Demand, now time.Time) float64 {
 	if s == nil {
 		s = &server{}
 		f.servers[node] = s
+		f.filled = false
 	}
 	s.wants = append(s.wants[:0], d.Wants...)
 	s.leaving, s.limit, s.ttl = d.Leaving, d.Limit, d.TTL
+	f.total += d.InForce - s.inForce
 	s.inForce, s.grantAt = d.InForce, now
+	if end := now.Add(d.TTL); f.next.IsZero() || end.Before(f.next) {
+		f.next = end
+	}
 	s.envoys = 0
 	for _, w := range d.Wants {
 		s.envoys += float64(w.Envoys)
 	}
 
-	// The limit is the smallest the servers give (they differ while a
-	// reload reaches them one by one).
-	limit := math.Inf(1)
-	capacity := 0.0
-	envoys := 0.0
-	f.groups = f.groups[:0]
-	for _, q := range f.servers {
-		limit = math.Min(limit, q.limit)
-		capacity -= q.leaving
-		envoys += q.envoys
-		for _, w := range q.wants {
-			f.groups = append(f.groups, group{w.Rate, float64(w.Envoys)})
-		}
+	if !f.filled || f.since[node] {
+		f.fill()
 	}
-	capacity = math.Max(capacity+limit, 0)
-	level, extra := fillLevel(f.groups, capacity, envoys)
+	f.since[node] = true
+	limit, level, extra := math.Min(f.limit, d.Limit), f.level, f.extra
 	target := s.leaving + s.envoys*extra
 	for _, w := range s.wants {
 		target += float64(w.Envoys) * math.Min(w.Rate, level)
 	}
 
-	others := 0.0
-	for n, q := range f.servers {
-		if n != node {
-			others += q.inForce
-		}
-	}
-	room := math.Max(limit-others, 0)
+	room := math.Max(limit-(f.total-s.inForce), 0)
 	g := math.Min(target, room)
 	if now.Sub(f.start) < s.ttl/2 {
 		g = math.Min(g, d.InForce) // a new owner: no rise yet
@@ -161,8 +177,34 @@ func (f *FleetDivision) Report(node string, d Demand, now time.Time) float64 {
 	if old := d.InForce; g > 0 && old <= room && math.Abs(g-old) <= math.Max(old, equal)*fleetHysteresis {
 		g = old
 	}
+	f.total += g - s.inForce
 	s.inForce = g
 	return g
+}
+
+// fill makes the water level of every server's wants as they are now.
+func (f *FleetDivision) fill() {
+	// The limit is the smallest the servers give (they differ while a
+	// reload reaches them one by one).
+	limit := math.Inf(1)
+	capacity := 0.0
+	envoys := 0.0
+	f.groups = f.groups[:0]
+	f.total = 0
+	for _, q := range f.servers {
+		f.total += q.inForce
+		limit = math.Min(limit, q.limit)
+		capacity -= q.leaving
+		envoys += q.envoys
+		for _, w := range q.wants {
+			f.groups = append(f.groups, group{w.Rate, float64(w.Envoys)})
+		}
+	}
+	capacity = math.Max(capacity+limit, 0)
+	f.limit = limit
+	f.level, f.extra = fillLevel(f.groups, capacity, envoys)
+	f.filled = true
+	clear(f.since)
 }
 
 // fillLevel water-fills capacity over groups (each n Envoys wanting rate):

@@ -281,7 +281,7 @@ func (o *Owner) Divide(node string, demands []Demand, out []Grant) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.calls++
-	if o.calls%64 == 0 || len(o.buckets) >= o.max {
+	if o.calls%64 == 0 { // not at every call when full: each sweep sees every bucket
 		for k, f := range o.buckets {
 			if f.Empty(now) {
 				delete(o.buckets, k)

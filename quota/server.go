@@ -89,6 +89,8 @@ type Server struct {
 	rejected map[string]uint64          // by reason
 
 	reports, pending, sent atomic.Int64
+
+	link atomic.Pointer[linkBox] // the fleet it shares its limits with (shared.go)
 }
 
 // Stats are a server's running counts.
@@ -131,6 +133,7 @@ type bucket struct {
 	ctr     *ruleCounters
 	div     *Division
 	members map[uint64]*stream
+	fleet   fleetBucket // its part of a limit shared by a fleet (shared.go)
 }
 
 // stream is one Envoy's stream.
@@ -433,6 +436,7 @@ func (s *Server) bucket(key string, rule *Rule, cfg *Config, id *rlqsv3.BucketId
 		panic(err) // a loaded rule is valid
 	}
 	b := &bucket{key: key, rule: rule, cfg: cfg, id: &rlqsv3.BucketId{Bucket: id.GetBucket()}, ctr: s.counter(rule), div: div, members: map[uint64]*stream{}}
+	s.fleetStart(b)
 	s.buckets[key] = b
 	return join(b)
 }

@@ -32,6 +32,7 @@ import (
 
 	"github.com/actorlimit/actorlimit"
 	certfiles "github.com/actorlimit/actorlimit/internal/certs"
+	"github.com/actorlimit/actorlimit/quota"
 	"github.com/actorlimit/actorlimit/service"
 )
 
@@ -169,6 +170,7 @@ type edge struct {
 	http       *http.Server
 	debug      *http.Server // nil without -debug-addr
 	gl, hl, dl net.Listener
+	quota      *quota.Server
 }
 
 // openEdge listens on the flags' addresses and sets up the servers, with
@@ -201,7 +203,7 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracin
 	opts = append(opts, tr.grpcOptions()...)
 	e.grpc = grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(e.grpc, srv)
-	if err := registerQuota(e.grpc, reg, f.config, log); err != nil {
+	if e.quota, err = registerQuota(e.grpc, reg, f.config, log); err != nil {
 		return nil, err
 	}
 	e.health = health.NewServer()

@@ -17,16 +17,17 @@ import (
 // registerQuota serves the Rate Limit Quota Service on gs, beside the rate
 // limit service, with the rate_limit_quota sections of the configuration
 // at path, read again on SIGHUP (a bad one is logged and the rules in force
-// kept), and its metrics on reg.
-func registerQuota(gs *grpc.Server, reg prometheus.Registerer, path string, log *slog.Logger) error {
+// kept), and its metrics on reg. It returns the service (a cluster member
+// shares its limits: quotashare.go).
+func registerQuota(gs *grpc.Server, reg prometheus.Registerer, path string, log *slog.Logger) (*quota.Server, error) {
 	cfg, err := loadQuota(path) // xds.go
 	if err != nil {
-		return fmt.Errorf("the configuration's %s sections: %w", quota.Section, err)
+		return nil, fmt.Errorf("the configuration's %s sections: %w", quota.Section, err)
 	}
 	srv := quota.New(cfg, quota.Options{Logger: log})
 	rlqsv3.RegisterRateLimitQuotaServiceServer(gs, srv)
 	if err := reg.Register(srv); err != nil {
-		return err
+		return nil, err
 	}
 	log.Info("quota service", "rules", len(cfg.Rules()))
 	hup := make(chan os.Signal, 1)
@@ -42,5 +43,5 @@ func registerQuota(gs *grpc.Server, reg prometheus.Registerer, path string, log 
 			log.Info("quota rules reloaded", "rules", len(cfg.Rules()))
 		}
 	}()
-	return nil
+	return srv, nil
 }

@@ -89,6 +89,10 @@ type Division struct {
 	live              []*member
 	rebuild, unsorted bool
 	leavers           int // members not live: expire walks the map only if any
+	// capped says capacity, not the limit, is what Assign divides: the
+	// division's part of a limit shared by a fleet (shared.go).
+	capped   bool
+	capacity float64
 }
 
 // NewDivision returns an empty division, or an error naming the bad field
@@ -193,7 +197,7 @@ func (d *Division) expire(now time.Time) {
 // requests per second. send must not call back into d.
 func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 	d.expire(now)
-	capacity := d.cfg.Limit
+	capacity := d.divided()
 	if d.leavers > 0 {
 		for _, m := range d.members {
 			if !m.live {

@@ -89,6 +89,8 @@ type Server struct {
 	rejected map[string]uint64          // by reason
 
 	reports, pending, sent atomic.Int64
+
+	link atomic.Pointer[linkBox] // the fleet it shares its limits with (shared.go)
 }
 
 // Stats are a server's running counts.
@@ -131,6 +133,7 @@ type bucket struct {
 	ctr     *ruleCounters
 	div     *Division
 	members map[uint64]*stream
+	fleet   fleetBucket    // its part of a limit shared by a fleet (shared.go)
 	gone    bool           // no rule of cfg matches it: its Envoys leave it (reload.go)
 	last    lastAssignment // assignment.go
 }
@@ -277,15 +280,10 @@ func (s *Server) sendLoop(st grpc.BidiStreamingServer[rlqsv3.RateLimitQuotaUsage
 }
 
 // post puts an action in str's outbox, replacing an older one for the same
-// bucket not sent yet; its sender is woken once the report that posted it
-// is handled (wake.go).
+// bucket not sent yet, and wakes its sender.
 func (str *stream) post(key string, a *rlqsv3.RateLimitQuotaResponse_BucketAction) {
-	str.mu.Lock()
-	if _, ok := str.out[key]; !ok {
-		str.pending.Add(1)
-	}
-	str.out[key] = a
-	str.mu.Unlock()
+	str.put(key, a) // wake.go
+	str.wakeUp()
 }
 
 // report handles one usage report of str.
@@ -437,6 +435,7 @@ func (s *Server) bucket(key string, rule *Rule, cfg *Config, id *rlqsv3.BucketId
 		panic(err) // a loaded rule is valid
 	}
 	b := &bucket{key: key, rule: rule, cfg: cfg, id: &rlqsv3.BucketId{Bucket: id.GetBucket()}, ctr: s.counter(rule), div: div, members: map[uint64]*stream{}}
+	s.fleetStart(b)
 	s.buckets[key] = b
 	return join(b)
 }

@@ -25,8 +25,19 @@ func (str *stream) wakeUp() {
 // postFrom posts an action to m's outbox from the report str is handling,
 // and remembers m for wakeAll.
 func (str *stream) postFrom(m *stream, key string, a *rlqsv3.RateLimitQuotaResponse_BucketAction) {
-	m.post(key, a)
+	m.put(key, a)
 	if n := len(str.posted); n == 0 || str.posted[n-1] != m {
 		str.posted = append(str.posted, m)
 	}
+}
+
+// put puts an action in str's outbox, replacing an older one for the same
+// bucket not sent yet, without waking its sender.
+func (str *stream) put(key string, a *rlqsv3.RateLimitQuotaResponse_BucketAction) {
+	str.mu.Lock()
+	if _, ok := str.out[key]; !ok {
+		str.pending.Add(1)
+	}
+	str.out[key] = a
+	str.mu.Unlock()
 }

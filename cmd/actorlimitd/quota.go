@@ -17,7 +17,8 @@ import (
 
 // registerQuota serves the Rate Limit Quota Service on gs, beside the rate
 // limit service, with the rate_limit_quota sections of the configuration
-// at path, and its metrics on reg. reloadQuota then keeps the rules up to
+// at path, and its metrics on reg. It returns the service (a cluster member
+// shares its limits: quotashare.go); reloadQuota keeps its rules up to
 // date.
 func registerQuota(gs *grpc.Server, reg prometheus.Registerer, path string, log *slog.Logger) (*quota.Server, error) {
 	cfg, err := loadQuota(path) // xds.go

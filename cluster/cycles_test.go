@@ -3,9 +3,11 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -43,6 +45,7 @@ func TestStartCloseCycles(t *testing.T) {
 		require.NoError(t, err, "%s=%q", cyclesEnv, s)
 		cycles = n
 	}
+	conns := clientConnGoroutines()
 	var closes []time.Duration
 	for i := range cycles {
 		closes = append(closes, startCloseCycle(t, i)...)
@@ -50,6 +53,14 @@ func TestStartCloseCycles(t *testing.T) {
 			t.Fatalf("cycle %d failed", i)
 		}
 	}
+	// Every member closed or killed: the engine's connections to the others
+	// went with them (they were left open, retrying, each holding its
+	// member's engine and queues: about 55 MB a member).
+	deadline := time.Now().Add(10 * time.Second)
+	for clientConnGoroutines() > conns && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.LessOrEqual(t, clientConnGoroutines(), conns, "goroutines of gRPC client connections left by the closed members")
 	slices.Sort(closes)
 	p := func(q float64) time.Duration { return closes[min(len(closes)-1, int(q*float64(len(closes))))] }
 	t.Logf("%d cycles, %d closes: p50 %v, p99 %v, max %v", cycles, len(closes), p(0.5), p(0.99), closes[len(closes)-1])
@@ -165,5 +176,18 @@ func TestCloseBounded(t *testing.T) {
 			t.Logf("%d closes: p50 %v, p99 %v, max %v", len(took), took[len(took)/2], p99, took[len(took)-1])
 			assert.Less(t, p99, 1500*time.Millisecond, "Close p99")
 		})
+	}
+}
+
+// clientConnGoroutines counts the goroutines of open gRPC client
+// connections (each has a serializer of its callbacks).
+func clientConnGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return bytes.Count(buf[:n], []byte("grpcsync.(*CallbackSerializer).run"))
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }

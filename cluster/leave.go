@@ -108,6 +108,7 @@ func (m *Member) stopRemote() {
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); c.Remote.Shutdown(false) }()
 	waitUntil(stopped, time.Now().Add(remoteStopBound))
+	m.conns.closeAll()
 }
 
 // closeConnections closes the member's own connections to the other
@@ -139,6 +140,7 @@ func (m *Member) crash() {
 	c.Gossip.Shutdown()
 	c.Remote.Shutdown(false)
 	m.closeConnections()
+	m.conns.closeAll()
 }
 
 // peerStreams tracks the streams open to the member's server: one from

@@ -42,6 +42,7 @@ type Member struct {
 	hash     partitioner  // places ids in partitions
 	topology *eventstream.Subscription
 	streams  peerStreams          // the streams open to the member's server
+	conns    clientConns          // the connections the engine opened to the others
 	view     atomic.Pointer[view] // the members this member takes for live; nil before the first
 	viewMu   sync.Mutex
 	viewCh   chan struct{} // closed when the view changes
@@ -102,7 +103,7 @@ func Start(cfg Config) (*Member, error) {
 		return nil, err
 	}
 	m := newMember(cfg, "", nil)
-	remoteOpts, err := cfg.remoteOptions(grpc.StreamInterceptor(m.streams.intercept))
+	remoteOpts, err := cfg.remoteOptions(m.conns.dialOptions(), grpc.StreamInterceptor(m.streams.intercept))
 	if err != nil {
 		return nil, err
 	}

@@ -201,13 +201,14 @@ func hasCert(b []byte) bool {
 // server requires and checks the peers' certificates, and its connections
 // present the member's and check the peer's, instead of the engine's
 // default insecure connections, the files re-read when they change (see
-// [TLS]). serverOpts are added to the server's.
-func (c Config) remoteOptions(serverOpts ...grpc.ServerOption) ([]remote.ConfigOption, error) {
+// [TLS]). dialOpts are added to the connections', serverOpts to the
+// server's. Its queue of messages to a member starts small (endpointQueue).
+func (c Config) remoteOptions(dialOpts []grpc.DialOption, serverOpts ...grpc.ServerOption) ([]remote.ConfigOption, error) {
 	server := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxReceiveBytes)}, serverOpts...)
-	opts := []remote.ConfigOption{remote.WithEndpointWriterBatchSize(1)}
+	opts := []remote.ConfigOption{remote.WithEndpointWriterBatchSize(1), remote.WithEndpointWriterQueueSize(endpointQueue)}
 	if c.TLS == nil {
 		return append(opts, remote.WithServerOptions(server...),
-			remote.WithDialOptions(c.dialOptions(grpc.WithTransportCredentials(insecure.NewCredentials()))...)), nil
+			remote.WithDialOptions(c.dialOptions(append(dialOpts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)...)), nil
 	}
 	now := c.tlsNow
 	if now == nil {
@@ -224,7 +225,7 @@ func (c Config) remoteOptions(serverOpts ...grpc.ServerOption) ([]remote.ConfigO
 	creds := reloadingCreds{files}
 	return append(opts,
 		remote.WithServerOptions(append([]grpc.ServerOption{grpc.Creds(creds)}, server...)...),
-		remote.WithDialOptions(c.dialOptions(grpc.WithTransportCredentials(creds))...)), nil
+		remote.WithDialOptions(c.dialOptions(append(dialOpts, grpc.WithTransportCredentials(creds))...)...)), nil
 }
 
 // warnOpen logs, at WARN, that a member listens on a host other than

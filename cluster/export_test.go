@@ -119,7 +119,7 @@ func (noProvider) StartClient(*protocluster.Cluster) error { return nil }
 func (noProvider) Shutdown(bool) error                     { return nil }
 
 // SystemID is the member's actor system id: its name in the registry.
-func (m *Member) SystemID() string { return m.cluster.ActorSystem.ID }
+func (m *Member) SystemID() string { return m.engine().ActorSystem.ID }
 
 // SetLive sets the number of live members a detached member divides its
 // limit by while an owner cannot be reached.
@@ -144,6 +144,17 @@ func (m *Member) OwnerSizes() OwnerSizes {
 		}
 	}
 	return s
+}
+
+// OwnedParts returns how many partitions m owns.
+func (m *Member) OwnedParts() int {
+	n := 0
+	for p := range m.parts {
+		if m.parts[p].owned.Load() != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Unsettled returns how many partitions m has yet to settle: those it

@@ -42,6 +42,7 @@ type Member struct {
 	hash     partitioner               // places ids in partitions
 	topology *eventstream.Subscription // the engine's subscription to its views; guarded by engineMu once started
 	topoMu   sync.Mutex                // held while a view of the engine's becomes the member's
+	seenIDs  map[string]string         // address -> the system id last seen there; guarded by topoMu
 	streams  peerStreams               // the streams open to the member's server
 	view     atomic.Pointer[view]      // the members this member takes for live; nil before the first
 	viewMu   sync.Mutex
@@ -119,6 +120,8 @@ func Start(cfg Config) (*Member, error) {
 		return nil, err
 	}
 	cfg.warnOpen(cfg.Logger)
+	m.engineMu.Lock() // a rejoin waits for the start to end
+	defer m.engineMu.Unlock()
 	c, sub, err := m.newEngine()
 	if err != nil {
 		return nil, err
@@ -214,12 +217,34 @@ func (m *Member) newEngine() (*protocluster.Cluster, *eventstream.Subscription, 
 			m.cluster.Store(c)
 		}
 		m.nameFrom(system)
+		m.freshConnections(system, t.Joined)
 		m.setView(addrs)
 		if len(addrs) > 1 {
 			m.rejoining.Store(false)
 		}
 	})
 	return c, sub, nil
+}
+
+// freshConnections drops system's connection to each member of joined
+// that this member saw at the same address under another system id: a
+// member that rejoined (rejoin.go), or whose process restarted. A
+// connection the engine opened to that address while nothing listened
+// there retries only after 2 s, and the hand-off of the partitions to
+// the member would wait for it; the next message opens one at once.
+// topoMu is held.
+func (m *Member) freshConnections(system *protoactor.ActorSystem, joined []*protocluster.Member) {
+	if m.seenIDs == nil {
+		m.seenIDs = make(map[string]string)
+	}
+	self := system.Address()
+	for _, mb := range joined {
+		a := mb.Address()
+		if id, ok := m.seenIDs[a]; ok && id != mb.Id && a != self {
+			system.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: a})
+		}
+		m.seenIDs[a] = mb.Id
+	}
 }
 
 // nameFrom names the member by system's address, once.

@@ -39,12 +39,12 @@ var errRejoining = errors.New("the member is rejoining the cluster")
 // the member's engine or a rejoin is under way, and gives up if the
 // member closes.
 func (m *Member) rejoin(c *protocluster.Cluster, live int) {
-	if m.engine() != c || m.port == 0 || !m.rejoining.CompareAndSwap(false, true) {
+	if m.engine() != c || !m.rejoining.CompareAndSwap(false, true) {
 		return
 	}
 	m.engineMu.Lock()
 	defer m.engineMu.Unlock()
-	if m.engine() != c || m.engineDown || m.isClosed() {
+	if m.engine() != c || m.engineDown || m.isClosed() || m.port == 0 {
 		m.rejoining.Store(false)
 		return
 	}

@@ -82,7 +82,8 @@ func testDroppedMemberRejoins(t *testing.T, mode string, deadAfter, stop time.Du
 		dropped            = map[int]int64{}   // member -> when it stopped listing the victim, Unix ms
 		relisted           = map[int]int64{}   // member -> when it listed it again, after the resume
 		owns               = -1                // the partitions the victim owns, last reported
-		ownsAgain          int64               // when it owned some again, after the resume
+		ownedNone          bool                // it owned none after the resume
+		ownsAgain          int64               // when it owned some again, after that
 		allowed            = map[int64][]int{} // window start, Unix ms -> each member's allowed
 	)
 	ready := 0
@@ -125,7 +126,10 @@ func testDroppedMemberRejoins(t *testing.T, mode string, deadAfter, stop time.Du
 				}
 			case len(f) == 3 && f[0] == "owns" && l.member == victim:
 				owns, _ = strconv.Atoi(f[1])
-				if at, _ := strconv.ParseInt(f[2], 10, 64); owns > 0 && !continued.IsZero() && ownsAgain == 0 {
+				switch at, _ := strconv.ParseInt(f[2], 10, 64); {
+				case owns == 0 && !continued.IsZero():
+					ownedNone = true // it dropped its partitions to rejoin
+				case owns > 0 && ownedNone && ownsAgain == 0:
 					ownsAgain = at
 				}
 			case len(f) == 4 && f[0] == "w" && ready == 3:
@@ -152,8 +156,10 @@ func testDroppedMemberRejoins(t *testing.T, mode string, deadAfter, stop time.Du
 		assert.LessOrEqual(t, took, bound, "member %d listed the resumed member again too late", i)
 	}
 	assert.Positive(t, owns, "the rejoined member owns no partition")
-	if ownsAgain != 0 {
-		t.Logf("it owned partitions again %d ms after it resumed", ownsAgain-resumed)
+	if assert.NotZero(t, ownsAgain, "the rejoined member owned no partition after it resumed") {
+		took := ownsAgain - resumed
+		t.Logf("it owned partitions again %d ms after it resumed", took)
+		assert.LessOrEqual(t, took, bound, "the rejoined member took its partitions back too late")
 	}
 	// The limit: each whole window the three reported (the victim's
 	// windows of the stop hold nothing; those of the rejoin hold what it

@@ -260,3 +260,8 @@ func WithHealthHold(c Config, hold func()) Config {
 	c.healthHold = hold
 	return c
 }
+
+// Block blocks the member of system id id in m's engine, as the engine
+// does when it takes a member for dead: m drops it at its next view, for
+// good, and lists its id among the blocked on its health endpoint.
+func (m *Member) Block(id string) { m.engine().Remote.BlockList().Block(id) }

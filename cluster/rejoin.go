@@ -5,6 +5,7 @@ import (
 	"time"
 
 	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/eventstream"
 )
 
 // A member the others dropped rejoins. The engine blocks a member that
@@ -45,6 +46,9 @@ func (m *Member) rejoin(c *protocluster.Cluster, live int) {
 	m.engineMu.Lock()
 	defer m.engineMu.Unlock()
 	if m.engine() != c || m.engineDown || m.isClosed() || m.port == 0 {
+		if m.port == 0 && m.engine() == c {
+			m.cfg.Logger.Warn("actorlimit cluster: the other members dropped this one; it cannot rejoin: its port is not known (Port 0 with Advertise)", "member", m.node)
+		}
 		m.rejoining.Store(false)
 		return
 	}
@@ -55,7 +59,7 @@ func (m *Member) rejoin(c *protocluster.Cluster, live int) {
 	m.cfg.Logger.Warn("actorlimit cluster: the other members dropped this one; it decides on its own and rejoins under a new id",
 		"member", m.node, "id", c.ActorSystem.ID, "members", live)
 	m.dropAll(live)
-	m.stopEngine(c)
+	m.stopEngine(c, m.topology)
 	m.counters.rejoins.Add(1)
 	for {
 		if m.isClosed() {
@@ -81,8 +85,7 @@ func (m *Member) rejoin(c *protocluster.Cluster, live int) {
 				go m.settle()
 				return
 			}
-			nc.ActorSystem.EventStream.Unsubscribe(sub)
-			m.stopEngine(nc)
+			m.stopEngine(nc, sub)
 		}
 		m.cfg.Logger.Warn("actorlimit cluster: rejoining: starting the engine failed, will retry", "member", m.node, "error", err)
 		select {
@@ -151,19 +154,18 @@ func (m *Member) dropAll(live int) {
 	m.live.Store(int64(max(int(m.live.Load()), live, 1)))
 }
 
-// stopEngine stops engine c as a crash would, its endpoints refusing at
-// once, so that its ports are free for the next; an engine whose start
-// failed half way too. engineMu is held.
-func (m *Member) stopEngine(c *protocluster.Cluster) {
+// stopEngine stops engine c, whose subscription to its views is sub, as a
+// crash would, its endpoints refusing at once, so that its ports are free
+// for the next; an engine whose start failed half way too. engineMu is
+// held.
+func (m *Member) stopEngine(c *protocluster.Cluster, sub *eventstream.Subscription) {
 	m.engineDown = true
 	defer func() {
 		if r := recover(); r != nil { // a part the failed start left unmade
 			m.cfg.Logger.Debug("actorlimit cluster: rejoining: stopping the engine", "error", r)
 		}
 	}()
-	if m.topology != nil {
-		c.ActorSystem.EventStream.Unsubscribe(m.topology)
-	}
+	c.ActorSystem.EventStream.Unsubscribe(sub)
 	if hp, ok := c.Config.ClusterProvider.(*healthProvider); ok {
 		_ = hp.Shutdown(false)
 	}

@@ -131,7 +131,7 @@ func startCloseCycle(t *testing.T, i int) []time.Duration {
 // RequestTimeout is 2 s, as on a WAN: before the bounds, the hand-off to
 // the dead peer waited all of it.
 func TestCloseBounded(t *testing.T) {
-	cycles := 10
+	cycles := 6
 	if s := os.Getenv(cyclesEnv); s != "" {
 		n, err := strconv.Atoi(s)
 		require.NoError(t, err, "%s=%q", cyclesEnv, s)

@@ -83,6 +83,8 @@ type Member struct {
 
 	fb ownerFallback // Owner mode: the fallback while an owner does not answer (ownerwait.go)
 
+	divider atomic.Pointer[dividerBox] // divides the quota buckets the member owns (quota.go)
+
 	closeOnce sync.Once
 	// closeBy is, while Close runs, when its current phase ends (unix
 	// nanoseconds; see bound); zero before.

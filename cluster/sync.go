@@ -455,8 +455,8 @@ func (m *Member) handleSync(req *clusterpb.SyncRequest) *clusterpb.SyncReply {
 // never waits: the owners' states are behind short locks.
 type syncReceiver struct{ m *Member }
 
-// Receive answers a [clusterpb.SyncRequest], a [clusterpb.DecideRequest]
-// or a [clusterpb.HandOff].
+// Receive answers a [clusterpb.SyncRequest], a [clusterpb.DecideRequest],
+// a [clusterpb.HandOff] or a [clusterpb.QuotaRequest].
 func (r syncReceiver) Receive(c protoactor.Context) {
 	switch req := c.Message().(type) {
 	case *clusterpb.SyncRequest:
@@ -465,5 +465,7 @@ func (r syncReceiver) Receive(c protoactor.Context) {
 		c.Respond(r.m.serveDecide(req))
 	case *clusterpb.HandOff:
 		c.Respond(r.m.handleHandOff(req))
+	case *clusterpb.QuotaRequest:
+		c.Respond(r.m.handleQuota(req))
 	}
 }

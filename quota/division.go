@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -83,7 +82,17 @@ type member struct {
 type Division struct {
 	cfg     DivisionConfig
 	members map[uint64]*member
-	live    []*member // Assign's scratch, sorted by want
+	// live is the live members sorted by want (then id), kept between
+	// calls so that Assign neither walks the map nor sorts anew: rebuilt
+	// (from members) when a member joins or leaves or the configuration
+	// changes, and put back in order when a report moved one want.
+	live              []*member
+	rebuild, unsorted bool
+	leavers           int // members not live: expire walks the map only if any
+	// capped says capacity, not the limit, is what Assign divides: the
+	// division's part of a limit shared by a fleet (shared.go).
+	capped   bool
+	capacity float64
 }
 
 // NewDivision returns an empty division, or an error naming the bad field
@@ -105,6 +114,7 @@ func (d *Division) SetConfig(cfg DivisionConfig) error {
 		return err
 	}
 	d.cfg = cfg
+	d.rebuild = true // the wants change with the reserve and the margin
 	return nil
 }
 
@@ -113,10 +123,16 @@ func (d *Division) SetConfig(cfg DivisionConfig) error {
 func (d *Division) Join(id uint64) {
 	m := d.members[id]
 	if m == nil {
-		m = &member{id: id}
+		m = &member{id: id, live: true}
 		d.members[id] = m
+		d.rebuild = true
+		return
 	}
-	m.live = true
+	if !m.live {
+		m.live = true
+		d.leavers--
+		d.rebuild = true
+	}
 }
 
 // Report records the Envoy id's usage: count requests (allowed and
@@ -134,14 +150,20 @@ func (d *Division) Report(id uint64, count uint64, elapsed time.Duration, now ti
 	rate := float64(count) / elapsed.Seconds()
 	m.demand = math.Min(rate, d.cfg.Limit)
 	m.known = true
+	if w := d.want(m); w != m.w {
+		m.w = w
+		d.unsorted = true
+	}
 }
 
 // Leave marks the Envoy id gone (its stream ended): it takes no part in
 // the next division, and its last share stays counted against the limit
 // until its TTL has passed; Assign then forgets it.
 func (d *Division) Leave(id uint64) {
-	if m := d.members[id]; m != nil {
+	if m := d.members[id]; m != nil && m.live {
 		m.live = false
+		d.leavers++
+		d.rebuild = true
 	}
 }
 
@@ -157,30 +179,33 @@ func (d *Division) Empty(now time.Time) bool {
 
 // expire forgets the leavers whose assignment has expired by now.
 func (d *Division) expire(now time.Time) {
+	if d.leavers == 0 {
+		return
+	}
 	for id, m := range d.members {
 		if !m.live && (!m.sent || !now.Before(m.sentAt.Add(d.cfg.TTL))) {
 			delete(d.members, id)
+			d.leavers--
 		}
 	}
 }
 
 // Assign divides the limit anew at now and calls send for every live Envoy
 // whose assignment must be sent: its first, a change beyond the
-// hysteresis, a fall the limit needs, or a refresh once half its TTL has
-// passed. share is in
+// hysteresis, a fall the limit needs, or a refresh (once half its TTL has
+// passed, at the Envoy's own report; past 5/6 of it, at any). share is in
 // requests per second. send must not call back into d.
 func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 	d.expire(now)
-	capacity := d.cfg.Limit
-	d.live = d.live[:0]
-	for _, m := range d.members {
-		if !m.live {
-			capacity -= m.share // held until its TTL
-			continue
+	capacity := d.divided()
+	if d.leavers > 0 {
+		for _, m := range d.members {
+			if !m.live {
+				capacity -= m.share // held until its TTL
+			}
 		}
-		m.w = d.want(m)
-		d.live = append(d.live, m)
 	}
+	d.order()
 	if capacity < 0 {
 		capacity = 0
 	}
@@ -197,7 +222,7 @@ func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 	}
 	for _, m := range d.live {
 		m.due = !m.sent || math.Abs(m.target-m.share) > math.Max(m.share, equal)*d.cfg.Hysteresis+1e-9 ||
-			now.Sub(m.sentAt) >= d.cfg.TTL/2
+			d.refresh(m, now)
 		if m.due {
 			total += m.target
 		} else {
@@ -214,6 +239,19 @@ func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 	}
 }
 
+// refresh reports whether m's unchanged assignment is to be sent again at
+// now: once half its TTL has passed if m reported at now, else once 5/6 of
+// it has (well after the report that follows the half, however late by
+// a little: a refresh at another Envoy's report goes in a response of its
+// own). An Envoy's refreshes then come at its own reports, those of all
+// its buckets in one response rather than each whenever another Envoy
+// reports on the bucket; and one whose report is late still gets its
+// refresh before the TTL ends, from the others' reports.
+func (d *Division) refresh(m *member, now time.Time) bool {
+	age := now.Sub(m.sentAt)
+	return age >= d.cfg.TTL/2 && (m.reported.Equal(now) || age >= d.cfg.TTL/6*5)
+}
+
 // want returns the demand the division assumes of m: the reserve while
 // unknown, else its demand and the margin.
 func (d *Division) want(m *member) float64 {
@@ -223,18 +261,51 @@ func (d *Division) want(m *member) float64 {
 	return m.demand * (1 + d.cfg.Margin)
 }
 
-// fill sets the target of every live member in d.live: max-min fair
-// (water-filling) over capacity, then what no one asked for divided
-// equally among all, so that a rising demand finds room before its next
-// report. The targets sum to at most capacity.
+// order brings d.live up to date and in order of want, then id.
+func (d *Division) order() {
+	if d.rebuild {
+		d.live = d.live[:0]
+		for _, m := range d.members {
+			if m.live {
+				m.w = d.want(m)
+				d.live = append(d.live, m)
+			}
+		}
+		slices.SortFunc(d.live, func(a, b *member) int {
+			if less(a, b) {
+				return -1
+			}
+			return 1 // ids are distinct
+		})
+		d.rebuild, d.unsorted = false, false
+		return
+	}
+	if !d.unsorted {
+		return
+	}
+	// Insertion sort: a report moves one want, so the slice is sorted but
+	// for that member, put back in place in one pass.
+	live := d.live
+	for i := 1; i < len(live); i++ {
+		for j := i; j > 0 && less(live[j], live[j-1]); j-- {
+			live[j], live[j-1] = live[j-1], live[j]
+		}
+	}
+	d.unsorted = false
+}
+
+// less orders members by want, then id. Wants are finite: demands are
+// capped at the limit.
+func less(a, b *member) bool {
+	return a.w < b.w || (a.w == b.w && a.id < b.id)
+}
+
+// fill sets the target of every live member in d.live, which is in order:
+// max-min fair (water-filling) over capacity, then what no one asked for
+// divided equally among all, so that a rising demand finds room before
+// its next report. The targets sum to at most capacity.
 func (d *Division) fill(capacity float64) {
 	live := d.live
-	slices.SortFunc(live, func(a, b *member) int {
-		if c := cmp.Compare(a.w, b.w); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id, b.id)
-	})
 	left := capacity
 	for i, m := range live {
 		level := left / float64(len(live)-i)

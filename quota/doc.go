@@ -13,4 +13,12 @@
 // Envoy, buckets are matched to the rules of a [Config] (the
 // rate_limit_quota section of actorlimitd's configuration files), and
 // every bound on what a client controls is an [Options] field.
+//
+// # One limit over many servers
+//
+// A [Server] linked to others ([Server.Share] over a [Link]: actorlimitd's
+// cluster members) divides, for each bucket, the share of the limit that
+// the bucket's owner grants it, instead of the whole limit. The owner's
+// [Owner] keeps a [FleetDivision] per bucket: max-min fair over the Envoys
+// of every server, from the demand each server sends it every exchange.
 package quota

@@ -89,6 +89,8 @@ type Server struct {
 	rejected map[string]uint64          // by reason
 
 	reports, pending, sent atomic.Int64
+
+	link atomic.Pointer[linkBox] // the fleet it shares its limits with (shared.go)
 }
 
 // Stats are a server's running counts.
@@ -131,6 +133,9 @@ type bucket struct {
 	ctr     *ruleCounters
 	div     *Division
 	members map[uint64]*stream
+	fleet   fleetBucket    // its part of a limit shared by a fleet (shared.go)
+	gone    bool           // no rule of cfg matches it: its Envoys leave it (reload.go)
+	last    lastAssignment // assignment.go
 }
 
 // stream is one Envoy's stream.
@@ -141,6 +146,8 @@ type stream struct {
 	// buckets and seen are the recv goroutine's alone.
 	buckets map[string]*bucket
 	seen    map[string]bool // unmatched buckets answered with a blanket rule
+	seenCfg *Config         // the configuration seen's were matched in
+	posted  []*stream       // the streams this report posted to (wake.go)
 	tokens  float64
 	last    time.Time
 
@@ -163,9 +170,10 @@ func New(cfg *Config, opts Options) *Server {
 	return s
 }
 
-// SetConfig makes cfg the rules: a bucket already divided takes its new
-// rule at its next report (its Envoys' shares with it); one that no rule
-// of cfg matches any more keeps its old rule until no Envoy reports it.
+// SetConfig makes cfg the rules, on the streams open: a bucket already
+// divided takes its new rule at its next report (a changed rule sends its
+// Envoys new assignments), and one that no rule of cfg matches any more
+// gets the default action (see reload.go).
 func (s *Server) SetConfig(cfg *Config) { s.cfg.Store(cfg) }
 
 // Config returns the rules in use.
@@ -274,21 +282,14 @@ func (s *Server) sendLoop(st grpc.BidiStreamingServer[rlqsv3.RateLimitQuotaUsage
 // post puts an action in str's outbox, replacing an older one for the same
 // bucket not sent yet, and wakes its sender.
 func (str *stream) post(key string, a *rlqsv3.RateLimitQuotaResponse_BucketAction) {
-	str.mu.Lock()
-	if _, ok := str.out[key]; !ok {
-		str.pending.Add(1)
-	}
-	str.out[key] = a
-	str.mu.Unlock()
-	select {
-	case str.wake <- struct{}{}:
-	default:
-	}
+	str.put(key, a) // wake.go
+	str.wakeUp()
 }
 
 // report handles one usage report of str.
 func (s *Server) report(str *stream, msg *rlqsv3.RateLimitQuotaUsageReports) error {
 	defer s.reports.Add(1)
+	defer str.wakeAll() // wake.go
 	now := s.opts.Clock()
 	if !str.last.IsZero() {
 		str.tokens = math.Min(s.opts.ReportBurst, str.tokens+now.Sub(str.last).Seconds()*s.opts.ReportsPerSecond)
@@ -313,6 +314,10 @@ func (s *Server) report(str *stream, msg *rlqsv3.RateLimitQuotaUsageReports) err
 		return status.Errorf(codes.InvalidArgument, "quota: a report of %d buckets, more than the %d a stream may have", len(usages), s.opts.MaxBucketsPerStream)
 	}
 	cfg := s.cfg.Load()
+	if str.seenCfg != cfg { // a new configuration may have a rule for them
+		clear(str.seen)
+		str.seenCfg = cfg
+	}
 	for _, u := range usages {
 		id := u.GetBucketId().GetBucket()
 		if err := s.checkID(id); err != nil {
@@ -320,37 +325,34 @@ func (s *Server) report(str *stream, msg *rlqsv3.RateLimitQuotaUsageReports) err
 		}
 		key := bucketKey(str.domain, id)
 		b := str.buckets[key]
+		if b != nil && !s.current(str, b, cfg, id) { // reload.go
+			b = nil
+		}
 		if b == nil {
 			if str.seen[key] {
 				continue // a blanket rule was sent, with no TTL
 			}
 			if len(str.buckets)+len(str.seen) >= s.opts.MaxBucketsPerStream {
 				s.reject("buckets_per_stream")
-				str.post(key, abandon(u.GetBucketId()))
+				str.postFrom(str, key, abandon(u.GetBucketId()))
 				continue
 			}
 			rule, act := cfg.Match(str.domain, id)
 			if rule == nil {
 				if act == Abandon {
-					str.post(key, abandon(u.GetBucketId()))
+					str.postFrom(str, key, abandon(u.GetBucketId()))
 				} else {
 					str.seen[key] = true
-					str.post(key, blanket(u.GetBucketId(), act))
+					str.postFrom(str, key, blanket(u.GetBucketId(), act))
 				}
 				continue
 			}
 			if b = s.bucket(key, rule, cfg, u.GetBucketId(), str, now); b == nil {
 				s.reject("buckets")
-				str.post(key, abandon(u.GetBucketId()))
+				str.postFrom(str, key, abandon(u.GetBucketId()))
 				continue
 			}
 			str.buckets[key] = b
-		}
-		b.mu.Lock()
-		stale := b.cfg != cfg
-		b.mu.Unlock()
-		if stale {
-			s.rematch(b, cfg, str.domain, id)
 		}
 		count := u.GetNumRequestsAllowed()
 		if count+u.GetNumRequestsDenied() >= count {
@@ -364,7 +366,7 @@ func (s *Server) report(str *stream, msg *rlqsv3.RateLimitQuotaUsageReports) err
 		b.div.Report(str.id, count, u.GetTimeElapsed().AsDuration(), now)
 		b.div.Assign(now, func(member uint64, share float64) {
 			if m := b.members[member]; m != nil {
-				m.post(b.key, b.assignment(share))
+				str.postFrom(m, b.key, b.assignment(share))
 			}
 		})
 		b.mu.Unlock()
@@ -433,6 +435,7 @@ func (s *Server) bucket(key string, rule *Rule, cfg *Config, id *rlqsv3.BucketId
 		panic(err) // a loaded rule is valid
 	}
 	b := &bucket{key: key, rule: rule, cfg: cfg, id: &rlqsv3.BucketId{Bucket: id.GetBucket()}, ctr: s.counter(rule), div: div, members: map[uint64]*stream{}}
+	s.fleetStart(b)
 	s.buckets[key] = b
 	return join(b)
 }
@@ -446,30 +449,6 @@ func (s *Server) counter(rule *Rule) *ruleCounters {
 		s.counters[rn] = ctr
 	}
 	return ctr
-}
-
-// rematch gives b its rule of cfg, if one matches.
-func (s *Server) rematch(b *bucket, cfg *Config, domain string, id map[string]string) {
-	rule, _ := cfg.Match(domain, id)
-	var ctr *ruleCounters
-	if rule != nil {
-		s.mu.Lock()
-		ctr = s.counter(rule)
-		s.mu.Unlock()
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cfg == cfg {
-		return
-	}
-	b.cfg = cfg
-	if rule == nil {
-		return
-	}
-	if err := b.div.SetConfig(rule.division()); err != nil {
-		panic(err) // a loaded rule is valid
-	}
-	b.rule, b.ctr = rule, ctr
 }
 
 // sweep forgets the buckets no Envoy reports and no leaver's share holds.
@@ -519,11 +498,6 @@ func assign(id *rlqsv3.BucketId, ttl *durationpb.Duration, st *typev3.RateLimitS
 		BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
 			QuotaAssignmentAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
 				AssignmentTimeToLive: ttl, RateLimitStrategy: st}}}
-}
-
-// assignment returns the action that gives share requests per second.
-func (b *bucket) assignment(share float64) *rlqsv3.RateLimitQuotaResponse_BucketAction {
-	return assign(b.id, durationpb.New(b.rule.TTL), Strategy(b.rule, share))
 }
 
 // minTokens is a token bucket assignment's smallest size: a bucket of one

@@ -34,6 +34,7 @@ type Reloader struct {
 
 	mu   sync.Mutex
 	last [32]byte
+	also []func(path string) (apply func(), err error) // AlsoLoad's
 }
 
 // NewReloader returns a Reloader of path into srv; metrics and log may be
@@ -63,6 +64,15 @@ func (r *Reloader) Reload() error {
 	if err == nil {
 		err = r.srv.CheckConfig(c)
 	}
+	var applies []func()
+	for _, load := range r.also {
+		if err != nil {
+			break
+		}
+		var apply func()
+		apply, err = load(r.path)
+		applies = append(applies, apply)
+	}
 	r.metrics.ConfigLoaded(c, err)
 	if err != nil {
 		attrs := []any{"err", err}
@@ -74,8 +84,22 @@ func (r *Reloader) Reload() error {
 		return err
 	}
 	r.srv.SetConfig(c)
+	for _, apply := range applies {
+		apply()
+	}
 	r.log.Info("configuration loaded", "path", r.path, "domains", len(c.domains), "rules", c.Rules())
 	return nil
+}
+
+// AlsoLoad makes every later Reload load a second configuration from the
+// same path, beside the rate limit rules (the quota service's sections):
+// load reads and checks it and returns apply, which puts it in force. A
+// Reload puts both in force, or, if either fails, neither, and logs and
+// counts the failure the same way.
+func (r *Reloader) AlsoLoad(load func(path string) (apply func(), err error)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.also = append(r.also, load)
 }
 
 // Watch looks at the path every interval (0: DefaultWatchEvery) until ctx

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"net"
 	"net/http"
 	"os"
@@ -356,4 +357,15 @@ func serverCPU(addr string) (time.Duration, bool) {
 	}
 	const ticks = 100 // USER_HZ, 100 on Linux
 	return time.Duration(utime+stime) * time.Second / ticks, true
+}
+
+// TestEnvoyBuilds: envoy ratelimit, the differential tests' peer, builds
+// at its pinned version (into the directory beside the build cache, where
+// the other tests find it). CI runs it first, at low priority beside its
+// other steps, so that the differential tests do not wait for the build.
+func TestEnvoyBuilds(t *testing.T) {
+	bin := envoyBinary(t)
+	info, err := os.Stat(bin)
+	require.NoError(t, err)
+	require.NotZero(t, info.Mode()&0o111, "%s is executable", bin)
 }

@@ -1877,6 +1877,328 @@ func (x *HandOffReply) GetHeld() []uint32 {
 	return nil
 }
 
+// QuotaRequest carries, from the member node, the demand of the Envoys
+// connected to it on quota buckets (the Rate Limit Quota Service) whose
+// owner the receiver is: the owner divides each bucket's limit over the
+// demand of every member's Envoys and answers each member its share.
+type QuotaRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// key_print is the sender's partition key fingerprint, as in
+	// DecideRequest.
+	KeyPrint      uint64         `protobuf:"fixed64,2,opt,name=key_print,json=keyPrint,proto3" json:"key_print,omitempty"`
+	Demands       []*QuotaDemand `protobuf:"bytes,3,rep,name=demands,proto3" json:"demands,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaRequest) Reset() {
+	*x = QuotaRequest{}
+	mi := &file_limit_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaRequest) ProtoMessage() {}
+
+func (x *QuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaRequest.ProtoReflect.Descriptor instead.
+func (*QuotaRequest) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *QuotaRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *QuotaRequest) GetKeyPrint() uint64 {
+	if x != nil {
+		return x.KeyPrint
+	}
+	return 0
+}
+
+func (x *QuotaRequest) GetDemands() []*QuotaDemand {
+	if x != nil {
+		return x.Demands
+	}
+	return nil
+}
+
+// QuotaDemand is one bucket's demand on the sending member.
+type QuotaDemand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key names the bucket (its domain and id); its partition's owner
+	// divides it.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// limit is the bucket's fleet-wide limit in requests per second, and
+	// ttl_ns its assignments' time to live, as the sender's rules say.
+	Limit float64 `protobuf:"fixed64,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	TtlNs int64   `protobuf:"varint,3,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
+	// wants are the demands of the sender's live Envoys, grouped.
+	Wants []*QuotaWant `protobuf:"bytes,4,rep,name=wants,proto3" json:"wants,omitempty"`
+	// leaving is the shares, in requests per second, of the sender's
+	// Envoys that left and still hold them (until their time to live).
+	Leaving float64 `protobuf:"fixed64,5,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	// in_force is the share the sender applies now, requests per second.
+	InForce       float64 `protobuf:"fixed64,6,opt,name=in_force,json=inForce,proto3" json:"in_force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaDemand) Reset() {
+	*x = QuotaDemand{}
+	mi := &file_limit_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaDemand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaDemand) ProtoMessage() {}
+
+func (x *QuotaDemand) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaDemand.ProtoReflect.Descriptor instead.
+func (*QuotaDemand) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *QuotaDemand) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *QuotaDemand) GetLimit() float64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *QuotaDemand) GetTtlNs() int64 {
+	if x != nil {
+		return x.TtlNs
+	}
+	return 0
+}
+
+func (x *QuotaDemand) GetWants() []*QuotaWant {
+	if x != nil {
+		return x.Wants
+	}
+	return nil
+}
+
+func (x *QuotaDemand) GetLeaving() float64 {
+	if x != nil {
+		return x.Leaving
+	}
+	return 0
+}
+
+func (x *QuotaDemand) GetInForce() float64 {
+	if x != nil {
+		return x.InForce
+	}
+	return 0
+}
+
+// QuotaWant is envoys Envoys that each want rate requests per second.
+type QuotaWant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rate          float64                `protobuf:"fixed64,1,opt,name=rate,proto3" json:"rate,omitempty"`
+	Envoys        uint32                 `protobuf:"varint,2,opt,name=envoys,proto3" json:"envoys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaWant) Reset() {
+	*x = QuotaWant{}
+	mi := &file_limit_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaWant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaWant) ProtoMessage() {}
+
+func (x *QuotaWant) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaWant.ProtoReflect.Descriptor instead.
+func (*QuotaWant) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *QuotaWant) GetRate() float64 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *QuotaWant) GetEnvoys() uint32 {
+	if x != nil {
+		return x.Envoys
+	}
+	return 0
+}
+
+// QuotaReply answers a QuotaRequest: one grant per demand, in order, or
+// none when the request was refused whole.
+type QuotaReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grants        []*QuotaGrant          `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaReply) Reset() {
+	*x = QuotaReply{}
+	mi := &file_limit_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaReply) ProtoMessage() {}
+
+func (x *QuotaReply) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaReply.ProtoReflect.Descriptor instead.
+func (*QuotaReply) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *QuotaReply) GetGrants() []*QuotaGrant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+// QuotaGrant is the sender's share of one bucket's limit, in requests per
+// second, for the bucket's time to live; or, refused, that the receiver
+// does not own the bucket's partition (now), and owner, the member it
+// takes for its owner ("" if none).
+type QuotaGrant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Share         float64                `protobuf:"fixed64,1,opt,name=share,proto3" json:"share,omitempty"`
+	Refused       bool                   `protobuf:"varint,2,opt,name=refused,proto3" json:"refused,omitempty"`
+	Owner         string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaGrant) Reset() {
+	*x = QuotaGrant{}
+	mi := &file_limit_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaGrant) ProtoMessage() {}
+
+func (x *QuotaGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_limit_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaGrant.ProtoReflect.Descriptor instead.
+func (*QuotaGrant) Descriptor() ([]byte, []int) {
+	return file_limit_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *QuotaGrant) GetShare() float64 {
+	if x != nil {
+		return x.Share
+	}
+	return 0
+}
+
+func (x *QuotaGrant) GetRefused() bool {
+	if x != nil {
+		return x.Refused
+	}
+	return false
+}
+
+func (x *QuotaGrant) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
 var File_limit_proto protoreflect.FileDescriptor
 
 const file_limit_proto_rawDesc = "" +
@@ -2023,7 +2345,29 @@ const file_limit_proto_rawDesc = "" +
 	"\tkey_print\x18\x05 \x01(\x06R\bkeyPrint\"8\n" +
 	"\fHandOffReply\x12\x14\n" +
 	"\x05taken\x18\x01 \x03(\rR\x05taken\x12\x12\n" +
-	"\x04held\x18\x02 \x03(\rR\x04heldB4Z2github.com/actorlimit/actorlimit/cluster/clusterpbb\x06proto3"
+	"\x04held\x18\x02 \x03(\rR\x04held\"z\n" +
+	"\fQuotaRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1b\n" +
+	"\tkey_print\x18\x02 \x01(\x06R\bkeyPrint\x129\n" +
+	"\ademands\x18\x03 \x03(\v2\x1f.actorlimit.cluster.QuotaDemandR\ademands\"\xb6\x01\n" +
+	"\vQuotaDemand\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x01R\x05limit\x12\x15\n" +
+	"\x06ttl_ns\x18\x03 \x01(\x03R\x05ttlNs\x123\n" +
+	"\x05wants\x18\x04 \x03(\v2\x1d.actorlimit.cluster.QuotaWantR\x05wants\x12\x18\n" +
+	"\aleaving\x18\x05 \x01(\x01R\aleaving\x12\x19\n" +
+	"\bin_force\x18\x06 \x01(\x01R\ainForce\"7\n" +
+	"\tQuotaWant\x12\x12\n" +
+	"\x04rate\x18\x01 \x01(\x01R\x04rate\x12\x16\n" +
+	"\x06envoys\x18\x02 \x01(\rR\x06envoys\"D\n" +
+	"\n" +
+	"QuotaReply\x126\n" +
+	"\x06grants\x18\x01 \x03(\v2\x1e.actorlimit.cluster.QuotaGrantR\x06grants\"R\n" +
+	"\n" +
+	"QuotaGrant\x12\x14\n" +
+	"\x05share\x18\x01 \x01(\x01R\x05share\x12\x18\n" +
+	"\arefused\x18\x02 \x01(\bR\arefused\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05ownerB4Z2github.com/actorlimit/actorlimit/cluster/clusterpbb\x06proto3"
 
 var (
 	file_limit_proto_rawDescOnce sync.Once
@@ -2037,7 +2381,7 @@ func file_limit_proto_rawDescGZIP() []byte {
 	return file_limit_proto_rawDescData
 }
 
-var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_limit_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_limit_proto_goTypes = []any{
 	(*Check)(nil),         // 0: actorlimit.cluster.Check
 	(*Decision)(nil),      // 1: actorlimit.cluster.Decision
@@ -2062,6 +2406,11 @@ var file_limit_proto_goTypes = []any{
 	(*NodeCharged)(nil),   // 20: actorlimit.cluster.NodeCharged
 	(*HandOff)(nil),       // 21: actorlimit.cluster.HandOff
 	(*HandOffReply)(nil),  // 22: actorlimit.cluster.HandOffReply
+	(*QuotaRequest)(nil),  // 23: actorlimit.cluster.QuotaRequest
+	(*QuotaDemand)(nil),   // 24: actorlimit.cluster.QuotaDemand
+	(*QuotaWant)(nil),     // 25: actorlimit.cluster.QuotaWant
+	(*QuotaReply)(nil),    // 26: actorlimit.cluster.QuotaReply
+	(*QuotaGrant)(nil),    // 27: actorlimit.cluster.QuotaGrant
 }
 var file_limit_proto_depIdxs = []int32{
 	0,  // 0: actorlimit.cluster.DecideRequest.checks:type_name -> actorlimit.cluster.Check
@@ -2086,11 +2435,14 @@ var file_limit_proto_depIdxs = []int32{
 	17, // 19: actorlimit.cluster.Window.nodes:type_name -> actorlimit.cluster.NodeTotal
 	20, // 20: actorlimit.cluster.Charged.nodes:type_name -> actorlimit.cluster.NodeCharged
 	14, // 21: actorlimit.cluster.HandOff.parts:type_name -> actorlimit.cluster.PartState
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	24, // 22: actorlimit.cluster.QuotaRequest.demands:type_name -> actorlimit.cluster.QuotaDemand
+	25, // 23: actorlimit.cluster.QuotaDemand.wants:type_name -> actorlimit.cluster.QuotaWant
+	27, // 24: actorlimit.cluster.QuotaReply.grants:type_name -> actorlimit.cluster.QuotaGrant
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_limit_proto_init() }
@@ -2104,7 +2456,7 @@ func file_limit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_limit_proto_rawDesc), len(file_limit_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -86,7 +86,7 @@ var envTable = []envVar{
 	{name: "PORT", status: envHonoured, kind: envSpecial, flags: []string{"http-addr"}, def: "8080"},
 	{name: "DEBUG_HOST", status: envHonoured, kind: envSpecial, flags: []string{"debug-addr"}, def: "0.0.0.0"},
 	{name: "DEBUG_PORT", status: envDiffers, kind: envSpecial, flags: []string{"debug-addr"}, def: "6070",
-		note: "the debug listener serves /metrics and /rlconfig (not envoy ratelimit's /stats, pprof or runtime pages)"},
+		note: "the debug listener serves /metrics, /rlconfig and Go's /debug/pprof/ (not envoy ratelimit's /stats or runtime pages)"},
 	{name: "GRPC_UDS", status: envHonoured, kind: envSpecial, flags: []string{"grpc-addr"},
 		note: "gRPC on this unix socket instead of GRPC_HOST:GRPC_PORT (-grpc-addr unix:PATH)"},
 	{name: "GRPC_HOST", status: envHonoured, kind: envSpecial, flags: []string{"grpc-addr"}, def: "0.0.0.0"},

@@ -12,7 +12,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -30,6 +32,7 @@ import (
 
 	"github.com/actorlimit/actorlimit"
 	certfiles "github.com/actorlimit/actorlimit/internal/certs"
+	"github.com/actorlimit/actorlimit/quota"
 	"github.com/actorlimit/actorlimit/service"
 )
 
@@ -61,12 +64,20 @@ var (
 	keepaliveServer      = keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}
 )
 
+// defaultStreamWorkers is -grpc-stream-workers' default: 8 a CPU. A call
+// run on a new goroutine grows its stack as it goes deeper (a tenth of the
+// server's CPU at 16 clients, in runtime.newstack), one run by a kept
+// goroutine does not; a worker blocked on a Redis round trip is why there
+// are several a CPU.
+func defaultStreamWorkers() int { return 8 * runtime.GOMAXPROCS(0) }
+
 // listenFlags are the flags of the listeners: sizes, timeouts, client
 // certificates, the debug listener, and the table's bound.
 type listenFlags struct {
 	maxRequestBytes int
 	maxStreams      uint
 	maxInFlight     int
+	streamWorkers   int
 	readTimeout     time.Duration
 	writeTimeout    time.Duration
 	idleTimeout     time.Duration
@@ -83,11 +94,12 @@ func registerListenFlags(fs *flag.FlagSet, f *flags) {
 	fs.IntVar(&e.maxRequestBytes, "max-request-bytes", defaultMaxRequestBytes, "bound on a request's size in bytes: gRPC's receive size and POST /json's body")
 	fs.UintVar(&e.maxStreams, "max-concurrent-streams", defaultMaxStreams, "bound on a gRPC connection's concurrent calls")
 	fs.IntVar(&e.maxInFlight, "max-in-flight", defaultMaxInFlight, "bound on the requests decided at once, gRPC and /json together; a request past it waits for its deadline (1 s at most), then is answered RESOURCE_EXHAUSTED (HTTP 503)")
+	fs.IntVar(&e.streamWorkers, "grpc-stream-workers", defaultStreamWorkers(), "gRPC calls are run by this many goroutines kept for the purpose, whose stacks have grown already (a call that finds them all busy gets a goroutine of its own); 0: a new goroutine a call, grpc-go's default")
 	fs.DurationVar(&e.readTimeout, "http-read-timeout", 10*time.Second, "HTTP listeners: the longest a request's headers and body may take to arrive")
 	fs.DurationVar(&e.writeTimeout, "http-write-timeout", 10*time.Second, "HTTP listeners: the longest from a request's headers to the end of its answer")
 	fs.DurationVar(&e.idleTimeout, "http-idle-timeout", 2*time.Minute, "HTTP listeners: the longest a kept-alive connection may wait for its next request")
 	fs.StringVar(&e.tlsClientCA, "tls-client-ca", "", "CA file (PEM): the gRPC and HTTP listeners require client certificates it signed (with -tls-cert, -tls-key)")
-	fs.StringVar(&e.debugAddr, "debug-addr", defaultDebugAddr, "debug listen address, plain HTTP (/metrics, /rlconfig); empty: none")
+	fs.StringVar(&e.debugAddr, "debug-addr", defaultDebugAddr, "debug listen address, plain HTTP (/metrics, /rlconfig, /debug/pprof/); empty: none")
 	fs.IntVar(&e.maxTableEntries, "max-table-entries", actorlimit.DefaultMaxEntries, "bound on the counters held: the embedded table's, or a cluster member's (not with -redis)")
 	fs.IntVar(&f.bounds.Entries, "max-descriptor-entries", service.DefaultMaxEntries, "bound on a descriptor's entries")
 	fs.Func("max-entries", "deprecated name of -max-descriptor-entries, for one release", func(s string) error {
@@ -108,6 +120,8 @@ func (e *listenFlags) check(f *flags) error {
 		return fmt.Errorf("-max-request-bytes %d: want at least 1024", e.maxRequestBytes)
 	case e.maxStreams < 1 || e.maxStreams > 1<<31:
 		return fmt.Errorf("-max-concurrent-streams %d: want 1 to 2^31", e.maxStreams)
+	case e.streamWorkers < 0 || e.streamWorkers > 1<<16:
+		return fmt.Errorf("-grpc-stream-workers %d: want 0 to 65536", e.streamWorkers)
 	case e.maxInFlight < 1:
 		return fmt.Errorf("-max-in-flight %d: want at least 1", e.maxInFlight)
 	case e.readTimeout <= 0 || e.writeTimeout <= 0 || e.idleTimeout <= 0:
@@ -156,6 +170,7 @@ type edge struct {
 	http       *http.Server
 	debug      *http.Server // nil without -debug-addr
 	gl, hl, dl net.Listener
+	quota      *quota.Server
 }
 
 // openEdge listens on the flags' addresses and sets up the servers, with
@@ -179,13 +194,16 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracin
 		grpc.KeepaliveParams(f.compat.keepalive(keepaliveServer)),
 		grpc.ConnectionTimeout(handshakeTimeout),
 	}
+	if f.listen.streamWorkers > 0 {
+		opts = append(opts, grpc.NumStreamWorkers(uint32(f.listen.streamWorkers)))
+	}
 	if tlsConf != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
 	}
 	opts = append(opts, tr.grpcOptions()...)
 	e.grpc = grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(e.grpc, srv)
-	if err := registerQuota(e.grpc, reg, f.config, log); err != nil {
+	if e.quota, err = registerQuota(e.grpc, reg, f.config, log); err != nil { // quota.go
 		return nil, err
 	}
 	e.health = health.NewServer()
@@ -224,6 +242,12 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracin
 		dmux := http.NewServeMux()
 		dmux.Handle("GET /rlconfig", service.ConfigHandler(srv))
 		dmux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		// Go's profiles, as envoy ratelimit serves them on its debug port.
+		dmux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		dmux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		dmux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		dmux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		dmux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 		e.debug = f.listen.httpServer(dmux, log)
 	}
 	return e, nil

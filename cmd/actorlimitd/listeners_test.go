@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,11 +192,12 @@ func TestClientCertificates(t *testing.T) {
 	}
 }
 
-// TestDebugListener: /rlconfig and /metrics are on -debug-addr, not on the
-// port of /json; an empty -debug-addr serves them nowhere.
+// TestDebugListener: /rlconfig, /metrics and Go's profiles are on
+// -debug-addr, not on the port of /json; an empty -debug-addr serves them
+// nowhere.
 func TestDebugListener(t *testing.T) {
 	d := startWithConfig(t, serveConfig)
-	for _, path := range []string{"/rlconfig", "/metrics"} {
+	for _, path := range []string{"/rlconfig", "/metrics", "/debug/pprof/", "/debug/pprof/heap?debug=1", "/debug/pprof/profile?seconds=1"} {
 		code, _ := d.get(path)
 		assert.Equal(t, http.StatusNotFound, code, "%s on the /json port", path)
 		code, body := d.getDebug(path)
@@ -262,6 +264,7 @@ func TestEdgeFlags(t *testing.T) {
 	assert.Empty(t, f.listen.deprecatedInUse)
 	assert.Equal(t, 100, f.cluster.maxEntries)
 	assert.Equal(t, defaultDebugAddr, f.listen.debugAddr)
+	assert.Equal(t, 8*runtime.GOMAXPROCS(0), f.listen.streamWorkers)
 	for args, msg := range map[string]string{
 		"-tls-client-ca ca.pem":     "-tls-client-ca needs -tls-cert",
 		"-max-request-bytes 10":     "-max-request-bytes 10",
@@ -269,6 +272,7 @@ func TestEdgeFlags(t *testing.T) {
 		"-http-read-timeout 0s":     "must be positive",
 		"-max-table-entries 0":      "-max-table-entries 0",
 		"-max-concurrent-streams 0": "-max-concurrent-streams 0",
+		"-grpc-stream-workers -1":   "-grpc-stream-workers -1",
 	} {
 		_, err := parseFlags(append([]string{"-config", "x"}, strings.Fields(args)...), io.Discard)
 		assert.ErrorContains(t, err, msg, args)

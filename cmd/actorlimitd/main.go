@@ -278,6 +278,9 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if b.member != nil { // before serving: every bucket shares its limit
+		defer shareQuota(e.quota, b.member, reg)() // quotashare.go
+	}
 	errs := make(chan error, 4)
 	e.serve(errs)
 	stopMetrics, err := f.compat.serveMetrics(reg, errs, log)
@@ -289,6 +292,7 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	reloadQuota(reloader, e.quota, f.config, log) // quota.go
 	if f.watchEvery > 0 && reloader != nil {
 		go reloader.Watch(ctx, f.watchEvery)
 	}

@@ -25,6 +25,8 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/http"
+	_ "net/http/pprof" // the profiles on -debug-addr
 	"os"
 	"os/signal"
 	"syscall"
@@ -41,7 +43,15 @@ import (
 func main() {
 	addr := flag.String("grpc-addr", "127.0.0.1:0", "address to listen on (port 0: a free port)")
 	codec := flag.String("codec", "stock", "the server's codec: stock (grpc-go's proto codec) or service (actorlimitd's)")
+	debug := flag.String("debug-addr", "", "address of Go's profiles (/debug/pprof/), to compare the floor's with actorlimitd's; empty: none")
 	flag.Parse()
+	if *debug != "" {
+		dl, err := net.Listen("tcp", *debug)
+		if err != nil {
+			log.Fatal("rlsfloor: -debug-addr: ", err)
+		}
+		go func() { log.Print("rlsfloor: debug listener: ", http.Serve(dl, nil)) }()
+	}
 	if *codec != "stock" && *codec != "service" {
 		log.Fatalf("rlsfloor: -codec %q: want stock or service", *codec)
 	}

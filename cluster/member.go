@@ -56,12 +56,14 @@ type Member struct {
 	// its engine, and by Close and Kill to stop it; gen counts the
 	// engines, rejoining is set while the member decides on its own;
 	// port is where its remote listens; engineDown says its engine is
-	// stopped (guarded by engineMu).
-	engineMu   sync.Mutex
-	gen        atomic.Uint64
-	rejoining  atomic.Bool
-	port       int
-	engineDown bool
+	// stopped (guarded by engineMu); cannotRejoin says a member that
+	// cannot rejoin (its port unknown) said so.
+	engineMu     sync.Mutex
+	cannotRejoin atomic.Bool
+	gen          atomic.Uint64
+	rejoining    atomic.Bool
+	port         int
+	engineDown   bool
 
 	syncMu    sync.Mutex // held by a sync round
 	round     uint64

@@ -30,7 +30,8 @@ import (
 // engine (its ports not free yet, say).
 const rejoinRetry = 100 * time.Millisecond
 
-// errRejoining is a request's error while the member replaces its engine.
+// errRejoining is why every partition is cut off (LocalFirst) while the
+// member replaces its engine.
 var errRejoining = errors.New("the member is rejoining the cluster")
 
 // rejoin replaces the member's engine c, which the others have dropped,
@@ -46,7 +47,7 @@ func (m *Member) rejoin(c *protocluster.Cluster, live int) {
 	m.engineMu.Lock()
 	defer m.engineMu.Unlock()
 	if m.engine() != c || m.engineDown || m.isClosed() || m.port == 0 {
-		if m.port == 0 && m.engine() == c {
+		if m.port == 0 && m.engine() == c && m.cannotRejoin.CompareAndSwap(false, true) {
 			m.cfg.Logger.Warn("actorlimit cluster: the other members dropped this one; it cannot rejoin: its port is not known (Port 0 with Advertise)", "member", m.node)
 		}
 		m.rejoining.Store(false)

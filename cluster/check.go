@@ -458,7 +458,7 @@ func (pc peerCheck) remembered(reqs []*clusterpb.Remembered) error {
 // and sends them again); one made by a test without a cluster takes every
 // node's.
 func (m *Member) peerSync(node string) bool {
-	if m.cluster == nil {
+	if m.engine() == nil {
 		return true
 	}
 	v := m.view.Load()
@@ -488,7 +488,7 @@ const (
 // does not know, it refuses it. A member made by a test without a cluster
 // owns every partition handed to it.
 func (m *Member) handOffPart(from string, p int, v *view, without func() *view) handOffTake {
-	if m.cluster == nil {
+	if m.engine() == nil {
 		return ownHandOff
 	}
 	if v == nil || from == m.node || !v.has(from) {
@@ -509,7 +509,7 @@ func (m *Member) handOffPart(from string, p int, v *view, without func() *view) 
 // p, in its view v: when its view says from owns p and this member is p's
 // backup. A member made by a test without a cluster takes every backup.
 func (m *Member) backupFrom(from string, p int, v *view) bool {
-	if m.cluster == nil {
+	if m.engine() == nil {
 		return true
 	}
 	return v != nil && from != m.node && v.has(from) && v.owner(p) == from && v.backup(p) == m.node

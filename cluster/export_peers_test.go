@@ -19,7 +19,7 @@ const SyncActor = syncActor
 // Send sends msg to the sync actor of the member at addr, from m's actor
 // system, as m's own requests go, and returns the answer.
 func (m *Member) Send(addr string, msg any, timeout time.Duration) (any, error) {
-	return m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(addr, syncActor), msg, timeout).Result()
+	return m.engine().ActorSystem.Root.RequestFuture(protoactor.NewPID(addr, syncActor), msg, timeout).Result()
 }
 
 // Owns reports whether m owns partition p.

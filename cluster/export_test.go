@@ -119,7 +119,7 @@ func (noProvider) StartClient(*protocluster.Cluster) error { return nil }
 func (noProvider) Shutdown(bool) error                     { return nil }
 
 // SystemID is the member's actor system id: its name in the registry.
-func (m *Member) SystemID() string { return m.cluster.ActorSystem.ID }
+func (m *Member) SystemID() string { return m.engine().ActorSystem.ID }
 
 // SetLive sets the number of live members a detached member divides its
 // limit by while an owner cannot be reached.
@@ -144,6 +144,17 @@ func (m *Member) OwnerSizes() OwnerSizes {
 		}
 	}
 	return s
+}
+
+// OwnedParts returns how many partitions m owns.
+func (m *Member) OwnedParts() int {
+	n := 0
+	for p := range m.parts {
+		if m.parts[p].owned.Load() != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Unsettled returns how many partitions m has yet to settle: those it
@@ -249,3 +260,8 @@ func WithHealthHold(c Config, hold func()) Config {
 	c.healthHold = hold
 	return c
 }
+
+// Block blocks the member of system id id in m's engine, as the engine
+// does when it takes a member for dead: m drops it at its next view, for
+// good, and lists its id among the blocked on its health endpoint.
+func (m *Member) Block(id string) { m.engine().Remote.BlockList().Block(id) }

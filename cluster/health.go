@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,23 +41,40 @@ type healthProvider struct {
 	wg   sync.WaitGroup
 	once sync.Once
 
+	// self is the member's system id; out, when set, is called (from a
+	// poll's goroutine) when most of the other members that answered
+	// within DeadAfter have blocked it, with how many members answered,
+	// this one included (see outVoted).
+	self string
+	out  func(live int)
+
 	mu    sync.Mutex
 	nodes map[string]healthSeen // health endpoint -> what it last said
 }
 
+// healthNode is a health endpoint's answer: the member's node, in the
+// engine's format, and the system ids the member has blocked (taken for
+// dead or gone, for good), by which a member the others dropped sees that
+// it was (rejoin.go). The engine's provider reads the node alone.
+type healthNode struct {
+	*automanaged.NodeModel
+	Blocked []string `json:"blocked,omitempty"`
+}
+
 // healthSeen is a health endpoint's last answer and when it came.
 type healthSeen struct {
-	node *automanaged.NodeModel
-	at   time.Time
+	node    *automanaged.NodeModel
+	blocked []string
+	at      time.Time
 }
 
 var _ protocluster.ClusterProvider = (*healthProvider)(nil)
 
 // newHealthProvider makes the provider of cfg.AutoManaged, its endpoint
-// served by e.
-func newHealthProvider(cfg Config, e *echo.Echo) *healthProvider {
+// served by e, for the member of system id self.
+func newHealthProvider(cfg Config, e *echo.Echo, self string) *healthProvider {
 	return &healthProvider{
-		name: cfg.Name, hosts: cfg.AutoManaged.Hosts, refresh: cfg.AutoManaged.Refresh,
+		self: self, name: cfg.Name, hosts: cfg.AutoManaged.Hosts, refresh: cfg.AutoManaged.Refresh,
 		deadAfter: cfg.DeadAfter, e: e,
 		client: &http.Client{Timeout: healthPollTimeout, Transport: &http.Transport{
 			DialContext: (&net.Dialer{Timeout: healthPollTimeout}).DialContext, MaxIdleConnsPerHost: 1}},
@@ -90,6 +108,9 @@ func (p *healthProvider) Shutdown(bool) error {
 	p.once.Do(func() {
 		close(p.stop)
 		_ = p.e.Close()
+		if p.e.Listener != nil {
+			_ = p.e.Listener.Close() // not served yet: Close left it open
+		}
 	})
 	p.wg.Wait()
 	return nil
@@ -104,11 +125,19 @@ func (p *healthProvider) poll(host string) {
 		p.mu.Lock()
 		switch {
 		case err == nil:
-			p.nodes[host] = healthSeen{node, time.Now()}
+			p.nodes[host] = healthSeen{node.NodeModel, node.Blocked, time.Now()}
 		case !isTimeout(err):
 			delete(p.nodes, host) // refused, or a bad answer: gone
 		}
+		var out bool
+		live := 0
+		if err == nil && p.out != nil {
+			out, live = p.outVoted(time.Now())
+		}
 		p.mu.Unlock()
+		if out {
+			p.out(live)
+		}
 		select {
 		case <-p.stop:
 			return
@@ -117,8 +146,29 @@ func (p *healthProvider) poll(host string) {
 	}
 }
 
+// outVoted reports whether more than half of the other members of the
+// cluster that answered within DeadAfter of now (at least one) list this
+// member's system id as blocked, and how many members answered, this one
+// included. A member the others dropped blocks them too, often, when it
+// runs again (their heartbeats are old to it): each of them is blocked by
+// that member alone, not by most. Two members that blocked each other
+// are both out voted. p.mu is held.
+func (p *healthProvider) outVoted(now time.Time) (bool, int) {
+	others, against := 0, 0
+	for _, s := range p.nodes {
+		if s.node.ClusterName != p.name || s.node.ID == p.self || now.Sub(s.at) > p.deadAfter {
+			continue
+		}
+		others++
+		if slices.Contains(s.blocked, p.self) {
+			against++
+		}
+	}
+	return against > 0 && 2*against > others, others + 1
+}
+
 // get asks host's endpoint for its node.
-func (p *healthProvider) get(host string) (*automanaged.NodeModel, error) {
+func (p *healthProvider) get(host string) (*healthNode, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), healthPollTimeout)
 	defer cancel()
 	go func() {
@@ -140,7 +190,7 @@ func (p *healthProvider) get(host string) (*automanaged.NodeModel, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("cluster: health endpoint %s answered %s", host, resp.Status)
 	}
-	var n automanaged.NodeModel
+	n := healthNode{NodeModel: &automanaged.NodeModel{}}
 	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil {
 		return nil, fmt.Errorf("cluster: health endpoint %s: %w", host, err)
 	}

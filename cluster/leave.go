@@ -38,7 +38,7 @@ const (
 // the gossip, which carries the key out at once and goes on while the
 // member lingers.
 func (m *Member) leave() {
-	c := m.cluster
+	c := m.engine()
 	opened := m.streams.opened()
 	told := make(chan struct{})
 	go func() {
@@ -85,7 +85,8 @@ func (m *Member) linger(told <-chan struct{}, opened uint64, bound time.Duration
 // takesForLive reports whether the member with system id id is among
 // those this member takes for live: listed, not blocked.
 func (m *Member) takesForLive(id string) bool {
-	return m.cluster.MemberList.ContainsMemberID(id) && !m.cluster.Remote.BlockList().IsBlocked(id)
+	c := m.engine()
+	return c.MemberList.ContainsMemberID(id) && !c.Remote.BlockList().IsBlocked(id)
 }
 
 // stopRemote stops the member's remote once it has left: it closes its
@@ -103,19 +104,26 @@ func (m *Member) takesForLive(id string) bool {
 // machine: stopRemote waits for that at most remoteStopBound, and the
 // handlers end on their own.
 func (m *Member) stopRemote() {
-	c := m.cluster
-	m.closeConnections()
+	c := m.engine()
+	closeConnections(c)
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); c.Remote.Shutdown(false) }()
 	waitUntil(stopped, time.Now().Add(remoteStopBound))
-	m.conns.closeAll()
+	m.closeClientConns(c)
 }
 
-// closeConnections closes the member's own connections to the other
-// members, as the engine does when it takes a member's endpoint for
-// terminated.
-func (m *Member) closeConnections() {
-	c := m.cluster
+// closeClientConns closes every connection engine c opened to the others
+// (see clientConns).
+func (m *Member) closeClientConns(c *protocluster.Cluster) {
+	if cc, ok := m.conns.LoadAndDelete(c); ok {
+		cc.(*clientConns).closeAll()
+	}
+}
+
+// closeConnections closes the connections of the member whose engine c
+// is to the other members, as the engine does when it takes a member's
+// endpoint for terminated.
+func closeConnections(c *protocluster.Cluster) {
 	self := c.ActorSystem.Address()
 	for _, mb := range c.MemberList.Members().Members() {
 		if a := mb.Address(); a != self {
@@ -132,15 +140,15 @@ func (m *Member) closeConnections() {
 // process's sockets; left open, each would hold the graceful close of
 // the member it leads to until that member's wait ran out.
 func (m *Member) crash() {
-	c := m.cluster
+	c := m.engine()
 	if hp, ok := c.Config.ClusterProvider.(*healthProvider); ok {
 		_ = hp.Shutdown(false) // its endpoint refuses, as a dead process's port does
 	}
 	c.ActorSystem.Shutdown()
 	c.Gossip.Shutdown()
 	c.Remote.Shutdown(false)
-	m.closeConnections()
-	m.conns.closeAll()
+	closeConnections(c)
+	m.closeClientConns(c)
 }
 
 // peerStreams tracks the streams open to the member's server: one from

@@ -32,24 +32,39 @@ type Member struct {
 	Limiter *actorlimit.Limiter
 
 	cfg      Config
-	node     string                // the member's name to the owners: its address
-	cluster  *protocluster.Cluster // nil for a member made by a test without one
+	node     string                               // the member's name to the owners: its address
+	cluster  atomic.Pointer[protocluster.Cluster] // nil for a member made by a test without one; see engine
 	local    *local
 	states   *states
-	parts    []partState  // partition number -> what the member knows of it
-	live     atomic.Int64 // the live members in the view: the fallback's divisor
-	ids      []string     // partition number -> identity
-	hash     partitioner  // places ids in partitions
-	topology *eventstream.Subscription
-	streams  peerStreams          // the streams open to the member's server
-	conns    clientConns          // the connections the engine opened to the others
-	view     atomic.Pointer[view] // the members this member takes for live; nil before the first
+	parts    []partState               // partition number -> what the member knows of it
+	live     atomic.Int64              // the live members in the view: the fallback's divisor
+	ids      []string                  // partition number -> identity
+	hash     partitioner               // places ids in partitions
+	topology *eventstream.Subscription // the engine's subscription to its views; guarded by engineMu once started
+	topoMu   sync.Mutex                // held while a view of the engine's becomes the member's
+	seenIDs  map[string]string         // address -> the system id last seen there; guarded by topoMu
+	streams  peerStreams               // the streams open to the member's server
+	conns    sync.Map                  // engine (*protocluster.Cluster) -> *clientConns: the connections it opened to the others
+	view     atomic.Pointer[view]      // the members this member takes for live; nil before the first
 	viewMu   sync.Mutex
 	viewCh   chan struct{} // closed when the view changes
 	own      ownership
 	leaving  atomic.Bool // Close has handed the partitions on: this member owns none
 	started  atomic.Bool // node is the member's address
 	ready    atomic.Bool // Start has returned: the member may take over partitions none holds
+
+	// The rejoin (rejoin.go): engineMu is held while the member replaces
+	// its engine, and by Close and Kill to stop it; gen counts the
+	// engines, rejoining is set while the member decides on its own;
+	// port is where its remote listens; engineDown says its engine is
+	// stopped (guarded by engineMu); cannotRejoin says a member that
+	// cannot rejoin (its port unknown) said so.
+	engineMu     sync.Mutex
+	cannotRejoin atomic.Bool
+	gen          atomic.Uint64
+	rejoining    atomic.Bool
+	port         int
+	engineDown   bool
 
 	syncMu    sync.Mutex // held by a sync round
 	round     uint64
@@ -103,54 +118,90 @@ func Start(cfg Config) (*Member, error) {
 		return nil, err
 	}
 	m := newMember(cfg, "", nil)
-	remoteOpts, err := cfg.remoteOptions(m.conns.dialOptions(), grpc.StreamInterceptor(m.streams.intercept))
-	if err != nil {
+	if _, err := cfg.remoteOptions(nil); err != nil {
 		return nil, err
 	}
 	if err := cfg.checkCertName(); err != nil {
 		return nil, err
 	}
+	cfg.warnOpen(cfg.Logger)
+	m.engineMu.Lock() // a rejoin waits for the start to end
+	defer m.engineMu.Unlock()
+	c, sub, err := m.newEngine()
+	if err != nil {
+		return nil, err
+	}
+	m.cluster.Store(c)
+	m.topology = sub
+	if err := startMember(c); err != nil {
+		c.ActorSystem.EventStream.Unsubscribe(sub)
+		c.ActorSystem.Shutdown()
+		m.closeClientConns(c)
+		return nil, err
+	}
+	m.topoMu.Lock()
+	m.nameFrom(c.ActorSystem)
+	m.ready.Store(true)
+	m.topoMu.Unlock()
+	m.port = listenPort(cfg, c.ActorSystem.Address())
+	go m.settle()
+	go m.syncLoop()
+	return m, nil
+}
+
+// newEngine makes the member's actor system and cluster, not started: the
+// first at Start, another each time the member rejoins (rejoin.go), on the
+// same ports, under a new system id. The cluster's views of the members
+// become the member's view while the member's engine generation is the
+// one they were made in.
+func (m *Member) newEngine() (*protocluster.Cluster, *eventstream.Subscription, error) {
+	cfg := m.cfg
+	conns := &clientConns{}
+	remoteOpts, err := cfg.remoteOptions(conns.dialOptions(), grpc.StreamInterceptor(m.streams.intercept))
+	if err != nil {
+		return nil, nil, err
+	}
 	if cfg.Advertise != "" {
 		remoteOpts = append(remoteOpts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
+	port := cfg.Port
+	if m.port != 0 {
+		port = m.port // a rejoin: where the others know the member
+	}
 	logger := cfg.Logger
-	cfg.warnOpen(logger)
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return logger }))
+	var c *protocluster.Cluster // set before its provider serves or polls
 	if cfg.AutoManaged != nil {
-		p, err := autoManaged(cfg, system)
+		p, err := autoManaged(cfg, system, func() []string { return c.Remote.BlockList().BlockedMembers().ToSlice() })
 		if err != nil {
 			system.Shutdown()
-			return nil, err
+			return nil, nil, err
 		}
+		p.out = func(live int) { go m.rejoin(c, live) }
 		cfg.Provider = p
 	}
 	if _, err := system.Root.SpawnNamed(protoactor.PropsFromProducer(func() protoactor.Actor { return syncReceiver{m} }), syncActor); err != nil {
 		system.Shutdown()
-		return nil, fmt.Errorf("cluster: starting member: %w", err)
+		return nil, nil, fmt.Errorf("cluster: starting member: %w", err)
 	}
 	pc := protocluster.Configure(cfg.Name, cfg.Provider, cfg.Lookup,
-		remote.Configure(cfg.Host, cfg.Port, remoteOpts...),
+		remote.Configure(cfg.Host, port, remoteOpts...),
 		protocluster.WithRequestTimeout(cfg.RequestTimeout),
 		protocluster.WithHeartbeatExpiration(cfg.DeadAfter))
-	c := protocluster.New(system, pc)
-	m.cluster = c
-	m.send = m.request
-	m.sendTo = m.requestMember
-	m.ownerOf = m.route
+	c = protocluster.New(system, pc)
+	m.conns.Store(c, conns)
+	if m.send == nil {
+		m.send = m.request
+		m.sendTo = m.requestMember
+		m.ownerOf = m.route
+	}
 	// The member's address is known once its remote has started, which
 	// the engine does before it learns of any member: the first view
 	// names it. The engine's StartMember returns a second after the member
 	// has registered, and the others send it requests meanwhile.
-	var viewMu sync.Mutex
-	name := func() {
-		if !m.started.Load() {
-			m.node = system.Address()
-			m.local.setName(m.node)
-			m.started.Store(true)
-		}
-	}
-	m.topology = system.EventStream.Subscribe(func(ev any) {
+	gen := m.gen.Load()
+	sub := system.EventStream.Subscribe(func(ev any) {
 		t, ok := ev.(*protocluster.ClusterTopology)
 		if !ok {
 			return
@@ -159,28 +210,82 @@ func Start(cfg Config) (*Member, error) {
 		for _, mb := range t.Members {
 			addrs = append(addrs, mb.Address())
 		}
-		viewMu.Lock()
-		defer viewMu.Unlock()
-		name()
+		m.topoMu.Lock()
+		defer m.topoMu.Unlock()
+		if m.gen.Load() != gen {
+			return // a rejoin has replaced this engine, or is replacing it
+		}
+		if m.engine() != c {
+			// A rejoin's engine: it becomes the member's at its first
+			// view that lists another member (one that lists only this
+			// member comes before the polls have answered).
+			if len(addrs) < 2 {
+				return
+			}
+			m.cluster.Store(c)
+		}
+		m.nameFrom(system)
+		m.freshConnections(system, t.Joined)
 		m.setView(addrs)
+		if len(addrs) > 1 {
+			m.rejoining.Store(false)
+		}
 	})
-	if err := startMember(c); err != nil {
-		system.EventStream.Unsubscribe(m.topology)
-		system.Shutdown()
-		return nil, err
+	return c, sub, nil
+}
+
+// freshConnections drops system's connection to each member of joined
+// that this member saw at the same address under another system id: a
+// member that rejoined (rejoin.go), or whose process restarted. A
+// connection the engine opened to that address while nothing listened
+// there retries only after 2 s, and the hand-off of the partitions to
+// the member would wait for it; the next message opens one at once.
+// topoMu is held.
+func (m *Member) freshConnections(system *protoactor.ActorSystem, joined []*protocluster.Member) {
+	if m.seenIDs == nil {
+		m.seenIDs = make(map[string]string)
 	}
-	viewMu.Lock()
-	name()
-	m.ready.Store(true)
-	viewMu.Unlock()
-	go m.settle()
-	go m.syncLoop()
-	return m, nil
+	self := system.Address()
+	for _, mb := range joined {
+		a := mb.Address()
+		if id, ok := m.seenIDs[a]; ok && id != mb.Id && a != self {
+			system.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: a})
+		}
+		m.seenIDs[a] = mb.Id
+	}
+}
+
+// nameFrom names the member by system's address, once.
+func (m *Member) nameFrom(system *protoactor.ActorSystem) {
+	if !m.started.Load() {
+		m.node = system.Address()
+		m.local.setName(m.node)
+		m.started.Store(true)
+	}
+}
+
+// listenPort returns the port the member's remote listens on: cfg.Port,
+// or, when that is 0 (a free port), the port of addr, the member's
+// address, unless it is advertised elsewhere (0 then: unknown).
+func listenPort(cfg Config, addr string) int {
+	if cfg.Port != 0 {
+		return cfg.Port
+	}
+	if cfg.Advertise != "" {
+		return 0
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(port)
+	return n
 }
 
 // autoManaged makes the automanaged provider cfg.AutoManaged describes,
-// its health endpoint listening on cfg.Host.
-func autoManaged(cfg Config, system *protoactor.ActorSystem) (*healthProvider, error) {
+// its health endpoint listening on cfg.Host and serving, with the
+// member's node, the system ids the member has blocked (blocked).
+func autoManaged(cfg Config, system *protoactor.ActorSystem, blocked func() []string) (*healthProvider, error) {
 	am := cfg.AutoManaged
 	l, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(am.Port)))
 	if err != nil {
@@ -196,9 +301,12 @@ func autoManaged(cfg Config, system *protoactor.ActorSystem) (*healthProvider, e
 		if err != nil {
 			return c.NoContent(http.StatusServiceUnavailable)
 		}
-		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, system.ID, host, port, am.Port, nil))
+		return c.JSON(http.StatusOK, healthNode{
+			NodeModel: automanaged.NewNode(cfg.Name, system.ID, host, port, am.Port, nil),
+			Blocked:   blocked(),
+		})
 	})
-	return newHealthProvider(cfg, e), nil
+	return newHealthProvider(cfg, e, system.ID), nil
 }
 
 // newMember makes a member that sends its requests with send, and no
@@ -245,7 +353,7 @@ func startMember(c *protocluster.Cluster) (err error) {
 
 // named reports whether the member knows its address (its remote has
 // started), or needs none (a detached member).
-func (m *Member) named() bool { return m.cluster == nil || m.started.Load() }
+func (m *Member) named() bool { return m.engine() == nil || m.started.Load() }
 
 // Address is the member's host:port.
 func (m *Member) Address() string { return m.node }
@@ -267,12 +375,13 @@ func (m *Member) OwnerOf(id string) string {
 // itself included: those the registry lists, less those the engine has
 // blocked (silent for longer than DeadAfter, or gone).
 func (m *Member) Members() []string {
-	if m.cluster == nil {
+	c := m.engine()
+	if c == nil {
 		return nil
 	}
 	var out []string
-	blocked := m.cluster.Remote.BlockList()
-	for _, mb := range m.cluster.MemberList.Members().Members() {
+	blocked := c.Remote.BlockList()
+	for _, mb := range c.MemberList.Members().Members() {
 		if !blocked.IsBlocked(mb.Id) {
 			out = append(out, mb.Address())
 		}
@@ -606,10 +715,18 @@ func (m *Member) Kill() {
 // shutdown leaves the cluster, gracefully (leave) or as a crash would
 // (crash), and stops the actor system.
 func (m *Member) shutdown(graceful bool) {
-	if m.cluster == nil {
+	if m.engine() == nil {
 		return
 	}
-	m.cluster.ActorSystem.EventStream.Unsubscribe(m.topology)
+	// A rejoin under way ends first (in about a second: the engine's
+	// start); one that gave up for the close left the engine down.
+	m.engineMu.Lock()
+	defer m.engineMu.Unlock()
+	if m.engineDown {
+		return
+	}
+	m.engineDown = true
+	m.engine().ActorSystem.EventStream.Unsubscribe(m.topology)
 	if graceful {
 		m.leave()
 	} else {
@@ -643,3 +760,7 @@ func (m *Member) release(p int, part *ownerPart, now int64) {
 	m.states.adopt(p, part.records(now), now)
 	m.parts[p].holdUntil(now + int64(m.cfg.SyncEvery))
 }
+
+// engine returns the member's cluster: the engine under it, which a rejoin
+// replaces (rejoin.go); nil for a member made by a test without one.
+func (m *Member) engine() *protocluster.Cluster { return m.cluster.Load() }

@@ -274,7 +274,7 @@ func (m *Member) releaseTo(p int, op *ownerPart, to string, now int64) {
 // RequestTimeout for its answer: the first request to a member that just
 // joined waits for the connection to it. What fails is sent again. It reports whether some are left.
 func (m *Member) pushHandOffs() bool {
-	if m.cluster == nil {
+	if m.engine() == nil {
 		return false
 	}
 	m.own.pushMu.Lock()
@@ -343,7 +343,7 @@ func (m *Member) pushHandOffs() bool {
 // the member still waits for some.
 func (m *Member) askWaiting() bool {
 	v := m.view.Load()
-	if v == nil || m.cluster == nil {
+	if v == nil || m.engine() == nil {
 		return false
 	}
 	m.own.mu.Lock()
@@ -366,7 +366,7 @@ func (m *Member) askWaiting() bool {
 			continue
 		}
 		wg.Go(func() {
-			resp, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
+			resp, err := m.engine().ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
 				&clusterpb.HandOff{From: m.node, Parts: ask, Ask: true, KeyPrint: m.hash.print}, m.bound(m.cfg.syncTimeout())).Result()
 			reply, ok := resp.(*clusterpb.HandOffReply)
 			mu.Lock()
@@ -530,7 +530,7 @@ func (m *Member) maintain(now int64) {
 // it, the state is not backed up (ownerPart.backupPending).
 func (m *Member) sendBackups(now int64) {
 	v := m.view.Load()
-	if v == nil || m.cluster == nil {
+	if v == nil || m.engine() == nil {
 		return
 	}
 	ops := make(map[int]*ownerPart)
@@ -707,7 +707,7 @@ func (m *Member) ask(addr string, msg any, deadline time.Time) (any, error) {
 	if v := m.view.Load(); v != nil && !v.has(addr) {
 		return nil, errLeft
 	}
-	f := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(addr, syncActor), msg, time.Until(deadline))
+	f := m.engine().ActorSystem.Root.RequestFuture(protoactor.NewPID(addr, syncActor), msg, time.Until(deadline))
 	var (
 		resp any
 		err  error

@@ -180,7 +180,7 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 	if !strict {
 		req.LateNs = int64(2 * ownerWait)
 	}
-	if m.cluster != nil && owner == m.node {
+	if m.engine() != nil && owner == m.node {
 		// This member owns the partition: the owner's answer is a call
 		// away, with no network to wait on.
 		if resp, ok := m.serve(req).(*clusterpb.DecideReply); ok && !resp.GetRefused() {
@@ -194,6 +194,12 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 		}
 	}
 	call := &decideCall{p: p, n: len(checks), req: req, owner: owner, wake: make(chan struct{}, maxAttempts+1)}
+	if !strict && m.rejoining.Load() {
+		// The member is rejoining the cluster (rejoin.go): no owner can
+		// be reached until it has; the charge goes to the owner after.
+		m.fallBack(call, checks, out)
+		return nil
+	}
 	m.fb.calls.Store(req.RequestId, call)
 	defer m.fb.calls.Delete(req.RequestId)
 	wait := ownerWait

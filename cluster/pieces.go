@@ -236,7 +236,7 @@ func (m *Member) sendStates(to string, states []*clusterpb.PartState, msg func(p
 	for _, parts := range messages(states, func() uint64 { return m.own.version.Add(1) }) {
 		h := msg(parts)
 		h.From, h.KeyPrint = m.node, m.hash.print
-		resp, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor), h, timeout).Result()
+		resp, err := m.engine().ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor), h, timeout).Result()
 		if err != nil {
 			return taken, err
 		}

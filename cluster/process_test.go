@@ -59,7 +59,7 @@ func TestChildMember(t *testing.T) {
 	}
 	dead := procDeadAfter
 	if d, err := time.ParseDuration(os.Getenv("DEAD_AFTER")); err == nil {
-		dead = d // TestStoppedMemberKeepsPlace's
+		dead = d // TestStoppedMemberKeepsPlace's and TestDroppedMemberRejoins's
 	}
 	m, err := cluster.Start(cluster.Config{
 		Name:        "procs",
@@ -76,12 +76,26 @@ func TestChildMember(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	fmt.Println("ready", m.Address(), m.OwnerOf("hot"))
-	go func() { // "members <n> <Unix ms>" when the member list changes
-		seen := 0
+	go func() {
+		// "members <n> <Unix ms>" when the member list changes, "owns <n>
+		// <Unix ms>" when the number of partitions the member owns does,
+		// and "resumed <Unix ms>" on the first look after the process was
+		// stopped (a look more than a second after the one before).
+		seen, owned := 0, -1
+		last := time.Now()
 		for {
+			now := time.Now()
+			if now.Sub(last) > time.Second {
+				fmt.Println("resumed", now.UnixMilli())
+			}
+			last = now
 			if n := len(m.Members()); n != seen {
-				fmt.Println("members", n, time.Now().UnixMilli())
+				fmt.Println("members", n, now.UnixMilli())
 				seen = n
+			}
+			if n := m.OwnedParts(); n != owned {
+				fmt.Println("owns", n, now.UnixMilli())
+				owned = n
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

@@ -65,6 +65,10 @@ type SyncStats struct {
 	// answered, as an owner, from what it remembered of the first: counted
 	// once.
 	Retries, Deduplicated uint64
+	// Rejoins is the times the other members dropped this one (it was
+	// silent for longer than DeadAfter: stopped, paused, cut off) and it
+	// restarted its engine under a new id to rejoin them (rejoin.go).
+	Rejoins uint64
 }
 
 // counters are a member's SyncStats as they run.
@@ -80,6 +84,7 @@ type counters struct {
 	ownerFallbacks, charged       atomic.Uint64
 	chargesDropped                atomic.Uint64
 	retries, deduped              atomic.Uint64
+	rejoins                       atomic.Uint64
 }
 
 // SyncStats returns what the member's checks and syncs did since it
@@ -97,5 +102,6 @@ func (m *Member) SyncStats() SyncStats {
 		KeyMismatches: c.keyMismatches.Load(), RefusedResets: c.refusedResets.Load(),
 		OwnerFallbacks: c.ownerFallbacks.Load(), Charged: c.charged.Load(), ChargesDropped: c.chargesDropped.Load(),
 		Retries: c.retries.Load(), Deduplicated: c.deduped.Load(),
+		Rejoins: c.rejoins.Load(),
 	}
 }

@@ -61,6 +61,9 @@ func (m *Member) SyncNow() {
 	if m.closed == nil {
 		return // a zero Member has nothing to sync
 	}
+	if m.rejoining.Load() {
+		return // no owner to reach: the syncs after the rejoin carry what is counted meanwhile
+	}
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
 	now := m.cfg.Clock.Now().UnixNano()
@@ -398,7 +401,7 @@ func (m *Member) syncMember(addr string, parts []int, work partWorks) []*cluster
 // member at addr.
 func (m *Member) requestMember(addr string, msg *clusterpb.SyncRequest) (any, error) {
 	pid := protoactor.NewPID(addr, syncActor)
-	resp, err := m.cluster.ActorSystem.Root.RequestFuture(pid, msg, m.bound(m.cfg.syncTimeout())).Result()
+	resp, err := m.engine().ActorSystem.Root.RequestFuture(pid, msg, m.bound(m.cfg.syncTimeout())).Result()
 	if err != nil {
 		return nil, fmt.Errorf("cluster: member %s: %w", addr, err)
 	}

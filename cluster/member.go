@@ -51,6 +51,7 @@ type Member struct {
 	ready    atomic.Bool // Start has returned: the member may take over partitions none holds
 
 	syncMu    sync.Mutex // held by a sync round
+	pipe      pipeline   // the sync loop's rounds in flight (pipeline.go)
 	round     uint64
 	nextSweep int64
 	sweeps    atomic.Uint64

@@ -219,6 +219,9 @@ type wanResult struct {
 	// the checks decided on a member's share (LocalFirst, Owner mode),
 	// after the warm-up.
 	fallbacks, ownerFallbacks uint64
+	// the sync rounds run, their requests that failed, and the Owner-mode
+	// requests sent again, after the warm-up, in all members.
+	rounds, failures, retries uint64
 }
 
 const (
@@ -342,6 +345,9 @@ func runWAN(t testing.TB, w *wan, members []*cluster.Member, load wanLoad) *wanR
 		s := m.SyncStats()
 		res.fallbacks += s.Fallbacks - before[i].Fallbacks
 		res.ownerFallbacks += s.OwnerFallbacks - before[i].OwnerFallbacks
+		res.rounds += s.Rounds - before[i].Rounds
+		res.failures += s.Failures - before[i].Failures
+		res.retries += s.Retries - before[i].Retries
 	}
 	return res
 }
@@ -430,6 +436,8 @@ func logWAN(t testing.TB, mode string, rtt time.Duration, load wanLoad, res *wan
 	t.Logf("| %s | %v | %d checks | %d errors | 1 s: %d windows, mean error %.1f%%, worst %+.1f%% | 1 min: %d windows, mean error %.1f%%, worst %+.1f%% | fallbacks %d, owner fallbacks %d | p99 by region %s |",
 		mode, rtt, res.checks, res.errs, n, 100*me, 100*worst, mn, 100*mme, 100*mworst,
 		res.fallbacks, res.ownerFallbacks, strings.Join(far, ", "))
+	t.Logf("sync rounds %d (%.0f a second a member), failed requests %d, owner retries %d",
+		res.rounds, float64(res.rounds)/load.duration.Seconds()/float64(len(res.lat)), res.failures, res.retries)
 }
 
 // TestWANFull runs the measurements of docs/cluster.md (minutes): set

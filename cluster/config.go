@@ -231,6 +231,11 @@ type Config struct {
 	// healthHold, when set, is called by the automanaged health endpoint
 	// before it answers: tests freeze a member's endpoint with it.
 	healthHold func()
+	// onFallback, when set, is told of each Owner-mode fallback: when
+	// the check was sent, when it was to fall back, and when it did; and
+	// later, with fellBack zero, of the owner's answer to a check that fell
+	// back (at, when it came): for the WAN harness's account of them.
+	onFallback func(owner string, sent, fallAt, fellBack, late time.Time)
 }
 
 // partEntries is the most keys the owner's state of one partition holds in

@@ -117,8 +117,9 @@ func (f *ownerFallback) shard(id string) *shareShard {
 // back.
 type decideCall struct {
 	p      int
-	n      int    // the checks
-	owner  string // the owner's address when the check was sent
+	n      int       // the checks
+	owner  string    // the owner's address when the check was sent
+	sent   time.Time // when the check was sent
 	req    *clusterpb.DecideRequest
 	moving atomic.Int64 // wall clock (ns) of the last answer that the partition is moving
 
@@ -193,7 +194,7 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 			}
 		}
 	}
-	call := &decideCall{p: p, n: len(checks), req: req, owner: owner, wake: make(chan struct{}, maxAttempts+1)}
+	call := &decideCall{p: p, n: len(checks), req: req, owner: owner, sent: start, wake: make(chan struct{}, maxAttempts+1)}
 	m.fb.calls.Store(req.RequestId, call)
 	defer m.fb.calls.Delete(req.RequestId)
 	wait := ownerWait
@@ -231,6 +232,9 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 			return err // it names the partition
 		case !strict && (!now.Before(fallAt) || !now.Before(hard)):
 			m.fallBack(call, checks, out)
+			if m.cfg.onFallback != nil {
+				m.cfg.onFallback(owner, start, fallAt, now, time.Time{})
+			}
 			return nil
 		case late && !relaxed && attempts < maxAttempts:
 			// The owner's clock says the request came late though we
@@ -304,6 +308,9 @@ func (m *Member) attempt(call *decideCall, req *clusterpb.DecideRequest) {
 				// The owner decided the request after all, after the
 				// caller fell back: it has the hits.
 				m.counters.charged.Add(uint64(call.n))
+				if m.cfg.onFallback != nil {
+					m.cfg.onFallback(call.owner, call.sent, time.Time{}, time.Time{}, time.Now())
+				}
 			}
 		}
 		if errors.Is(err, errLate) {

@@ -83,12 +83,12 @@ func (m *Member) tick() {
 	now := m.cfg.Clock.Now().UnixNano()
 	m.maintain(now)
 	heavy := m.pipe.heavy.TryLock()
-	seq, work := m.prepareRound(now, heavy)
+	round, seq, work := m.prepareRound(now, heavy)
 	m.syncMu.Unlock()
 	m.pipe.inFlight.Add(1)
 	m.pipe.wg.Go(func() {
 		defer m.pipe.inFlight.Add(-1)
-		m.finishRound(seq, work, now, heavy)
+		m.finishRound(round, seq, work, now, heavy)
 	})
 	if m.pipe.backup.TryLock() {
 		m.pipe.wg.Go(func() {

@@ -70,8 +70,8 @@ func (m *Member) SyncNow() {
 	m.maintain(now)
 	if m.cfg.Mode == LocalFirst {
 		m.pipe.heavy.Lock()
-		seq, work := m.prepareRound(now, true)
-		m.finishRound(seq, work, now, true)
+		round, seq, work := m.prepareRound(now, true)
+		m.finishRound(round, seq, work, now, true)
 		m.pipe.backup.Lock()
 		defer m.pipe.backup.Unlock()
 		m.sendBackups(m.cfg.Clock.Now().UnixNano())
@@ -90,11 +90,11 @@ func (m *Member) SyncNow() {
 // The round that holds pipeline.heavy (heavy) carries all of it; the
 // others carry the fixed windows' totals and the probes (pipeline.go).
 // m.syncMu is held.
-func (m *Member) prepareRound(now int64, heavy bool) (uint64, partWorks) {
+func (m *Member) prepareRound(now int64, heavy bool) (round, seq uint64, work partWorks) {
 	m.counters.rounds.Add(1)
 	m.round++
 	m.local.lag.round(now, &m.fb.rtt, m.cfg.predicts())
-	work := make(partWorks)
+	work = make(partWorks)
 	for _, p := range m.local.takeActive(now, m.round, nil) {
 		work.of(p.part).totals = append(work.of(p.part).totals, p)
 	}
@@ -159,15 +159,15 @@ func (m *Member) prepareRound(now int64, heavy bool) (uint64, partWorks) {
 		m.sweep(now)
 		m.nextSweep = now + int64(m.cfg.SweepEvery)
 	}
-	return m.pipe.seq.Add(1), work
+	return m.round, m.pipe.seq.Add(1), work
 }
 
-// finishRound sends a round's work, taken by prepareRound at now with
+// finishRound sends the work of round, taken by prepareRound at now with
 // exchange number seq, and applies the answers; a partition whose owner
 // changed gets, in the same round, the totals of every copy this member
 // holds in it (and, under pipeline.heavy, its other keys' states). It
 // releases pipeline.heavy if the round held it (heavy).
-func (m *Member) finishRound(seq uint64, work partWorks, now int64, heavy bool) {
+func (m *Member) finishRound(round, seq uint64, work partWorks, now int64, heavy bool) {
 	if heavy {
 		defer m.pipe.heavy.Unlock()
 	}
@@ -181,9 +181,6 @@ func (m *Member) finishRound(seq uint64, work partWorks, now int64, heavy bool) 
 		for _, p := range m.local.copiesOf(changed, now, true, nil) {
 			again.of(p.part).totals = append(again.of(p.part).totals, p)
 		}
-		m.syncMu.Lock()
-		round := m.round
-		m.syncMu.Unlock()
 		for _, sp := range m.states.rebuildIn(changed, round, nil) {
 			again.of(sp.part).hits = append(again.of(sp.part).hits, sp)
 		}

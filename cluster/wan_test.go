@@ -306,7 +306,6 @@ func (l *fallLog) account(t testing.TB, from time.Time, rtt, jitter time.Duratio
 	return n, unexplained
 }
 
-
 // wanCut cuts region Region off from At (after the warm-up) for For.
 type wanCut struct {
 	Region  int

@@ -245,7 +245,7 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 			attempts, relaxed = attempts+1, true
 			m.counters.retries.Add(1)
 			m.attempt(call, again)
-		case !now.Before(nextTry) && attempts < maxAttempts:
+		case !now.Before(nextTry) && attempts < maxAttempts && m.mayAnswer(owner, now, fallAt, strict):
 			attempts++
 			retry *= 2
 			nextTry = now.Add(retry)
@@ -267,6 +267,20 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 			return fmt.Errorf("actorlimit: %w", ctx.Err())
 		}
 	}
+}
+
+// mayAnswer reports whether a check's request sent again to owner at now
+// may be answered before the check falls back at fallAt: with an adaptive
+// OwnerWait, not when the round trip measured to owner ends after it (a
+// request sent again goes on the same stream as the first, behind it: it
+// helps only when the first was lost, and then only if its answer can come
+// in time). A strict check, and one of a fixed OwnerWait, always may.
+func (m *Member) mayAnswer(owner string, now, fallAt time.Time, strict bool) bool {
+	if strict || !m.cfg.ownerWaitAuto {
+		return true
+	}
+	srtt, _, _, ok := m.fb.rtt.get(owner, now)
+	return !ok || now.Add(srtt).Before(fallAt)
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -263,9 +263,9 @@ func (l *fallLog) watch(done <-chan struct{}) {
 }
 
 // account returns, of the fallbacks of checks sent from on, how many and
-// how many of them no stall explains: none as long as the slack the wait
-// left over the network's longest round trip (rtt + 2 × jitter) fell
-// within the wait. It logs each one.
+// how many of them no stall explains: the process stalled, in all, for
+// less than the slack the wait left over the network's longest round trip
+// (rtt + 2 × jitter) between the send and the fallback. It logs each one.
 func (l *fallLog) account(t testing.TB, from time.Time, rtt, jitter time.Duration) (n, unexplained int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -276,24 +276,24 @@ func (l *fallLog) account(t testing.TB, from time.Time, rtt, jitter time.Duratio
 		}
 		n++
 		slack := f.fallAt.Sub(sent) - rtt - 2*jitter
-		var longest time.Duration
+		var stalled time.Duration // in all, from the send to the fallback
 		for _, st := range l.stalls {
 			a, b := maxTime(st[0], sent), minTime(st[1], f.fellBack)
-			longest = max(longest, b.Sub(a))
+			stalled += max(b.Sub(a), 0)
 		}
 		answer := "no answer"
 		if at, ok := l.late[f.fallKey]; ok {
 			answer = fmt.Sprintf("answered %v after sent", at.Sub(sent).Round(time.Millisecond))
 		}
 		why := "a stall"
-		if longest < slack {
+		if stalled < slack {
 			why = "NO STALL AS LONG AS THE SLACK"
 			unexplained++
 		}
 		if n <= 20 || why != "a stall" {
-			t.Logf("fallback to %s: wait %v (slack %v), fell back %v late, longest stall in it %v, %s: %s",
+			t.Logf("fallback to %s: wait %v (slack %v), fell back %v late, stalls in it %v, %s: %s",
 				f.owner, f.fallAt.Sub(sent).Round(time.Millisecond), slack.Round(time.Millisecond),
-				f.fellBack.Sub(f.fallAt).Round(time.Millisecond), longest.Round(time.Millisecond), answer, why)
+				f.fellBack.Sub(f.fallAt).Round(time.Millisecond), stalled.Round(time.Millisecond), answer, why)
 		}
 	}
 	var total time.Duration

@@ -507,7 +507,8 @@ func p99(d []time.Duration) time.Duration {
 // TestWANOwnerMode: 3 regions, 150 ms round trips between any two. Owner
 // mode: after a warm-up, every check of a far owner is answered by it
 // (OwnerWait follows the round trip; the fixed 100 ms had every one fall
-// back), exactly, and no caller gets an error.
+// back), exactly, but those a stall of the (shared, loaded) machine held
+// past the wait, and no caller gets an error.
 func TestWANOwnerMode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real time: a few seconds")
@@ -517,7 +518,7 @@ func TestWANOwnerMode(t *testing.T) {
 	falls := newFallLog()
 	members := startRegions(t, w, 3, cluster.WithFallbackHook(cluster.Config{Mode: cluster.Owner, DeadAfter: 20 * time.Second}, falls.hook))
 	load := wanLoad{perSecond: 100, perMinute: 3000, factor: 2, coldIDs: 2000, coldRate: 30,
-		warmup: 2 * time.Second, duration: 4 * time.Second, falls: falls}
+		warmup: time.Second, duration: 3 * time.Second, falls: falls}
 	res := runWAN(t, w, members, load)
 	logWAN(t, "owner", rtt, load, res)
 	assert.Zero(t, res.errs, "caller errors")
@@ -535,9 +536,11 @@ func TestWANOwnerMode(t *testing.T) {
 		}
 	}
 	// Two thirds of the checks go to a far owner; with the wait at the
-	// round trip, only a scheduling stall of the machine makes one fall
-	// back.
-	assert.Less(t, float64(res.ownerFallbacks), 0.02*float64(res.checks), "fallbacks at steady state")
+	// round trip, only a stall of the process makes one fall back (the
+	// fixed 100 ms had every one fall back, with no stall): at most 1% of
+	// the checks (the stalls are seen by one goroutine's sleeps, not
+	// every goroutine's) fall back with no stall to explain it.
+	assert.Less(t, float64(res.unexplained), 0.01*float64(res.checks), "fallbacks no stall explains (of %d)", res.ownerFallbacks)
 }
 
 // logWAN logs res as a row of docs/cluster.md's tables.
@@ -643,7 +646,7 @@ func TestWANLocalFirst(t *testing.T) {
 	w := newWAN(t, rtt, 5*time.Millisecond)
 	members := startRegions(t, w, 3, cluster.Config{Mode: cluster.LocalFirst, DeadAfter: 20 * time.Second})
 	load := wanLoad{perSecond: 100, perMinute: 3000, factor: 2, coldIDs: 2000, coldRate: 30,
-		warmup: 2 * time.Second, duration: 5 * time.Second}
+		warmup: 1500 * time.Millisecond, duration: 4 * time.Second}
 	res := runWAN(t, w, members, load)
 	logWAN(t, "localfirst", rtt, load, res)
 	assert.Zero(t, res.errs, "caller errors")
@@ -676,8 +679,8 @@ func TestWANRegionCut(t *testing.T) {
 	w := newWAN(t, rtt, 4*time.Millisecond)
 	members := startRegions(t, w, 3, cluster.Config{Mode: cluster.Owner, DeadAfter: 20 * time.Second})
 	load := wanLoad{perSecond: 100, perMinute: 3000, factor: 2, coldIDs: 2000, coldRate: 30,
-		warmup: 2 * time.Second, duration: 5 * time.Second,
-		cut: &wanCut{Region: 2, At: time.Second, For: 2 * time.Second}}
+		warmup: time.Second, duration: 3500 * time.Millisecond,
+		cut: &wanCut{Region: 2, At: 500 * time.Millisecond, For: 2 * time.Second}}
 	res := runWAN(t, w, members, load)
 	logWAN(t, "owner, region 2 cut 2 s", rtt, load, res)
 	assert.Zero(t, res.errs, "caller errors")

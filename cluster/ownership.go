@@ -367,7 +367,10 @@ func (m *Member) askWaiting() bool {
 		}
 		wg.Go(func() {
 			resp, err := m.cluster.ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: ask, Ask: true, KeyPrint: m.hash.print}, m.bound(m.cfg.syncTimeout())).Result()
+				&clusterpb.HandOff{From: m.node, Parts: ask, Ask: true, KeyPrint: m.hash.print}, m.bound(m.syncTimeout(to))).Result()
+			if errors.Is(err, protoactor.ErrTimeout) {
+				m.fb.rtt.timedOut(to) // the next ask waits longer: the member may be a region away
+			}
 			reply, ok := resp.(*clusterpb.HandOffReply)
 			mu.Lock()
 			defer mu.Unlock()

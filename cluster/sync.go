@@ -88,7 +88,8 @@ func (m *Member) SyncNow() {
 // prepareRound takes a LocalFirst sync round at now (see SyncNow): what
 // it sends to the owners, by partition, and the number of its exchange.
 // The round that holds pipeline.heavy (heavy) carries all of it; the
-// others carry the fixed windows' totals and the probes (pipeline.go).
+// others carry the fixed windows' totals of the active copies only
+// (pipeline.go).
 // m.syncMu is held.
 func (m *Member) prepareRound(now int64, heavy bool) (round, seq uint64, work partWorks) {
 	m.counters.rounds.Add(1)
@@ -151,8 +152,8 @@ func (m *Member) prepareRound(now int64, heavy bool) (round, seq uint64, work pa
 				continue
 			}
 		}
-		if _, ok := work[p]; !ok && (ps.until.Load() > now || ps.cut.Load()) {
-			work[p] = &partWork{} // a probe
+		if _, ok := work[p]; !ok && heavy && (ps.until.Load() > now || ps.cut.Load()) {
+			work[p] = &partWork{} // a probe, one round at a time: every partition with a copy has one
 		}
 	}
 	if now >= m.nextSweep {

@@ -519,7 +519,7 @@ func TestWANOwnerMode(t *testing.T) {
 	falls := newFallLog()
 	members := startRegions(t, w, 3, cluster.WithFallbackHook(cluster.Config{Mode: cluster.Owner, DeadAfter: 20 * time.Second}, falls.hook))
 	load := wanLoad{perSecond: 100, perMinute: 3000, factor: 2, coldIDs: 2000, coldRate: 30,
-		warmup: time.Second, duration: 3 * time.Second, falls: falls}
+		warmup: 2 * time.Second, duration: 3 * time.Second, falls: falls}
 	res := runWAN(t, w, members, load)
 	logWAN(t, "owner", rtt, load, res)
 	assert.Zero(t, res.errs, "caller errors")

@@ -129,8 +129,10 @@ type Config struct {
 	// RequestTimeout bounds one request to an owner: a check in Owner mode
 	// (when the caller's context has no earlier deadline), or a reset. A sync's
 	// request is bounded by the shorter of RequestTimeout and 4 × SyncEvery
-	// (at least 100 ms), so that an owner that stops answering is found
-	// out, and the fallback applies, within a few sync intervals. Default
+	// (at least 100 ms), or twice the round trip measured to its member
+	// where that is longer (docs/cluster.md, across regions), so that an
+	// owner that stops answering is found out, and the fallback applies,
+	// within a few sync intervals or round trips. Default
 	// [DefaultRequestTimeout].
 	RequestTimeout time.Duration
 	// DeadAfter is how long a member may go without a heartbeat before the

@@ -129,8 +129,10 @@ type Config struct {
 	// RequestTimeout bounds one request to an owner: a check in Owner mode
 	// (when the caller's context has no earlier deadline), or a reset. A sync's
 	// request is bounded by the shorter of RequestTimeout and 4 × SyncEvery
-	// (at least 100 ms), so that an owner that stops answering is found
-	// out, and the fallback applies, within a few sync intervals. Default
+	// (at least 100 ms), or twice the round trip measured to its member
+	// where that is longer (docs/cluster.md, across regions), so that an
+	// owner that stops answering is found out, and the fallback applies,
+	// within a few sync intervals or round trips. Default
 	// [DefaultRequestTimeout].
 	RequestTimeout time.Duration
 	// DeadAfter is how long a member may go without a heartbeat before the
@@ -231,6 +233,11 @@ type Config struct {
 	// healthHold, when set, is called by the automanaged health endpoint
 	// before it answers: tests freeze a member's endpoint with it.
 	healthHold func()
+	// onFallback, when set, is told of each Owner-mode fallback: when
+	// the check was sent, when it was to fall back, and when it did; and
+	// later, with fellBack zero, of the owner's answer to a check that fell
+	// back (at, when it came): for the WAN harness's account of them.
+	onFallback func(owner string, sent, fallAt, fellBack, late time.Time)
 }
 
 // partEntries is the most keys the owner's state of one partition holds in

@@ -14,6 +14,15 @@ func WithDial(c Config, dial func(ctx context.Context, addr string) (net.Conn, e
 	return c
 }
 
+// WithFallbackHook returns c whose member tells hook of each Owner-mode
+// fallback (sent, when the check was sent; fallAt, when it was to fall
+// back; fellBack, when it did) and, with fellBack zero, of the owner's
+// answer that came after it (at late).
+func WithFallbackHook(c Config, hook func(owner string, sent, fallAt, fellBack, late time.Time)) Config {
+	c.onFallback = hook
+	return c
+}
+
 // WithoutPrediction returns c whose LocalFirst member does not predict the
 // other members' hits (predict.go).
 func WithoutPrediction(c Config) Config {

@@ -67,6 +67,7 @@ type Member struct {
 	engineDown   bool
 
 	syncMu    sync.Mutex // held by a sync round
+	pipe      pipeline   // the sync loop's rounds in flight (pipeline.go)
 	round     uint64
 	nextSweep int64
 	sweeps    atomic.Uint64

@@ -367,7 +367,10 @@ func (m *Member) askWaiting() bool {
 		}
 		wg.Go(func() {
 			resp, err := m.engine().ActorSystem.Root.RequestFuture(protoactor.NewPID(to, syncActor),
-				&clusterpb.HandOff{From: m.node, Parts: ask, Ask: true, KeyPrint: m.hash.print}, m.bound(m.cfg.syncTimeout())).Result()
+				&clusterpb.HandOff{From: m.node, Parts: ask, Ask: true, KeyPrint: m.hash.print}, m.bound(m.syncTimeout(to))).Result()
+			if errors.Is(err, protoactor.ErrTimeout) {
+				m.fb.rtt.timedOut(to) // the next ask waits longer: the member may be a region away
+			}
 			reply, ok := resp.(*clusterpb.HandOffReply)
 			mu.Lock()
 			defer mu.Unlock()
@@ -563,7 +566,7 @@ func (m *Member) sendBackups(now int64) {
 		wg.Go(func() {
 			taken, err := m.sendStates(to, parts, func(ps []*clusterpb.PartState) *clusterpb.HandOff {
 				return &clusterpb.HandOff{Parts: ps, Backup: true}
-			}, m.bound(m.cfg.syncTimeout()))
+			}, m.bound(m.syncTimeout(to)))
 			if err != nil {
 				m.cfg.Logger.Debug("actorlimit cluster: backup failed, will retry", "member", to, "partitions", len(parts), "error", err)
 			}
@@ -748,11 +751,11 @@ func (m *Member) viewChanged() <-chan struct{} {
 func (m *Member) request(p int, msg any) (any, error) {
 	timeout := m.cfg.RequestTimeout
 	if _, ok := msg.(*clusterpb.SyncRequest); ok {
-		timeout = m.cfg.syncTimeout()
+		timeout = m.syncTimeout(m.route(p))
 	}
 	d, decide := msg.(*clusterpb.DecideRequest)
 	if decide && len(d.GetCharges()) > 0 {
-		timeout = m.cfg.syncTimeout() // sent again by the next sync
+		timeout = m.syncTimeout(m.route(p)) // sent again by the next sync
 	}
 	if decide && d.GetPartition() != uint32(p) {
 		d.Partition = uint32(p)

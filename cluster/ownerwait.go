@@ -117,8 +117,9 @@ func (f *ownerFallback) shard(id string) *shareShard {
 // back.
 type decideCall struct {
 	p      int
-	n      int    // the checks
-	owner  string // the owner's address when the check was sent
+	n      int       // the checks
+	owner  string    // the owner's address when the check was sent
+	sent   time.Time // when the check was sent
 	req    *clusterpb.DecideRequest
 	moving atomic.Int64 // wall clock (ns) of the last answer that the partition is moving
 
@@ -193,7 +194,7 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 			}
 		}
 	}
-	call := &decideCall{p: p, n: len(checks), req: req, owner: owner, wake: make(chan struct{}, maxAttempts+1)}
+	call := &decideCall{p: p, n: len(checks), req: req, owner: owner, sent: start, wake: make(chan struct{}, maxAttempts+1)}
 	if !strict && m.rejoining.Load() {
 		// The member is rejoining the cluster (rejoin.go): no owner can
 		// be reached until it has; the charge goes to the owner after.
@@ -237,6 +238,9 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 			return err // it names the partition
 		case !strict && (!now.Before(fallAt) || !now.Before(hard)):
 			m.fallBack(call, checks, out)
+			if m.cfg.onFallback != nil {
+				m.cfg.onFallback(owner, start, fallAt, now, time.Time{})
+			}
 			return nil
 		case late && !relaxed && attempts < maxAttempts:
 			// The owner's clock says the request came late though we
@@ -247,7 +251,7 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 			attempts, relaxed = attempts+1, true
 			m.counters.retries.Add(1)
 			m.attempt(call, again)
-		case !now.Before(nextTry) && attempts < maxAttempts:
+		case !now.Before(nextTry) && attempts < maxAttempts && m.mayAnswer(owner, now, fallAt, strict):
 			attempts++
 			retry *= 2
 			nextTry = now.Add(retry)
@@ -269,6 +273,20 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 			return fmt.Errorf("actorlimit: %w", ctx.Err())
 		}
 	}
+}
+
+// mayAnswer reports whether a check's request sent again to owner at now
+// may be answered before the check falls back at fallAt: with an adaptive
+// OwnerWait, not when the round trip measured to owner ends after it (a
+// request sent again goes on the same stream as the first, behind it: it
+// helps only when the first was lost, and then only if its answer can come
+// in time). A strict check, and one of a fixed OwnerWait, always may.
+func (m *Member) mayAnswer(owner string, now, fallAt time.Time, strict bool) bool {
+	if strict || !m.cfg.ownerWaitAuto {
+		return true
+	}
+	srtt, _, _, ok := m.fb.rtt.get(owner, now)
+	return !ok || now.Add(srtt).Before(fallAt)
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -310,6 +328,9 @@ func (m *Member) attempt(call *decideCall, req *clusterpb.DecideRequest) {
 				// The owner decided the request after all, after the
 				// caller fell back: it has the hits.
 				m.counters.charged.Add(uint64(call.n))
+				if m.cfg.onFallback != nil {
+					m.cfg.onFallback(call.owner, call.sent, time.Time{}, time.Time{}, time.Now())
+				}
 			}
 		}
 		if errors.Is(err, errLate) {

@@ -30,6 +30,9 @@ type partState struct {
 	// resets is the last of the owner's resets of the partition that this
 	// member has seen; nil before the first answer.
 	resets atomic.Pointer[resetSeen]
+	// answered numbers the latest sync exchange whose answer was applied
+	// to the partition (pipeline.go).
+	answered atomic.Uint64
 }
 
 // holdUntil records that the member holds a copy of a window that ends at

@@ -49,6 +49,10 @@ type rttEst struct {
 	peak   time.Duration // the longest round trip, as of peakAt
 	peakAt time.Time
 	n      int64 // samples taken
+	// timeouts is the sync requests to the member that timed out since
+	// the last sample: each doubles their bound, up to maxSyncBackoff
+	// times (see syncTimeout).
+	timeouts int
 }
 
 // peakNow returns the peak at now: its excess over srtt halved every
@@ -89,6 +93,51 @@ func (t *rttTable) sampleAt(addr string, d time.Duration, now time.Time) {
 		e.srtt = (7*e.srtt + d) / 8
 	}
 	e.n++
+	e.timeouts = 0
+}
+
+// timedOut records that a sync request to the member at addr timed out.
+func (t *rttTable) timedOut(addr string) {
+	if addr == "" {
+		return
+	}
+	v, ok := t.m.Load(addr)
+	if !ok {
+		v, _ = t.m.LoadOrStore(addr, &rttEst{})
+	}
+	e := v.(*rttEst)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.timeouts = min(e.timeouts+1, maxSyncBackoff)
+}
+
+// maxSyncBackoff is how many times, at most, sync requests that time out
+// double the bound of the next ones to the same member.
+const maxSyncBackoff = 2
+
+// syncTimeout bounds a sync's request to the member at addr (a batch of
+// syncs, charges, backups): Config's (4 × SyncEvery, at least 100 ms), or,
+// when longer, twice the wait an Owner-mode check would give that member
+// (its round trip, four deviations or the peak, and the margin), doubled
+// for each request that timed out since the last answer (up to
+// maxSyncBackoff times: RFC 6298's back-off, which finds a round trip
+// longer than the bound); at most RequestTimeout. On one network that is
+// Config's; across regions a sync whose answer takes a round trip is not
+// taken for failed.
+func (m *Member) syncTimeout(addr string) time.Duration {
+	d := m.cfg.syncTimeout()
+	v, ok := m.fb.rtt.m.Load(addr)
+	if !ok {
+		return d
+	}
+	e := v.(*rttEst)
+	e.mu.Lock()
+	if e.n > 0 {
+		d = max(d, 2*(max(e.srtt+4*e.rttvar, e.peakNow(time.Now()))+OwnerWaitMargin))
+	}
+	d <<= e.timeouts
+	e.mu.Unlock()
+	return min(d, m.cfg.RequestTimeout)
 }
 
 // get returns the estimate for addr at now: srtt, rttvar, the peak, and

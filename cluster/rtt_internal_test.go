@@ -78,3 +78,47 @@ func TestOwnerWaitPeakDecays(t *testing.T) {
 		assert.InDelta(t, float64(tc.wait), float64(wait), float64(ms), "after %v", tc.after)
 	}
 }
+
+// TestSyncTimeoutFollowsRoundTrip: a sync's request to a member is bounded
+// by Config's (4 × SyncEvery, at least 100 ms) or twice the Owner-mode wait
+// the round trips measured to it give, doubled after each request that
+// timed out since the last answer (twice at most), at most RequestTimeout.
+func TestSyncTimeoutFollowsRoundTrip(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		syncEvery time.Duration
+		samples   []time.Duration
+		timeouts  int
+		want      time.Duration
+	}{
+		{name: "never asked: Config's", want: 200 * ms},
+		{name: "SyncEvery 20 ms: at least 100 ms", syncEvery: 20 * ms, want: 100 * ms},
+		{name: "loopback: Config's", samples: repeat(ms/10, 10), want: 200 * ms},
+		{name: "steady 150 ms: twice the wait", samples: repeat(150*ms, 60), want: 2 * (150*ms + OwnerWaitMargin)},
+		{name: "SyncEvery 20 ms, 150 ms away", syncEvery: 20 * ms, samples: repeat(150*ms, 60), want: 2 * (150*ms + OwnerWaitMargin)},
+		{name: "a timeout, no answer yet", syncEvery: 20 * ms, timeouts: 1, want: 200 * ms},
+		{name: "two", syncEvery: 20 * ms, timeouts: 2, want: 400 * ms},
+		{name: "five: twice at most", syncEvery: 20 * ms, timeouts: 5, want: 400 * ms},
+		{name: "at most RequestTimeout", samples: repeat(150*ms, 60), timeouts: 2, want: time.Second},
+		{name: "an answer ends the back-off", samples: repeat(ms/10, 10), timeouts: -1, want: 200 * ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Config{Provider: noProvider{}, SyncEvery: tc.syncEvery}.withDefaults()
+			require.NoError(t, err)
+			m := newMember(cfg, "a:1", nil)
+			if tc.timeouts < 0 { // timeouts, then the samples
+				m.fb.rtt.timedOut("b:1")
+				m.fb.rtt.timedOut("b:1")
+			}
+			for _, d := range tc.samples {
+				m.fb.rtt.sample("b:1", d)
+			}
+			for range max(tc.timeouts, 0) {
+				m.fb.rtt.timedOut("b:1")
+			}
+			assert.InDelta(t, float64(tc.want), float64(m.syncTimeout("b:1")), float64(ms))
+			assert.Equal(t, cfg.syncTimeout(), m.syncTimeout("c:1"), "a member never asked")
+		})
+	}
+}

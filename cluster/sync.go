@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -17,7 +18,8 @@ import (
 const syncActor = "actorlimit-sync"
 
 // syncLoop runs a sync every SyncEvery on the clock's ticker until Close,
-// then one last one.
+// then one last one; with the wall clock in LocalFirst mode, it does not
+// wait for a round's answers before the next (see pipeline.go).
 func (m *Member) syncLoop() {
 	defer close(m.syncDone)
 	t := m.cfg.Clock.NewTicker(m.cfg.SyncEvery)
@@ -25,8 +27,9 @@ func (m *Member) syncLoop() {
 	for {
 		select {
 		case <-t.C():
-			m.SyncNow()
+			m.tick()
 		case <-m.closed:
+			m.pipe.wg.Wait() // the rounds in flight: their requests are bounded by the close
 			if !m.killed() {
 				m.SyncNow()
 			}
@@ -69,7 +72,11 @@ func (m *Member) SyncNow() {
 	now := m.cfg.Clock.Now().UnixNano()
 	m.maintain(now)
 	if m.cfg.Mode == LocalFirst {
-		m.syncRound(now)
+		m.pipe.heavy.Lock()
+		round, seq, work := m.prepareRound(now, true)
+		m.finishRound(round, seq, work, now, true)
+		m.pipe.backup.Lock()
+		defer m.pipe.backup.Unlock()
 		m.sendBackups(m.cfg.Clock.Now().UnixNano())
 		return
 	}
@@ -81,12 +88,17 @@ func (m *Member) SyncNow() {
 	wg.Wait()
 }
 
-// syncRound is a LocalFirst sync round at now (see SyncNow).
-func (m *Member) syncRound(now int64) {
+// prepareRound takes a LocalFirst sync round at now (see SyncNow): what
+// it sends to the owners, by partition, and the number of its exchange.
+// The round that holds pipeline.heavy (heavy) carries all of it; the
+// others carry the fixed windows' totals of the active copies only
+// (pipeline.go).
+// m.syncMu is held.
+func (m *Member) prepareRound(now int64, heavy bool) (round, seq uint64, work partWorks) {
 	m.counters.rounds.Add(1)
 	m.round++
 	m.local.lag.round(now, &m.fb.rtt, m.cfg.predicts())
-	work := make(partWorks)
+	work = make(partWorks)
 	for _, p := range m.local.takeActive(now, m.round, nil) {
 		work.of(p.part).totals = append(work.of(p.part).totals, p)
 	}
@@ -99,18 +111,20 @@ func (m *Member) syncRound(now int64) {
 			fresh[p] = true
 		}
 	}
-	var rebuilt []statePending
-	if len(fresh) > 0 {
-		rebuilt = m.states.rebuildIn(fresh, m.round, nil)
+	if heavy {
+		var rebuilt []statePending
+		if len(fresh) > 0 {
+			rebuilt = m.states.rebuildIn(fresh, m.round, nil)
+		}
+		for _, sp := range m.states.takeActive(m.round, rebuilt) {
+			work.of(sp.part).hits = append(work.of(sp.part).hits, sp)
+		}
+		m.resetMu.Lock()
+		for p, rs := range m.resets {
+			work.of(p).resets = rs[:len(rs):len(rs)]
+		}
+		m.resetMu.Unlock()
 	}
-	for _, sp := range m.states.takeActive(m.round, rebuilt) {
-		work.of(sp.part).hits = append(work.of(sp.part).hits, sp)
-	}
-	m.resetMu.Lock()
-	for p, rs := range m.resets {
-		work.of(p).resets = rs[:len(rs):len(rs)]
-	}
-	m.resetMu.Unlock()
 	for p := range m.parts {
 		ps := &m.parts[p]
 		if op := ps.owned.Load(); op != nil {
@@ -118,8 +132,11 @@ func (m *Member) syncRound(now int64) {
 			// it has every total this member holds. The other algorithms'
 			// copies, made before the partition came here, are charged to
 			// it directly. A partition handed on meanwhile is synced with
-			// its new owner below.
-			ps.known.Store(op.inc)
+			// its new owner below. A round that does not carry them
+			// leaves a fresh partition to the one that does.
+			if heavy || !fresh[p] {
+				ps.known.Store(op.inc)
+			}
 			handled := true
 			if w := work[p]; w != nil {
 				for _, pd := range w.totals {
@@ -127,7 +144,7 @@ func (m *Member) syncRound(now int64) {
 				}
 				if len(w.hits) > 0 || len(w.resets) > 0 {
 					if r := op.syncLive(m.node, m.part(p, w, false), now); r != nil {
-						m.answered(p, w, r, now)
+						m.answered(p, w, r, now, m.pipe.seq.Add(1))
 					} else {
 						handled = false
 					}
@@ -138,26 +155,42 @@ func (m *Member) syncRound(now int64) {
 				continue
 			}
 		}
-		if _, ok := work[p]; !ok && (ps.until.Load() > now || ps.cut.Load()) {
-			work[p] = &partWork{} // a probe
+		if _, ok := work[p]; !ok && heavy && (ps.until.Load() > now || ps.cut.Load()) {
+			work[p] = &partWork{} // a probe, one round at a time: every partition with a copy has one
 		}
 	}
-	if changed := m.exchange(work, now); len(changed) > 0 {
+	if now >= m.nextSweep {
+		m.sweep(now)
+		m.nextSweep = now + int64(m.cfg.SweepEvery)
+	}
+	return m.round, m.pipe.seq.Add(1), work
+}
+
+// finishRound sends the work of round, taken by prepareRound at now with
+// exchange number seq, and applies the answers; a partition whose owner
+// changed gets, in the same round, the totals of every copy this member
+// holds in it (and, under pipeline.heavy, its other keys' states). It
+// releases pipeline.heavy if the round held it (heavy).
+func (m *Member) finishRound(round, seq uint64, work partWorks, now int64, heavy bool) {
+	if heavy {
+		defer m.pipe.heavy.Unlock()
+	}
+	if changed := m.exchange(work, now, seq); len(changed) > 0 {
+		if !heavy {
+			m.pipe.heavy.Lock()
+			defer m.pipe.heavy.Unlock()
+		}
 		m.counters.rebuilds.Add(uint64(len(changed)))
 		again := make(partWorks, len(changed))
 		for _, p := range m.local.copiesOf(changed, now, true, nil) {
 			again.of(p.part).totals = append(again.of(p.part).totals, p)
 		}
-		for _, sp := range m.states.rebuildIn(changed, m.round, nil) {
+		for _, sp := range m.states.rebuildIn(changed, round, nil) {
 			again.of(sp.part).hits = append(again.of(sp.part).hits, sp)
 		}
-		m.exchange(again, now) // an owner that changes again waits for the next round
+		m.exchange(again, now, m.pipe.seq.Add(1)) // an owner that changes again waits for the next round
 	}
 	m.logRecovery()
-	if now >= m.nextSweep {
-		m.sweep(now)
-		m.nextSweep = now + int64(m.cfg.SweepEvery)
-	}
 }
 
 // partWork is one partition's share of a sync round: the fixed windows'
@@ -207,9 +240,10 @@ func (m *Member) part(p int, w *partWork, withTotals bool) *clusterpb.PartSync {
 }
 
 // exchange sends work to the owners, batched by owner where the owner is
-// known, and applies the answers. It returns the partitions whose owner is
-// not the one that had this member's totals before.
-func (m *Member) exchange(work partWorks, now int64) map[int]bool {
+// known, and applies the answers, as those of exchange number seq. It
+// returns the partitions whose owner is not the one that had this member's
+// totals before.
+func (m *Member) exchange(work partWorks, now int64, seq uint64) map[int]bool {
 	if len(work) == 0 {
 		return nil
 	}
@@ -260,7 +294,7 @@ func (m *Member) exchange(work partWorks, now int64) map[int]bool {
 	wg.Wait()
 	var changed map[int]bool
 	for p, r := range replies {
-		if m.answered(p, work[p], r, now) {
+		if m.answered(p, work[p], r, now, seq) {
 			if changed == nil {
 				changed = make(map[int]bool)
 			}
@@ -270,30 +304,40 @@ func (m *Member) exchange(work partWorks, now int64) map[int]bool {
 	return changed
 }
 
-// answered applies partition p's answer r to w, the work sent (r nil: the
-// request failed), and reports whether the owner is not the one that had
-// this member's totals before.
-func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64) bool {
+// answered applies partition p's answer r to w, the work sent by the
+// exchange number seq (r nil: the request failed), and reports whether the
+// owner is not the one that had this member's totals before. An answer
+// that comes after a later exchange's (rounds in flight, pipeline.go)
+// adds only its other keys' states and its resets' acknowledgement: the
+// later one's counts, owner and resets are newer.
+func (m *Member) answered(p int, w *partWork, r *clusterpb.PartReply, now int64, seq uint64) bool {
 	st := &m.parts[p]
 	if r == nil || r.GetAbsent() || len(r.GetCounts()) != len(w.totals) && st.owned.Load() == nil || len(r.GetStates()) != len(w.hits) {
 		// The keys stay active with their hits unacknowledged, and the
 		// resets kept: the next sync sends them again.
-		m.cutOff(p, nil)
+		if st.answered.Load() < seq {
+			m.cutOff(p, nil)
+		}
 		return false
 	}
-	st.cut.Store(false)
-	known := st.known.Swap(r.GetIncarnation())
-	changed := known != 0 && known != r.GetIncarnation()
-	// The resets first: the counts and states that follow reflect them.
-	m.learnResets(p, r)
-	for i, c := range r.GetCounts() {
-		m.local.applied(w.totals[i], c.GetWindow(), c.GetCount())
-		m.local.observed(w.totals[i], c.GetWindow(), c.GetCount(), now)
+	latest := st.advance(seq)
+	changed := false
+	fromKnown := r.GetIncarnation() == st.known.Load() // of a stale answer: from the owner the latest came from
+	if latest {
+		st.cut.Store(false)
+		known := st.known.Swap(r.GetIncarnation())
+		changed = known != 0 && known != r.GetIncarnation()
+		// The resets first: the counts and states that follow reflect them.
+		m.learnResets(p, r)
+		for i, c := range r.GetCounts() {
+			m.local.applied(w.totals[i], c.GetWindow(), c.GetCount())
+			m.local.observed(w.totals[i], c.GetWindow(), c.GetCount(), now)
+		}
 	}
 	for i, s := range r.GetStates() {
 		// An owner that started empty has only the hits just sent: the
 		// copy keeps its state, which goes to it whole (rebuildIn).
-		m.states.applied(w.hits[i], s, now, !changed)
+		m.states.applied(w.hits[i], s, now, !changed && (latest || fromKnown))
 		st.holdUntil(s.GetDeath())
 	}
 	if len(w.resets) > 0 {
@@ -387,6 +431,9 @@ func (m *Member) syncMember(addr string, parts []int, work partWorks) []*cluster
 		if err == nil && ok {
 			m.fb.rtt.sample(addr, time.Since(sent))
 		}
+		if errors.Is(err, protoactor.ErrTimeout) {
+			m.fb.rtt.timedOut(addr)
+		}
 		if err != nil || !ok || len(reply.GetParts()) != len(batch) {
 			m.counters.failures.Add(1)
 			m.cfg.Logger.Debug("actorlimit cluster: sync failed, will retry", "member", addr, "partitions", len(parts), "error", err)
@@ -401,7 +448,7 @@ func (m *Member) syncMember(addr string, parts []int, work partWorks) []*cluster
 // member at addr.
 func (m *Member) requestMember(addr string, msg *clusterpb.SyncRequest) (any, error) {
 	pid := protoactor.NewPID(addr, syncActor)
-	resp, err := m.engine().ActorSystem.Root.RequestFuture(pid, msg, m.bound(m.cfg.syncTimeout())).Result()
+	resp, err := m.engine().ActorSystem.Root.RequestFuture(pid, msg, m.bound(m.syncTimeout(addr))).Result()
 	if err != nil {
 		return nil, fmt.Errorf("cluster: member %s: %w", addr, err)
 	}

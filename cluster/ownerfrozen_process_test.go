@@ -92,7 +92,7 @@ func TestOwnerFrozenChild(t *testing.T) {
 		// peak term: a stall seen once is likely again), and holds the
 		// next checks to that owner longer, up to RequestTimeout/2 (held by
 		// rtt_internal_test.go).
-		OwnerWait: cluster.DefaultOwnerWait,
+		OwnerWait:   cluster.DefaultOwnerWait,
 		AutoManaged: &cluster.AutoManaged{Port: am, Hosts: hosts},
 		Logger:      slog.New(ownLogs{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})}),
 	})

@@ -67,10 +67,3 @@ func (cc *clientConns) closeAll() {
 		_ = conn.Close()
 	}
 }
-
-// open returns how many connections are recorded and open (for tests).
-func (cc *clientConns) open() int {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	return len(cc.conns)
-}

@@ -181,7 +181,11 @@ func TestSentinelFailover(t *testing.T) {
 	final := count(replica)
 	total := l.answered.Load()
 	assert.GreaterOrEqual(t, final, had, "the count kept what the replica had")
-	assert.LessOrEqual(t, final, total-int64(st.Fallbacks), "no hit counted twice")
+	// A hit the primary ran and passed to the replica just before it died,
+	// whose answer was lost with it, is in the replica's count and was
+	// decided on the fallback too: at most one a caller (32), in flight at
+	// the kill. More would be hits counted twice (a round trip sent again).
+	assert.LessOrEqual(t, final, total-int64(st.Fallbacks)+32, "no hit counted twice")
 	assert.NotZero(t, st.Fallbacks, "the fallback decided while no primary answered")
 	t.Logf("%d calls: the replica had %d when the primary died, %d on the fallback, %d on the new primary at the end",
 		total, had, st.Fallbacks, final)

@@ -85,6 +85,21 @@ func pick[T any](g *gen, s []T) T { return s[g.r.IntN(len(s))] }
 // domain draws a domain named name and keeps it for the requests.
 func (g *gen) domain(name string) *domain {
 	d := &domain{Name: name, Rules: g.rules(0)}
+	// Every domain has an unlimited rule at its top level (one drawn
+	// anyway, or one of its limits made so), so that every stream meets
+	// that case: a twelfth of the limits alone left some seeds without.
+	var top []*rule
+	unlimited := false
+	for _, r := range d.Rules {
+		if r.Limit != nil {
+			top = append(top, r)
+			unlimited = unlimited || r.Limit.Unlimited
+		}
+	}
+	if !unlimited && len(top) > 0 {
+		r := pick(g, top)
+		r.Limit.Unlimited, r.Limit.Unit, r.Limit.Requests, r.Shadow = true, "", 0, false
+	}
 	// replaces: a fifth of the limits replace another named limit of the
 	// domain (a name of another domain would do the same: names are global
 	// to a request).

@@ -15,7 +15,7 @@ import (
 // is made when the run ends.
 type run struct {
 	script *redis.Script // drainLua or fixedLua: the run's kind
-	keys   []any         // the run's keys, in order
+	keys   []any         // the run's keys, in order (each a *string: see keyArg)
 	args   []any         // fixedScript's values for each key
 	params []byte        // drainScript's ARGV[1]: 48 bytes for each key
 	cmd    *redis.Cmd
@@ -64,7 +64,11 @@ func (s *Store) planRun(ctx context.Context, r *round, now int64, k string, c *a
 	}
 	never := false
 	if sc == fixedLua {
-		rn.args = append(rn.args, op, r.periodArg(int64(c.Period)/ms), n)
+		// The run's values are the tail of the round's buffer, as its
+		// keys and parameters below.
+		start := len(r.runArgs) - len(rn.args)
+		r.runArgs = append(r.runArgs, op, r.periodArg(int64(c.Period)/ms), n)
+		rn.args = r.runArgs[start:]
 	} else {
 		// The run's parameters are the tail of the round's buffer: runs
 		// follow one another, so an open run's are always at its end (and
@@ -74,7 +78,7 @@ func (s *Store) planRun(ctx context.Context, r *round, now int64, k string, c *a
 		rn.params = r.params[start:]
 	}
 	start := len(r.keys) - len(rn.keys) // the open run's keys are the tail, as its parameters
-	r.keys = append(r.keys, k)
+	r.keys = append(r.keys, r.keyArg(k))
 	rn.keys = r.keys[start:]
 	return call{n: n, never: never, run: len(r.runs), pos: len(rn.keys) - 1}
 }

@@ -26,7 +26,8 @@ func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Che
 	r.calls = r.calls[:0]
 	r.pipe = r.pipe[:0]
 	r.runs = r.runs[:0]
-	r.keys, r.args, r.params = r.keys[:0], r.args[:0], r.params[:0]
+	r.keys, r.keyText, r.runArgs = r.keys[:0], r.keyText[:0], r.runArgs[:0]
+	r.args, r.params = r.args[:0], r.params[:0]
 	for i := range checks {
 		c := &checks[i]
 		if s.denied != nil && c.Op == algo.OpHit {
@@ -165,11 +166,11 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 			args := cmd.Args()
 			if n, ok := args[2].(int); ok {
 				for _, k := range args[3 : 3+n] {
-					failed[k.(string)] = true
+					failed[argString(k)] = true
 				}
 			}
 			again = append(again, cmd)
-		} else if failed != nil && isDel(cmd) && failed[cmd.Args()[1].(string)] {
+		} else if failed != nil && isDel(cmd) && failed[argString(cmd.Args()[1])] {
 			again = append(again, cmd)
 		}
 	}

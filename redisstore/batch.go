@@ -14,11 +14,12 @@ import (
 // it: keys and parameters are gathered as the checks are planned, and cmd
 // is made when the run ends.
 type run struct {
-	script *redis.Script // drainLua or fixedLua: the run's kind
-	keys   []any         // the run's keys, in order (each a *string: see keyArg)
-	args   []any         // fixedScript's values for each key
-	params []byte        // drainScript's ARGV[1]: 48 bytes for each key
-	cmd    *redis.Cmd
+	script  *redis.Script // drainLua or fixedLua: the run's kind
+	keys    []any         // the run's keys, in order (each a *string: see keyArg)
+	args    []any         // fixedScript's values for each key
+	params  []byte        // drainScript's ARGV[1]: 48 bytes for each key
+	cmd     *redis.Cmd
+	loneHit bool // a fixed window run of one hit, sent as fixedScript's lone call
 
 	// Read from the reply by readRuns.
 	now  int64   // fixedScript: the time it decided at, Unix ns
@@ -92,7 +93,15 @@ func (s *Store) endRun(ctx context.Context, r *round, now int64) {
 	rn := &r.runs[len(r.runs)-1]
 	start := len(r.args)
 	args := r.args
-	if rn.script == fixedLua {
+	if rn.script == fixedLua && len(rn.keys) == 1 && rn.args[0] == 0 {
+		// A lone hit: the Period and N (see fixedScript).
+		rn.loneHit = true
+		args = append(args, "evalsha", fixedSHA, 1, rn.keys[0], rn.args[1], rn.args[2])
+		if s.cfg.callerTime {
+			m := floorDiv(now, ms)
+			args = append(args, m, now-m*ms)
+		}
+	} else if rn.script == fixedLua {
 		args = append(args, "evalsha", fixedSHA, len(rn.keys))
 		args = append(args, rn.keys...)
 		args = append(args, "1", 0, 0)
@@ -130,6 +139,15 @@ func (rn *run) read() {
 		return
 	}
 	v, _ := rn.cmd.Val().([]any)
+	if rn.loneHit {
+		// c and the ns to the window's end, or c, whole ms and r.
+		if len(v) != 2 && len(v) != 3 {
+			rn.bad = fmt.Errorf("redisstore: the fixed window script's reply to a lone hit has %d values, not 2 or 3", len(v))
+			return
+		}
+		rn.vals = v
+		return
+	}
 	if b, ok := rn.cmd.Val().(int64); ok && rn.script == drainLua && len(rn.keys) == 1 {
 		rn.lone, rn.vals = b, nil // a lone check's backlog of whole ns
 		return
@@ -162,18 +180,27 @@ func (rn *run) read() {
 	}
 }
 
-// counted is what fixedScript said of one check: the time it decided at
-// (Unix ns), the window, its count, and whether it is the current window
-// or a later one.
+// counted is what fixedScript said of one check: the ns from the time it
+// decided at to the end of the window, its count, and whether it is the
+// current window or a later one.
 type counted struct {
-	now, window, count int64
-	current            bool
+	left, count int64
+	current     bool
 }
 
-// fixed returns what fixedScript said of the run's check at pos.
-func (rn *run) fixed(pos int) counted {
+// fixed returns what fixedScript said of the run's check at pos, whose
+// Period is period ns.
+func (rn *run) fixed(pos int, period int64) counted {
+	if rn.loneHit {
+		r := reply(rn.vals)
+		left := r.int(1)
+		if len(r) == 3 {
+			left = left*ms - r.int(2) // whole ms to the end, and r: at most the Period
+		}
+		return counted{left: left, count: r.int(0), current: true}
+	}
 	r := reply(rn.vals[3*pos : 3*pos+3])
-	return counted{now: rn.now, window: r.int(0), count: r.int(1), current: r.int(2) == 1}
+	return counted{left: (r.int(0)+1)*period - rn.now, count: r.int(1), current: r.int(2) == 1}
 }
 
 // drained returns what the script said of the run's check at pos.

@@ -320,7 +320,7 @@ func (s *Store) decision(rd *round, c *algo.Check, cl *call, now int64) algo.Dec
 	}
 	switch c.Algorithm {
 	case algo.FixedWindow:
-		return fixedDecision(c, rd.runs[cl.run-1].fixed(cl.pos))
+		return fixedDecision(c, rd.runs[cl.run-1].fixed(cl.pos, int64(c.Period)))
 	case algo.SlidingWindow, algo.SlidingLog:
 		return countDecision(c, cl, cl.reply())
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
@@ -340,12 +340,11 @@ func unscreened(a algo.Algorithm) string {
 }
 
 func fixedDecision(c *algo.Check, w counted) algo.Decision {
-	now, b, count := w.now, w.window, w.count
+	count := w.count
 	var d algo.Decision
-	end := (b + 1) * int64(c.Period)
 	if c.Op == algo.OpPeek {
 		if w.current {
-			d.Count, d.ResetAfter = count, time.Duration(end-now)
+			d.Count, d.ResetAfter = count, time.Duration(w.left)
 		}
 		d.Allowed = d.Count < c.Limit
 		d.Remaining = max(0, c.Limit-d.Count)
@@ -359,7 +358,7 @@ func fixedDecision(c *algo.Check, w counted) algo.Decision {
 		return d
 	}
 	d = algo.Decision{Count: count, Allowed: count <= c.Limit, Remaining: max(0, c.Limit-count)}
-	d.ResetAfter = time.Duration(end - now)
+	d.ResetAfter = time.Duration(w.left)
 	switch {
 	case d.Allowed:
 	case c.N > c.Limit:

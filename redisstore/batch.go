@@ -14,12 +14,15 @@ import (
 // it: keys and parameters are gathered as the checks are planned, and cmd
 // is made when the run ends.
 type run struct {
-	script  *redis.Script // drainLua or fixedLua: the run's kind
-	keys    []any         // the run's keys, in order (each a *string: see keyArg)
-	args    []any         // fixedScript's values for each key
-	params  []byte        // drainScript's ARGV[1]: 48 bytes for each key
-	cmd     *redis.Cmd
-	loneHit bool // a fixed window run of one hit, sent as fixedScript's lone call
+	script *redis.Script // drainLua or fixedLua: the run's kind
+	keys   []any         // the run's keys, in order (each a *string: see keyArg)
+	args   []any         // fixedScript's values for each key
+	params []byte        // drainScript's ARGV[1]: 48 bytes for each key
+	cmd    *redis.Cmd
+	// hits is the call of a fixed window run of one hit (fixedScript's
+	// lone call), made in place of cmd: its reply, all numbers, is read
+	// into a []int64, without boxing each.
+	hits *redis.IntSliceCmd
 
 	// Read from the reply by readRuns.
 	now  int64   // fixedScript: the time it decided at, Unix ns
@@ -52,10 +55,10 @@ func runScript(c *algo.Check) *redis.Script {
 // ending it first if it is another script's (or starting one if none is
 // open), and returns its call.
 func (s *Store) planRun(ctx context.Context, r *round, now int64, k string, c *algo.Check, sc *redis.Script) call {
-	if len(r.runs) > 0 && r.runs[len(r.runs)-1].cmd == nil && r.runs[len(r.runs)-1].script != sc {
+	if len(r.runs) > 0 && r.runs[len(r.runs)-1].open() && r.runs[len(r.runs)-1].script != sc {
 		s.endRun(ctx, r, now)
 	}
-	if len(r.runs) == 0 || r.runs[len(r.runs)-1].cmd != nil {
+	if len(r.runs) == 0 || !r.runs[len(r.runs)-1].open() {
 		r.runs = append(r.runs, run{script: sc})
 	}
 	rn := &r.runs[len(r.runs)-1]
@@ -87,7 +90,7 @@ func (s *Store) planRun(ctx context.Context, r *round, now int64, k string, c *a
 // endRun ends the round's open run, if any: its script call is made and
 // goes next in the pipeline, so that the checks keep their order.
 func (s *Store) endRun(ctx context.Context, r *round, now int64) {
-	if len(r.runs) == 0 || r.runs[len(r.runs)-1].cmd != nil {
+	if len(r.runs) == 0 || !r.runs[len(r.runs)-1].open() {
 		return
 	}
 	rn := &r.runs[len(r.runs)-1]
@@ -95,12 +98,16 @@ func (s *Store) endRun(ctx context.Context, r *round, now int64) {
 	args := r.args
 	if rn.script == fixedLua && len(rn.keys) == 1 && rn.args[0] == 0 {
 		// A lone hit: the Period and N (see fixedScript).
-		rn.loneHit = true
 		args = append(args, "evalsha", fixedSHA, 1, rn.keys[0], rn.args[1], rn.args[2])
 		if s.cfg.callerTime {
 			m := floorDiv(now, ms)
 			args = append(args, m, now-m*ms)
 		}
+		r.args = args
+		rn.hits = redis.NewIntSliceCmd(ctx, args[start:len(args):len(args)]...)
+		rn.hits.SetFirstKeyPos(3)
+		r.pipe = append(r.pipe, rn.hits)
+		return
 	} else if rn.script == fixedLua {
 		args = append(args, "evalsha", fixedSHA, len(rn.keys))
 		args = append(args, rn.keys...)
@@ -134,20 +141,18 @@ func (r *round) readRuns() {
 }
 
 func (rn *run) read() {
+	if rn.hits != nil {
+		// c and the ns to the window's end, or c, whole ms and r.
+		if rn.bad = rn.hits.Err(); rn.bad == nil && len(rn.hits.Val()) != 2 && len(rn.hits.Val()) != 3 {
+			rn.bad = fmt.Errorf("redisstore: the fixed window script's reply to a lone hit has %d values, not 2 or 3", len(rn.hits.Val()))
+		}
+		return
+	}
 	rn.bad = rn.cmd.Err()
 	if rn.bad != nil {
 		return
 	}
 	v, _ := rn.cmd.Val().([]any)
-	if rn.loneHit {
-		// c and the ns to the window's end, or c, whole ms and r.
-		if len(v) != 2 && len(v) != 3 {
-			rn.bad = fmt.Errorf("redisstore: the fixed window script's reply to a lone hit has %d values, not 2 or 3", len(v))
-			return
-		}
-		rn.vals = v
-		return
-	}
 	if b, ok := rn.cmd.Val().(int64); ok && rn.script == drainLua && len(rn.keys) == 1 {
 		rn.lone, rn.vals = b, nil // a lone check's backlog of whole ns
 		return
@@ -191,13 +196,13 @@ type counted struct {
 // fixed returns what fixedScript said of the run's check at pos, whose
 // Period is period ns.
 func (rn *run) fixed(pos int, period int64) counted {
-	if rn.loneHit {
-		r := reply(rn.vals)
-		left := r.int(1)
-		if len(r) == 3 {
-			left = left*ms - r.int(2) // whole ms to the end, and r: at most the Period
+	if rn.hits != nil {
+		v := rn.hits.Val()
+		left := v[1]
+		if len(v) == 3 {
+			left = left*ms - v[2] // whole ms to the end, and r: at most the Period
 		}
-		return counted{left: left, count: r.int(0), current: true}
+		return counted{left: left, count: v[0], current: true}
 	}
 	r := reply(rn.vals[3*pos : 3*pos+3])
 	return counted{left: (r.int(0)+1)*period - rn.now, count: r.int(1), current: r.int(2) == 1}
@@ -211,6 +216,10 @@ func (rn *run) drained(pos int) drained {
 	r := reply(rn.vals[2*pos : 2*pos+2])
 	return drained{back: span{r.int(0), uint64(r.int(1))}}
 }
+
+// open reports whether the run is still gathering checks: its call is
+// not made yet.
+func (rn *run) open() bool { return rn.cmd == nil && rn.hits == nil }
 
 func (rn *run) kind() string {
 	if rn.script == fixedLua {

@@ -155,11 +155,10 @@ func isCheckError(err error) bool {
 // the key ran after it (a key's commands all use one script, which Redis
 // either had or lacked), so nothing else is undone.
 func (s *Store) reload(ctx context.Context, r *round) error {
-	var again []*redis.Cmd
+	var again []redis.Cmder
 	var failed map[string]bool // the keys of the commands that got NOSCRIPT so far
-	for _, c := range r.pipe {
-		cmd := c.(*redis.Cmd)
-		if isNoScript(c.Err()) {
+	for _, cmd := range r.pipe {
+		if isNoScript(cmd.Err()) {
 			if failed == nil {
 				failed = map[string]bool{}
 			}
@@ -179,18 +178,21 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 	}
 	s.stats.reloads.Add(1)
 	for _, sc := range []*redis.Script{fixedLua, countLua, drainLua} {
-		if !slices.ContainsFunc(again, func(c *redis.Cmd) bool { return c.Args()[1] == sc.Hash() }) {
+		if !slices.ContainsFunc(again, func(c redis.Cmder) bool { return c.Args()[1] == sc.Hash() }) {
 			continue // not one of those Redis lacked
 		}
 		if err := s.bounded(ctx, r, func(ctx context.Context) error { return sc.Load(ctx, s.client).Err() }); err != nil {
 			return err
 		}
 	}
-	fresh := make(map[*redis.Cmd]*redis.Cmd, len(again))
+	fresh := make(map[redis.Cmder]redis.Cmder, len(again))
 	err := s.bounded(ctx, r, func(ctx context.Context) error {
 		p := s.client.Pipeline()
 		for _, c := range again {
-			f := redis.NewCmd(ctx, c.Args()...)
+			var f redis.Cmder = redis.NewCmd(ctx, c.Args()...)
+			if _, ok := c.(*redis.IntSliceCmd); ok {
+				f = redis.NewIntSliceCmd(ctx, c.Args()...) // a lone fixed-window hit
+			}
 			if !isDel(c) {
 				f.SetFirstKeyPos(3)
 			}
@@ -206,13 +208,23 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 		return err
 	}
 	for i := range r.calls {
-		if f, ok := fresh[r.calls[i].cmd]; ok {
-			r.calls[i].cmd = f
+		if c := r.calls[i].cmd; c != nil {
+			if f, ok := fresh[c]; ok {
+				r.calls[i].cmd = f.(*redis.Cmd)
+			}
 		}
 	}
 	for i := range r.runs {
-		if f, ok := fresh[r.runs[i].cmd]; ok {
-			r.runs[i].cmd = f
+		rn := &r.runs[i]
+		if rn.cmd != nil {
+			if f, ok := fresh[rn.cmd]; ok {
+				rn.cmd = f.(*redis.Cmd)
+			}
+		}
+		if rn.hits != nil {
+			if f, ok := fresh[rn.hits]; ok {
+				rn.hits = f.(*redis.IntSliceCmd)
+			}
 		}
 	}
 	return nil
@@ -220,12 +232,12 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 
 // isDel reports whether cmd is a Reset's DEL, as plan makes it: its name
 // compared as written, not through Cmd.Name, which lowers its case.
-func isDel(cmd *redis.Cmd) bool {
+func isDel(cmd redis.Cmder) bool {
 	name, _ := cmd.Args()[0].(string)
 	return name == "del"
 }
 
-func p2cmds(m map[*redis.Cmd]*redis.Cmd) []redis.Cmder {
+func p2cmds(m map[redis.Cmder]redis.Cmder) []redis.Cmder {
 	out := make([]redis.Cmder, 0, len(m))
 	for _, c := range m {
 		out = append(out, c)

@@ -15,10 +15,14 @@ import (
 // is made when the run ends.
 type run struct {
 	script *redis.Script // drainLua or fixedLua: the run's kind
-	keys   []any         // the run's keys, in order
+	keys   []any         // the run's keys, in order (each a *string: see keyArg)
 	args   []any         // fixedScript's values for each key
 	params []byte        // drainScript's ARGV[1]: 48 bytes for each key
 	cmd    *redis.Cmd
+	// hits is the call of a fixed window run of one hit (fixedScript's
+	// lone call), made in place of cmd: its reply, all numbers, is read
+	// into a []int64, without boxing each.
+	hits *redis.IntSliceCmd
 
 	// Read from the reply by readRuns.
 	now  int64   // fixedScript: the time it decided at, Unix ns
@@ -51,10 +55,10 @@ func runScript(c *algo.Check) *redis.Script {
 // ending it first if it is another script's (or starting one if none is
 // open), and returns its call.
 func (s *Store) planRun(ctx context.Context, r *round, now int64, k string, c *algo.Check, sc *redis.Script) call {
-	if len(r.runs) > 0 && r.runs[len(r.runs)-1].cmd == nil && r.runs[len(r.runs)-1].script != sc {
+	if len(r.runs) > 0 && r.runs[len(r.runs)-1].open() && r.runs[len(r.runs)-1].script != sc {
 		s.endRun(ctx, r, now)
 	}
-	if len(r.runs) == 0 || r.runs[len(r.runs)-1].cmd != nil {
+	if len(r.runs) == 0 || !r.runs[len(r.runs)-1].open() {
 		r.runs = append(r.runs, run{script: sc})
 	}
 	rn := &r.runs[len(r.runs)-1]
@@ -64,7 +68,11 @@ func (s *Store) planRun(ctx context.Context, r *round, now int64, k string, c *a
 	}
 	never := false
 	if sc == fixedLua {
-		rn.args = append(rn.args, op, r.periodArg(int64(c.Period)/ms), n)
+		// The run's values are the tail of the round's buffer, as its
+		// keys and parameters below.
+		start := len(r.runArgs) - len(rn.args)
+		r.runArgs = append(r.runArgs, op, r.periodArg(int64(c.Period)/ms), n)
+		rn.args = r.runArgs[start:]
 	} else {
 		// The run's parameters are the tail of the round's buffer: runs
 		// follow one another, so an open run's are always at its end (and
@@ -74,7 +82,7 @@ func (s *Store) planRun(ctx context.Context, r *round, now int64, k string, c *a
 		rn.params = r.params[start:]
 	}
 	start := len(r.keys) - len(rn.keys) // the open run's keys are the tail, as its parameters
-	r.keys = append(r.keys, k)
+	r.keys = append(r.keys, r.keyArg(k))
 	rn.keys = r.keys[start:]
 	return call{n: n, never: never, run: len(r.runs), pos: len(rn.keys) - 1}
 }
@@ -82,13 +90,25 @@ func (s *Store) planRun(ctx context.Context, r *round, now int64, k string, c *a
 // endRun ends the round's open run, if any: its script call is made and
 // goes next in the pipeline, so that the checks keep their order.
 func (s *Store) endRun(ctx context.Context, r *round, now int64) {
-	if len(r.runs) == 0 || r.runs[len(r.runs)-1].cmd != nil {
+	if len(r.runs) == 0 || !r.runs[len(r.runs)-1].open() {
 		return
 	}
 	rn := &r.runs[len(r.runs)-1]
 	start := len(r.args)
 	args := r.args
-	if rn.script == fixedLua {
+	if rn.script == fixedLua && len(rn.keys) == 1 && rn.args[0] == 0 {
+		// A lone hit: the Period and N (see fixedScript).
+		args = append(args, "evalsha", fixedSHA, 1, rn.keys[0], rn.args[1], rn.args[2])
+		if s.cfg.callerTime {
+			m := floorDiv(now, ms)
+			args = append(args, m, now-m*ms)
+		}
+		r.args = args
+		rn.hits = redis.NewIntSliceCmd(ctx, args[start:len(args):len(args)]...)
+		rn.hits.SetFirstKeyPos(3)
+		r.pipe = append(r.pipe, rn.hits)
+		return
+	} else if rn.script == fixedLua {
 		args = append(args, "evalsha", fixedSHA, len(rn.keys))
 		args = append(args, rn.keys...)
 		args = append(args, "1", 0, 0)
@@ -121,6 +141,13 @@ func (r *round) readRuns() {
 }
 
 func (rn *run) read() {
+	if rn.hits != nil {
+		// c and the ns to the window's end, or c, whole ms and r.
+		if rn.bad = rn.hits.Err(); rn.bad == nil && len(rn.hits.Val()) != 2 && len(rn.hits.Val()) != 3 {
+			rn.bad = fmt.Errorf("redisstore: the fixed window script's reply to a lone hit has %d values, not 2 or 3", len(rn.hits.Val()))
+		}
+		return
+	}
 	rn.bad = rn.cmd.Err()
 	if rn.bad != nil {
 		return
@@ -158,18 +185,27 @@ func (rn *run) read() {
 	}
 }
 
-// counted is what fixedScript said of one check: the time it decided at
-// (Unix ns), the window, its count, and whether it is the current window
-// or a later one.
+// counted is what fixedScript said of one check: the ns from the time it
+// decided at to the end of the window, its count, and whether it is the
+// current window or a later one.
 type counted struct {
-	now, window, count int64
-	current            bool
+	left, count int64
+	current     bool
 }
 
-// fixed returns what fixedScript said of the run's check at pos.
-func (rn *run) fixed(pos int) counted {
+// fixed returns what fixedScript said of the run's check at pos, whose
+// Period is period ns.
+func (rn *run) fixed(pos int, period int64) counted {
+	if rn.hits != nil {
+		v := rn.hits.Val()
+		left := v[1]
+		if len(v) == 3 {
+			left = left*ms - v[2] // whole ms to the end, and r: at most the Period
+		}
+		return counted{left: left, count: v[0], current: true}
+	}
 	r := reply(rn.vals[3*pos : 3*pos+3])
-	return counted{now: rn.now, window: r.int(0), count: r.int(1), current: r.int(2) == 1}
+	return counted{left: (r.int(0)+1)*period - rn.now, count: r.int(1), current: r.int(2) == 1}
 }
 
 // drained returns what the script said of the run's check at pos.
@@ -180,6 +216,10 @@ func (rn *run) drained(pos int) drained {
 	r := reply(rn.vals[2*pos : 2*pos+2])
 	return drained{back: span{r.int(0), uint64(r.int(1))}}
 }
+
+// open reports whether the run is still gathering checks: its call is
+// not made yet.
+func (rn *run) open() bool { return rn.cmd == nil && rn.hits == nil }
 
 func (rn *run) kind() string {
 	if rn.script == fixedLua {

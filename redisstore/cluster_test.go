@@ -147,7 +147,7 @@ func (h *scriptKeys) see(cmd redis.Cmder) {
 		h.bad = append(h.bad, fmt.Sprint(args[:4]...))
 		return
 	}
-	h.keys[args[3].(string)] = true
+	h.keys[redisstore.ArgString(args[3])] = true
 }
 
 // TestRealCluster runs the store on a real Redis Cluster (one node that

@@ -21,3 +21,7 @@ func RoundKeys(s *Store, checks []algo.Check) []string {
 	}
 	return keys
 }
+
+// ArgString returns a command's argument that is a string, or a pointer to
+// one (as the store passes its keys), as a string.
+func ArgString(a any) string { return argString(a) }

@@ -26,7 +26,8 @@ func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Che
 	r.calls = r.calls[:0]
 	r.pipe = r.pipe[:0]
 	r.runs = r.runs[:0]
-	r.keys, r.args, r.params = r.keys[:0], r.args[:0], r.params[:0]
+	r.keys, r.keyText, r.runArgs = r.keys[:0], r.keyText[:0], r.runArgs[:0]
+	r.args, r.params = r.args[:0], r.params[:0]
 	for i := range checks {
 		c := &checks[i]
 		if s.denied != nil && c.Op == algo.OpHit {
@@ -154,22 +155,21 @@ func isCheckError(err error) bool {
 // the key ran after it (a key's commands all use one script, which Redis
 // either had or lacked), so nothing else is undone.
 func (s *Store) reload(ctx context.Context, r *round) error {
-	var again []*redis.Cmd
+	var again []redis.Cmder
 	var failed map[string]bool // the keys of the commands that got NOSCRIPT so far
-	for _, c := range r.pipe {
-		cmd := c.(*redis.Cmd)
-		if isNoScript(c.Err()) {
+	for _, cmd := range r.pipe {
+		if isNoScript(cmd.Err()) {
 			if failed == nil {
 				failed = map[string]bool{}
 			}
 			args := cmd.Args()
 			if n, ok := args[2].(int); ok {
 				for _, k := range args[3 : 3+n] {
-					failed[k.(string)] = true
+					failed[argString(k)] = true
 				}
 			}
 			again = append(again, cmd)
-		} else if failed != nil && isDel(cmd) && failed[cmd.Args()[1].(string)] {
+		} else if failed != nil && isDel(cmd) && failed[argString(cmd.Args()[1])] {
 			again = append(again, cmd)
 		}
 	}
@@ -178,18 +178,21 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 	}
 	s.stats.reloads.Add(1)
 	for _, sc := range []*redis.Script{fixedLua, countLua, drainLua} {
-		if !slices.ContainsFunc(again, func(c *redis.Cmd) bool { return c.Args()[1] == sc.Hash() }) {
+		if !slices.ContainsFunc(again, func(c redis.Cmder) bool { return c.Args()[1] == sc.Hash() }) {
 			continue // not one of those Redis lacked
 		}
 		if err := s.bounded(ctx, r, func(ctx context.Context) error { return sc.Load(ctx, s.client).Err() }); err != nil {
 			return err
 		}
 	}
-	fresh := make(map[*redis.Cmd]*redis.Cmd, len(again))
+	fresh := make(map[redis.Cmder]redis.Cmder, len(again))
 	err := s.bounded(ctx, r, func(ctx context.Context) error {
 		p := s.client.Pipeline()
 		for _, c := range again {
-			f := redis.NewCmd(ctx, c.Args()...)
+			var f redis.Cmder = redis.NewCmd(ctx, c.Args()...)
+			if _, ok := c.(*redis.IntSliceCmd); ok {
+				f = redis.NewIntSliceCmd(ctx, c.Args()...) // a lone fixed-window hit
+			}
 			if !isDel(c) {
 				f.SetFirstKeyPos(3)
 			}
@@ -205,13 +208,23 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 		return err
 	}
 	for i := range r.calls {
-		if f, ok := fresh[r.calls[i].cmd]; ok {
-			r.calls[i].cmd = f
+		if c := r.calls[i].cmd; c != nil {
+			if f, ok := fresh[c]; ok {
+				r.calls[i].cmd = f.(*redis.Cmd)
+			}
 		}
 	}
 	for i := range r.runs {
-		if f, ok := fresh[r.runs[i].cmd]; ok {
-			r.runs[i].cmd = f
+		rn := &r.runs[i]
+		if rn.cmd != nil {
+			if f, ok := fresh[rn.cmd]; ok {
+				rn.cmd = f.(*redis.Cmd)
+			}
+		}
+		if rn.hits != nil {
+			if f, ok := fresh[rn.hits]; ok {
+				rn.hits = f.(*redis.IntSliceCmd)
+			}
 		}
 	}
 	return nil
@@ -219,12 +232,12 @@ func (s *Store) reload(ctx context.Context, r *round) error {
 
 // isDel reports whether cmd is a Reset's DEL, as plan makes it: its name
 // compared as written, not through Cmd.Name, which lowers its case.
-func isDel(cmd *redis.Cmd) bool {
+func isDel(cmd redis.Cmder) bool {
 	name, _ := cmd.Args()[0].(string)
 	return name == "del"
 }
 
-func p2cmds(m map[*redis.Cmd]*redis.Cmd) []redis.Cmder {
+func p2cmds(m map[redis.Cmder]redis.Cmder) []redis.Cmder {
 	out := make([]redis.Cmder, 0, len(m))
 	for _, c := range m {
 		out = append(out, c)
@@ -319,7 +332,7 @@ func (s *Store) decision(rd *round, c *algo.Check, cl *call, now int64) algo.Dec
 	}
 	switch c.Algorithm {
 	case algo.FixedWindow:
-		return fixedDecision(c, rd.runs[cl.run-1].fixed(cl.pos))
+		return fixedDecision(c, rd.runs[cl.run-1].fixed(cl.pos, int64(c.Period)))
 	case algo.SlidingWindow, algo.SlidingLog:
 		return countDecision(c, cl, cl.reply())
 	case algo.GCRA, algo.TokenBucket, algo.LeakyBucket:
@@ -339,12 +352,11 @@ func unscreened(a algo.Algorithm) string {
 }
 
 func fixedDecision(c *algo.Check, w counted) algo.Decision {
-	now, b, count := w.now, w.window, w.count
+	count := w.count
 	var d algo.Decision
-	end := (b + 1) * int64(c.Period)
 	if c.Op == algo.OpPeek {
 		if w.current {
-			d.Count, d.ResetAfter = count, time.Duration(end-now)
+			d.Count, d.ResetAfter = count, time.Duration(w.left)
 		}
 		d.Allowed = d.Count < c.Limit
 		d.Remaining = max(0, c.Limit-d.Count)
@@ -358,7 +370,7 @@ func fixedDecision(c *algo.Check, w counted) algo.Decision {
 		return d
 	}
 	d = algo.Decision{Count: count, Allowed: count <= c.Limit, Remaining: max(0, c.Limit-count)}
-	d.ResetAfter = time.Duration(end - now)
+	d.ResetAfter = time.Duration(w.left)
 	switch {
 	case d.Allowed:
 	case c.N > c.Limit:

@@ -90,10 +90,12 @@ type round struct {
 	abandoned bool  // a round trip still running holds calls and pipe
 
 	// Buffers that the runs' commands slice, kept from round to round.
-	keys   []any       // the runs' keys
-	args   []any       // the runs' commands' arguments
-	params []byte      // the bucket runs' parameters
-	dctx   deadlineCtx // the round trip's context (withDeadline)
+	keys    []any       // the runs' keys (see keyArg)
+	keyText []string    // the runs' keys' strings, which keys points into
+	runArgs []any       // the fixed window runs' values for each key
+	args    []any       // the runs' commands' arguments
+	params  []byte      // the bucket runs' parameters
+	dctx    deadlineCtx // the round trip's context (withDeadline)
 
 	// The last Period a key was made for and its decimal text (roundKey),
 	// kept from round to round.
@@ -105,6 +107,29 @@ type round struct {
 	// allocates, and a request's descriptors have few periods.
 	boxed    [4]boxedPeriod
 	boxedPos int
+}
+
+// keyArg returns k as a command's argument without boxing the string
+// (which allocates): a pointer to its copy in r.keyText, which go-redis
+// writes, and hashes to a Cluster slot, as the string itself. A pointer
+// stays valid when keyText grows (it then points into the old array,
+// which holds the same strings); keyText is reused only once the round's
+// commands are done (see release).
+func (r *round) keyArg(k string) any {
+	r.keyText = append(r.keyText, k)
+	return &r.keyText[len(r.keyText)-1]
+}
+
+// argString returns a command's argument that is a string, or a pointer
+// to one (keyArg), as a string; "" for any other.
+func argString(a any) string {
+	switch v := a.(type) {
+	case string:
+		return v
+	case *string:
+		return *v
+	}
+	return ""
 }
 
 // boxedPeriod is a period in milliseconds and its boxed value, which is
@@ -287,9 +312,11 @@ func (s *Store) release(r *round) {
 	clear(r.pipe)
 	clear(r.runs)
 	clear(r.keys)
+	clear(r.keyText)
+	clear(r.runArgs)
 	clear(r.args)
 	r.calls, r.pipe, r.runs, r.failed = r.calls[:0], r.pipe[:0], r.runs[:0], r.failed[:0]
-	r.keys, r.args, r.params = r.keys[:0], r.args[:0], r.params[:0]
+	r.keys, r.keyText, r.runArgs, r.args, r.params = r.keys[:0], r.keyText[:0], r.runArgs[:0], r.args[:0], r.params[:0]
 	r.dctx = deadlineCtx{}
 	rounds.Put(r)
 }

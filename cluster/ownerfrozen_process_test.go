@@ -88,10 +88,10 @@ func TestOwnerFrozenChild(t *testing.T) {
 	m, err := cluster.Start(cluster.Config{
 		Name: "frozen", Port: port, Mode: cluster.Owner, DeadAfter: dead,
 		// The wait fixed: the bounds below are OwnerWait's. An adaptive
-		// wait takes the frozen owner's late answers for round trips (its
-		// peak term: a stall seen once is likely again), and holds the
-		// next checks to that owner longer, up to RequestTimeout/2 (held by
-		// rtt_internal_test.go).
+		// wait takes the frozen owner's late answers, capped at twice
+		// the wait they were sent under, for round trips, and holds the
+		// next checks to that owner up to about three times longer
+		// (rtt.go's sampleAnswer, TestOwnerWaitAfterThaw).
 		OwnerWait:   cluster.DefaultOwnerWait,
 		AutoManaged: &cluster.AutoManaged{Port: am, Hosts: hosts},
 		Logger:      slog.New(ownLogs{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})}),

@@ -117,9 +117,10 @@ func (f *ownerFallback) shard(id string) *shareShard {
 // back.
 type decideCall struct {
 	p      int
-	n      int       // the checks
-	owner  string    // the owner's address when the check was sent
-	sent   time.Time // when the check was sent
+	n      int           // the checks
+	owner  string        // the owner's address when the check was sent
+	sent   time.Time     // when the check was sent
+	wait   time.Duration // the OwnerWait in force for owner when it was sent
 	req    *clusterpb.DecideRequest
 	moving atomic.Int64 // wall clock (ns) of the last answer that the partition is moving
 
@@ -194,7 +195,7 @@ func (m *Member) decideOwner(ctx context.Context, p int, checks []algo.Check, ou
 			}
 		}
 	}
-	call := &decideCall{p: p, n: len(checks), req: req, owner: owner, sent: start, wake: make(chan struct{}, maxAttempts+1)}
+	call := &decideCall{p: p, n: len(checks), req: req, owner: owner, sent: start, wait: ownerWait, wake: make(chan struct{}, maxAttempts+1)}
 	if !strict && m.rejoining.Load() {
 		// The member is rejoining the cluster (rejoin.go): no owner can
 		// be reached until it has; the charge goes to the owner after.
@@ -318,7 +319,7 @@ func (m *Member) attempt(call *decideCall, req *clusterpb.DecideRequest) {
 			reply, err = checkReply(call.p, call.n, resp)
 		}
 		if reply != nil {
-			m.fb.rtt.sample(call.owner, time.Since(sent))
+			m.fb.rtt.sampleAnswer(call.owner, time.Since(sent), call.wait)
 		}
 		call.mu.Lock()
 		call.running--

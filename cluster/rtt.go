@@ -96,6 +96,27 @@ func (t *rttTable) sampleAt(addr string, d time.Duration, now time.Time) {
 	e.timeouts = 0
 }
 
+// lateCap is how many times the OwnerWait in force when a check was sent
+// its attempt's round trip counts for, at most (see sampleAnswer).
+const lateCap = 2
+
+// sampleAnswer records d, the round trip of an Owner-mode check's attempt
+// to the owner at addr, sent under an OwnerWait of wait: as measured, or
+// lateCap × wait when longer. An answer that long came after the check had
+// fallen back: an owner frozen for seconds answers every request of its
+// freeze at once when it resumes, and those are stalls, not round trips;
+// taken whole they would hold every later check to that owner up to
+// RequestTimeout/2 (the peak term). Capped, a far owner is still learnt
+// (each answer can double the wait until it covers the round trip), and a
+// thawed owner raises the wait to about lateCap times what it was, plus
+// the deviation the jump leaves (TestOwnerWaitAfterThaw).
+func (t *rttTable) sampleAnswer(addr string, d, wait time.Duration) {
+	if wait > 0 {
+		d = min(d, lateCap*wait)
+	}
+	t.sample(addr, d)
+}
+
 // timedOut records that a sync request to the member at addr timed out.
 func (t *rttTable) timedOut(addr string) {
 	if addr == "" {

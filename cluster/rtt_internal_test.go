@@ -122,3 +122,65 @@ func TestSyncTimeoutFollowsRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnerWaitAfterThaw: an owner frozen for seconds answers every
+// request of its freeze at once when it resumes, all sent under the wait
+// in force before it. Those answers, late past lateCap times that wait,
+// count as lateCap × that wait: the wait after the thaw stays near what it
+// was (without the cap: up to RequestTimeout/2), while an owner truly far
+// away is still learnt, the wait growing with its answers until it covers
+// the round trip.
+func TestOwnerWaitAfterThaw(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name string
+		// batches of answers: the requests of a batch were all sent
+		// under the wait in force before its first answer came
+		batches [][]time.Duration
+		most    time.Duration // the wait after, at most
+		least   time.Duration // and at least
+	}{
+		// the floor's wait (100 ms); 40 requests sent during a 3 s
+		// freeze answered at its end count 200 ms each: the wait stays
+		// under 2 × 200 ms + the margin.
+		{name: "a 3 s freeze", batches: [][]time.Duration{repeat(ms, 20), repeat(3*time.Second, 40)},
+			most: 2*lateCap*DefaultOwnerWait + OwnerWaitMargin, least: DefaultOwnerWait},
+		// a second freeze soon after: each raises the wait about
+		// threefold at most (lateCap, and the deviation the jump leaves):
+		// an owner that stalls again and again is waited for longer.
+		{name: "two freezes", batches: [][]time.Duration{repeat(ms, 20), repeat(3*time.Second, 40), repeat(ms, 5), repeat(3*time.Second, 40)},
+			most: 1250 * ms, least: 2 * lateCap * DefaultOwnerWait},
+		// an owner 400 ms away, the first checks sent under the floor,
+		// one at a time: the wait grows to cover the round trip.
+		{name: "an owner 400 ms away", batches: batchesOf(repeat(400*ms, 30)...), most: 500 * ms, least: 400*ms + OwnerWaitMargin},
+		// 10 s away (past RequestTimeout/2): the ceiling, as without the
+		// cap.
+		{name: "an owner 10 s away", batches: batchesOf(repeat(10*time.Second, 30)...), most: 5 * time.Second, least: 5 * time.Second},
+		{name: "150 ms: as without the cap", batches: batchesOf(repeat(150*ms, 60)...), most: 176 * ms, least: 174 * ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Config{Provider: noProvider{}, RequestTimeout: 10 * time.Second}.withDefaults()
+			require.NoError(t, err)
+			m := newMember(cfg, "a:1", nil)
+			for _, batch := range tc.batches {
+				wait, _ := m.ownerWait("b:1")
+				for _, d := range batch {
+					m.fb.rtt.sampleAnswer("b:1", d, wait)
+				}
+			}
+			wait, _ := m.ownerWait("b:1")
+			assert.LessOrEqual(t, wait, tc.most)
+			assert.GreaterOrEqual(t, wait, tc.least)
+		})
+	}
+}
+
+// batchesOf returns each of ds as a batch of its own: requests sent one at
+// a time, each after the answer before.
+func batchesOf(ds ...time.Duration) [][]time.Duration {
+	out := make([][]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = []time.Duration{d}
+	}
+	return out
+}

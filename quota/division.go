@@ -234,10 +234,22 @@ func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 		if !m.due && !(over && m.target < m.share) {
 			continue
 		}
-		m.share, m.sent, m.sentAt = m.target, true, now
-		send(m.id, m.target)
+		share := m.target
+		if m.sent && math.Abs(m.target-m.share) <= m.share*sameShare {
+			// The share in force but for rounding (a capacity granted by a
+			// fleet's owner moves in its last bits): sent as it was, since an
+			// Envoy takes any change of the strategy for a new token bucket,
+			// and starts it full.
+			share = m.share
+		}
+		m.share, m.sent, m.sentAt = share, true, now
+		send(m.id, share)
 	}
 }
+
+// sameShare is the relative difference under which a share computed anew
+// is the share in force: rounding, not a change.
+const sameShare = 1e-9
 
 // refresh reports whether m's unchanged assignment is to be sent again at
 // now: once half its TTL has passed if m reported at now, else once 5/6 of

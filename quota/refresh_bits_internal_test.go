@@ -1,0 +1,63 @@
+package quota
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/actorlimit/actorlimit"
+)
+
+// TestDivisionRefreshKeepsShare: a refresh sends the share in force, bit
+// for bit, when the share computed anew differs from it by rounding only
+// (a fleet's owner grants a capacity that moves in its last bits), so
+// that the Envoy keeps its token bucket; a drift within the hysteresis is
+// still carried by the refresh.
+func TestDivisionRefreshKeepsShare(t *testing.T) {
+	rule := &Rule{RequestsPerUnit: 600, Unit: time.Second, Algorithm: actorlimit.TokenBucket, ReportingInterval: 500 * time.Millisecond,
+		TTL: 1500 * time.Millisecond, BurstIntervals: DefaultBurstIntervals}
+	for _, tc := range []struct {
+		name     string
+		capacity float64 // at the refresh; 200 before
+		same     bool    // the refresh sends the first share, bit for bit
+	}{
+		{"a bit less", math.Nextafter(200, 0), true},
+		{"a bit more", math.Nextafter(200, 400), true},
+		{"1e-12 more", 200 * (1 + 1e-12), true},
+		{"3% more, within the hysteresis", 206, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := NewDivision(DivisionConfig{Limit: 600, TTL: rule.TTL, Reserve: 30, Hysteresis: DefaultHysteresis})
+			require.NoError(t, err)
+			d.setCapacity(200)
+			sends := map[int]map[uint64]float64{}
+			for k, at := range []time.Duration{0, rule.TTL / 2} {
+				if k == 1 {
+					d.setCapacity(tc.capacity)
+				}
+				sends[k] = map[uint64]float64{}
+				now := t0i.Add(at)
+				for id := uint64(1); id <= 3; id++ {
+					d.Report(id, 100, time.Second, now) // 100 a second each: over-demanded
+				}
+				d.Assign(now, func(id uint64, share float64) { sends[k][id] = share })
+			}
+			require.Len(t, sends[1], 3, "each Envoy refreshed")
+			for id, first := range sends[0] {
+				again := sends[1][id]
+				if tc.same {
+					assert.Equal(t, first, again, "Envoy %d's share", id)
+					assert.True(t, proto.Equal(Strategy(rule, first), Strategy(rule, again)), "Envoy %d's strategy: %v, then %v", id, Strategy(rule, first), Strategy(rule, again))
+				} else {
+					assert.InDelta(t, tc.capacity/3, again, 1e-9, "Envoy %d's share", id)
+				}
+			}
+		})
+	}
+}
+
+var t0i = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -13,10 +13,11 @@ import (
 )
 
 // TestDivisionRefreshKeepsShare: a refresh sends the share in force, bit
-// for bit, when the share computed anew differs from it by rounding only
-// (a fleet's owner grants a capacity that moves in its last bits), so
-// that the Envoy keeps its token bucket; a drift within the hysteresis is
-// still carried by the refresh.
+// for bit, when the share computed anew differs from it by rounding (a
+// fleet's owner grants a capacity that moves in its last bits) or by a
+// drift within the hysteresis, so that the Envoy keeps its token bucket;
+// a change beyond the hysteresis is sent, and so is a fall the limit
+// needs.
 func TestDivisionRefreshKeepsShare(t *testing.T) {
 	rule := &Rule{RequestsPerUnit: 600, Unit: time.Second, Algorithm: actorlimit.TokenBucket, ReportingInterval: 500 * time.Millisecond,
 		TTL: 1500 * time.Millisecond, BurstIntervals: DefaultBurstIntervals}
@@ -28,7 +29,9 @@ func TestDivisionRefreshKeepsShare(t *testing.T) {
 		{"a bit less", math.Nextafter(200, 0), true},
 		{"a bit more", math.Nextafter(200, 400), true},
 		{"1e-12 more", 200 * (1 + 1e-12), true},
-		{"3% more, within the hysteresis", 206, false},
+		{"3% more, within the hysteresis", 206, true},
+		{"1% less, a fall the limit needs", 198, false},
+		{"15% more, beyond the hysteresis", 230, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := NewDivision(DivisionConfig{Limit: 600, TTL: rule.TTL, Reserve: 30, Hysteresis: DefaultHysteresis})

@@ -220,7 +220,7 @@ func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 	total := 0.0
 	equal := 0.0
 	if len(d.live) > 0 {
-		equal = d.cfg.Limit / float64(len(d.live))
+		equal = d.divided() / float64(len(d.live)) // of what this division divides: a fleet member's part
 	}
 	for _, m := range d.live {
 		m.moved = !m.sent || math.Abs(m.target-m.share) > math.Max(m.share, equal)*d.cfg.Hysteresis+1e-9

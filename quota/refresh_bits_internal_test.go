@@ -64,3 +64,26 @@ func TestDivisionRefreshKeepsShare(t *testing.T) {
 }
 
 var t0i = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestDivisionHysteresisOfCapacity: in a fleet, the hysteresis is of an
+// equal share of what the division divides (the member's grant), not of
+// the fleet's whole limit: 7 Envoys at 333.3/7 each, whose member is then
+// granted 350, are sent their rise to 50 (5%, beyond 4% of an equal 50).
+func TestDivisionHysteresisOfCapacity(t *testing.T) {
+	d, err := NewDivision(DivisionConfig{Limit: 1000, TTL: 3 * time.Second, Reserve: 50, Hysteresis: DefaultHysteresis})
+	require.NoError(t, err)
+	d.setCapacity(1000.0 / 3)
+	for k, capacity := range []float64{1000.0 / 3, 350} {
+		d.setCapacity(capacity)
+		now := t0i.Add(time.Duration(k) * 250 * time.Millisecond) // no refresh due
+		sends := map[uint64]float64{}
+		for id := uint64(1); id <= 7; id++ {
+			d.Report(id, 75, time.Second, now) // over-demanded
+		}
+		d.Assign(now, func(id uint64, share float64) { sends[id] = share })
+		require.Len(t, sends, 7, "at %v, capacity %v", now, capacity)
+		for id, share := range sends {
+			assert.InDelta(t, capacity/7, share, 1e-9, "Envoy %d", id)
+		}
+	}
+}

@@ -602,7 +602,7 @@ func (s *psim) step(w *Window, t time.Duration, now time.Time, dt time.Duration)
 func (s *psim) kill(t time.Duration) (*Kill, error) {
 	k := &Kill{At: t, Proc: s.p.Kill, TTL: s.rule.TTL, Moved: -1, Converge: -1}
 	k.Until = t + s.p.DeadAfter + 2*k.TTL
-	c := &http.Client{Timeout: time.Second}
+	c := &http.Client{Timeout: 3 * time.Second} // a loaded machine answers late
 	for i, pr := range s.ps {
 		if metric(c, pr.debug, "actorlimitd_quota_owned_buckets") >= 1 {
 			k.Owner = k.Proc == i

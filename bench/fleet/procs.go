@@ -291,7 +291,8 @@ type psim struct {
 // stream goes to process i mod p.N; when a stream breaks, the Envoy goes
 // on applying its last assignment (until it expires, then
 // cfg.Expired) and opens a stream to the next process that is up, with
-// its usage since its last report, as Envoy's client does. cfg.Tick is
+// its usage since its last report: a model of Envoy's client, whose own
+// reconnection timing may differ. cfg.Tick is
 // the simulator's step (10 ms if 0); a window is a reporting interval.
 func RunProcs(cfg Config, p Procs) (*Result, error) {
 	if err := cfg.check(); err != nil {

@@ -117,11 +117,38 @@ func main() {
 				k.Until.Round(time.Millisecond), k.MaxOver, k.Excess, k.Bound)
 		}
 		s := fleet.Summarize(res, p.Changes, *interval)
-		fmt.Printf("summary: max admitted/limit %.3f, min admitted/limit when over-demanded %.3f, min Jain %.4f, max convergence %v, %d reports in %v\n\n",
+		fmt.Printf("summary: max admitted/limit %.3f, min admitted/limit when over-demanded %.3f, min Jain %.4f, max convergence %v, %d reports in %v\n",
 			s.MaxOver, s.MinOverDemanded, s.MinJain, s.MaxConverge, res.Reports, time.Since(start).Round(time.Millisecond))
+		fmt.Printf("targets: %s\n\n", targets(s, res, len(p.Changes) > 0, *interval))
 	}
 	if tmp != "" {
 		_ = os.RemoveAll(tmp)
 	}
 	os.Exit(0)
+}
+
+// targets returns s against the targets: the limit + 2% at most
+// (+ the reserve's 5% while demand moves), 95% of it at least when
+// over-demanded, Jain's index of equal demands 0.98 at least, shares
+// within 5% of max-min fair two intervals after each change; and for a
+// kill, the requests over the limit in its windows at most one TTL of the
+// killed process's Envoys' shares.
+func targets(s fleet.Summary, res *fleet.Result, moving bool, interval time.Duration) string {
+	met := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT MET"
+	}
+	over := 1.02
+	if moving {
+		over += 0.05
+	}
+	conv := s.MaxConverge >= 0 && s.MaxConverge <= 2*interval
+	out := fmt.Sprintf("max admitted/limit <= %.2f %s; min >= 0.95 when over-demanded %s; Jain >= 0.98 %s; convergence <= %v %s",
+		over, met(s.MaxOver <= over), met(s.MinOverDemanded >= 0.95), met(s.MinJain >= 0.98), 2*interval, met(conv))
+	if k := res.Kill; k != nil {
+		out += fmt.Sprintf("; the kill: over the limit %.0f <= %.0f %s", k.Excess, k.Bound, met(k.Excess <= k.Bound))
+	}
+	return out
 }

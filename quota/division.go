@@ -66,6 +66,7 @@ type member struct {
 	sentAt   time.Time
 	target   float64 // the last computed share
 	due      bool    // Assign's scratch: to be sent
+	moved    bool    // Assign's scratch: its target is a change to send
 	reported time.Time
 }
 
@@ -192,8 +193,9 @@ func (d *Division) expire(now time.Time) {
 
 // Assign divides the limit anew at now and calls send for every live Envoy
 // whose assignment must be sent: its first, a change beyond the
-// hysteresis, a fall the limit needs, or a refresh (once half its TTL has
-// passed, at the Envoy's own report; past 5/6 of it, at any). share is in
+// hysteresis, a fall the limit needs, or a refresh (the share in force,
+// unchanged, once half its TTL has passed, at the Envoy's own report; past
+// 5/6 of it, at any). share is in
 // requests per second. send must not call back into d.
 func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 	d.expire(now)
@@ -218,12 +220,12 @@ func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 	total := 0.0
 	equal := 0.0
 	if len(d.live) > 0 {
-		equal = d.cfg.Limit / float64(len(d.live))
+		equal = d.divided() / float64(len(d.live)) // of what this division divides: a fleet member's part
 	}
 	for _, m := range d.live {
-		m.due = !m.sent || math.Abs(m.target-m.share) > math.Max(m.share, equal)*d.cfg.Hysteresis+1e-9 ||
-			d.refresh(m, now)
-		if m.due {
+		m.moved = !m.sent || math.Abs(m.target-m.share) > math.Max(m.share, equal)*d.cfg.Hysteresis+1e-9
+		m.due = m.moved || d.refresh(m, now)
+		if m.moved {
 			total += m.target
 		} else {
 			total += m.share
@@ -231,11 +233,22 @@ func (d *Division) Assign(now time.Time, send func(id uint64, share float64)) {
 	}
 	over := total > capacity*(1+1e-12)
 	for _, m := range d.live {
-		if !m.due && !(over && m.target < m.share) {
+		fall := over && m.target < m.share
+		if !m.due && !fall {
 			continue
 		}
-		m.share, m.sent, m.sentAt = m.target, true, now
-		send(m.id, m.target)
+		share := m.target
+		if !m.moved && !fall {
+			// A refresh sends the share in force, unchanged: an Envoy takes
+			// any change of the strategy for a new token bucket, and starts
+			// it full, so a target drifting within the hysteresis (a
+			// steady demand measured over real time wobbles, a capacity
+			// granted by a fleet's owner moves in its last bits) would pass
+			// the limit at every refresh.
+			share = m.share
+		}
+		m.share, m.sent, m.sentAt = share, true, now
+		send(m.id, share)
 	}
 }
 

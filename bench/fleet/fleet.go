@@ -10,6 +10,10 @@
 // until the server has handled them and every assignment they caused has
 // been received, so that a run is the same whatever the machine's load,
 // and a minute of traffic takes a second or two.
+//
+// RunProcs runs the same fleet against actorlimitd processes in a cluster
+// instead, in real time (the processes have their own clocks), and can
+// SIGKILL one of them mid-run: its Envoys reconnect to the others.
 package fleet
 
 import (
@@ -79,8 +83,13 @@ type EnvoyWindow struct {
 	// of that demand, Share its assignment then (requests per second;
 	// +Inf for allow-all).
 	Demand, Fair, Share float64
-	// Admitted is the requests it let through during the window.
-	Admitted int
+	// Admitted is the requests it let through during the window;
+	// Changes the assignments it received that changed its strategy (each
+	// starts a new token bucket).
+	Admitted, Changes int
+	// Proc is the process its stream was on at the window's end (0 in
+	// process).
+	Proc int
 }
 
 // Window is one reporting interval of the fleet.
@@ -99,9 +108,16 @@ type Result struct {
 	// Converge holds, for each of Config.Changes, the time until every
 	// present Envoy's share was within 5% of max-min fair (-1: never).
 	Converge []time.Duration
-	// Reports is the usage reports the server handled; ServerCPU the
-	// process CPU time spent during the run (server and simulator).
+	// Reports is the usage reports the server handled (in a
+	// multi-process run, those the Envoys sent).
 	Reports int64
+	// MaxStep is the longest the simulator's loop went between two of
+	// its wake-ups (a multi-process run's, in real time: it stalls when
+	// the machine is loaded, and then makes the ticks it missed at once,
+	// at their times).
+	MaxStep time.Duration
+	// Kill is the kill of a multi-process run (RunProcs), nil if none.
+	Kill *Kill
 }
 
 // clock is the fake clock.
@@ -136,6 +152,8 @@ type envoy struct {
 	expires  time.Time // zero: none
 	tokens   float64
 	last     time.Time
+	changes  int // assignments that changed its strategy
+	counted  int // changes counted in the windows closed
 
 	acc               float64 // fractional demand carried
 	allowed, denied   uint64  // since the last report
@@ -167,6 +185,7 @@ func (e *envoy) apply(a *rlqsv3.RateLimitQuotaResponse_BucketAction, now time.Ti
 	e.refill(now)
 	old := e.tokens
 	e.strategy = st
+	e.changes++
 	if tb := st.GetTokenBucket(); tb != nil {
 		e.tokens = float64(tb.GetMaxTokens())
 		if carry {
@@ -181,6 +200,9 @@ func (e *envoy) refill(now time.Time) {
 	tb := e.strategy.GetTokenBucket()
 	if tb == nil {
 		return
+	}
+	if now.Before(e.last) {
+		return // a multi-process run's step at a window's end, after an assignment came
 	}
 	r := float64(tb.GetTokensPerFill().GetValue()) / tb.GetFillInterval().AsDuration().Seconds()
 	e.tokens = math.Min(float64(tb.GetMaxTokens()), e.tokens+now.Sub(e.last).Seconds()*r)
@@ -217,6 +239,15 @@ func (e *envoy) admit(n int, now time.Time, cfg *Config) int {
 	case st.GetBlanketRule() == typev3.RateLimitStrategy_DENY_ALL:
 		return 0
 	}
+	return n
+}
+
+// newChanges returns the changes of e's strategy since it was last asked.
+func (e *envoy) newChanges() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := e.changes - e.counted
+	e.counted = e.changes
 	return n
 }
 
@@ -289,14 +320,8 @@ type sim struct {
 	start  time.Time
 }
 
-// Run runs one simulation.
-func Run(cfg Config) (*Result, error) {
-	if cfg.Envoys <= 0 || cfg.LimitPerMinute == 0 || cfg.Interval <= 0 || cfg.Duration <= 0 || cfg.Demand == nil {
-		return nil, fmt.Errorf("fleet: Envoys, LimitPerMinute, Interval, Duration and Demand are required")
-	}
-	if cfg.Tick <= 0 {
-		cfg.Tick = cfg.Interval / 100
-	}
+// rule returns the configuration file of cfg's bucket rule, {name: sim}.
+func (cfg *Config) rule() string {
 	rule := fmt.Sprintf("domain: %s\nrate_limit_quota:\n  reporting_interval: %v\n  buckets:\n    - name: sim\n      match: {name: sim}\n      rate_limit: {unit: minute, requests_per_unit: %d}\n",
 		domain, cfg.Interval, cfg.LimitPerMinute)
 	if cfg.BurstIntervals > 0 {
@@ -308,7 +333,26 @@ func Run(cfg Config) (*Result, error) {
 	if cfg.Reserve > 0 {
 		rule += fmt.Sprintf("      reserve: %v\n", cfg.Reserve)
 	}
-	qc, err := quota.Parse(map[string][]byte{"sim.yaml": []byte(rule)})
+	return rule
+}
+
+// check checks cfg's required fields.
+func (cfg *Config) check() error {
+	if cfg.Envoys <= 0 || cfg.LimitPerMinute == 0 || cfg.Interval <= 0 || cfg.Duration <= 0 || cfg.Demand == nil {
+		return fmt.Errorf("fleet: Envoys, LimitPerMinute, Interval, Duration and Demand are required")
+	}
+	return nil
+}
+
+// Run runs one simulation.
+func Run(cfg Config) (*Result, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = cfg.Interval / 100
+	}
+	qc, err := quota.Parse(map[string][]byte{"sim.yaml": []byte(cfg.rule())})
 	if err != nil {
 		return nil, err
 	}
@@ -536,6 +580,7 @@ func (s *sim) closeWindow(w *Window, t time.Duration, rate float64) {
 			continue
 		}
 		w.Envoys[e.i].Present = true
+		w.Envoys[e.i].Changes = e.newChanges()
 		w.Envoys[e.i].Demand = d
 		w.Envoys[e.i].Share = e.share(now, &s.cfg)
 		w.Demand += d
@@ -605,7 +650,7 @@ func Patterns(n int, rate, over float64, interval time.Duration) []Pattern {
 }
 
 // Summary is a run's figures against the targets, from the windows
-// after the first two.
+// after the first two, those of a kill left out (Kill has theirs).
 type Summary struct {
 	// MaxOver is the largest admitted/limit of a window; MinOverDemanded
 	// the smallest admitted/limit of a window whose demand passed the limit
@@ -634,7 +679,7 @@ func nearChange(start time.Duration, changes []time.Duration, interval time.Dura
 func Summarize(res *Result, changes []time.Duration, interval time.Duration) Summary {
 	s := Summary{MinOverDemanded: math.Inf(1), MinJain: 1}
 	for k, w := range res.Windows {
-		if k < 2 {
+		if k < 2 || res.Kill.killWindow(w.Start, interval) {
 			continue
 		}
 		s.MaxOver = math.Max(s.MaxOver, float64(w.Admitted)/w.Limit)

@@ -214,29 +214,62 @@ func startImpls(b *testing.B) []*rlsImpl {
 // other work disturbs least; Redis's own CPU is not in it), and for a
 // server on Redis the commands Redis ran per request (redis-cmds/req, from
 // INFO commandstats).
+//
+// With BENCH_RLS_ROUNDS=N (N >= 1) every case runs N times, the rounds
+// outermost (round, descriptors, clients, impl), so that each server's
+// runs alternate with the others' and a slow drift of the machine falls on
+// all of them alike: Go names the repeats of a sub-benchmark with #01,
+// #02, ..., and cmd/rlsreport reads the round from that suffix. The suffix
+// is part of the impl's element of the name: a -bench filter that anchors
+// that element with $ runs round 0 alone (write ^impl=floor(#|$)).
 func BenchmarkRLS(b *testing.B) {
+	rounds, err := benchRounds()
+	if err != nil {
+		b.Fatal(err)
+	}
 	impls := startImpls(b)
-	for _, d := range []int{1, 3} {
-		for _, c := range []int{1, 16, 64, 256} {
-			for _, im := range impls {
-				b.Run(fmt.Sprintf("descriptors=%d/clients=%d/impl=%s", d, c, im.name), func(b *testing.B) {
-					b.ReportAllocs()
-					workers := im.workers(b, c, d)
-					var cpu0 time.Duration
-					res := runLoad(b, b.N, workers, func() {
-						resetStats(b, im.redis)
-						cpu0, _ = serverCPU(im.addr)
+	for range rounds {
+		for _, d := range []int{1, 3} {
+			for _, c := range []int{1, 16, 64, 256} {
+				for _, im := range impls {
+					b.Run(fmt.Sprintf("descriptors=%d/clients=%d/impl=%s", d, c, im.name), func(b *testing.B) {
+						measureRLS(b, im, c, d)
 					})
-					res.report(b)
-					if cpu1, ok := serverCPU(im.addr); ok {
-						b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1e3/float64(b.N), "server-cpu-µs/req")
-					}
-					if im.redis != nil {
-						b.ReportMetric(redisCommands(b, im.redis)/float64(b.N), "redis-cmds/req")
-					}
-				})
+				}
 			}
 		}
+	}
+}
+
+// benchRounds is BENCH_RLS_ROUNDS, 1 when it is not set.
+func benchRounds() (int, error) {
+	s := os.Getenv("BENCH_RLS_ROUNDS")
+	if s == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("BENCH_RLS_ROUNDS=%q: want a whole number of rounds, at least 1", s)
+	}
+	return n, nil
+}
+
+// measureRLS runs b's requests on im from c clients with d descriptors a
+// request, and reports BenchmarkRLS's metrics.
+func measureRLS(b *testing.B, im *rlsImpl, c, d int) {
+	b.ReportAllocs()
+	workers := im.workers(b, c, d)
+	var cpu0 time.Duration
+	res := runLoad(b, b.N, workers, func() {
+		resetStats(b, im.redis)
+		cpu0, _ = serverCPU(im.addr)
+	})
+	res.report(b)
+	if cpu1, ok := serverCPU(im.addr); ok {
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1e3/float64(b.N), "server-cpu-µs/req")
+	}
+	if im.redis != nil {
+		b.ReportMetric(redisCommands(b, im.redis)/float64(b.N), "redis-cmds/req")
 	}
 }
 

@@ -63,8 +63,9 @@ func envoyWanted() bool { return peersWanted() || os.Getenv("BENCH_RLS_PEERS") =
 type rlsImpl struct {
 	name  string
 	addr  string
-	guber bool          // gubernator's API instead of the RLS protocol
-	redis *redis.Client // the redis-server it uses, if any, for INFO commandstats
+	guber bool              // gubernator's API instead of the RLS protocol
+	redis *redis.Client     // the redis-server it uses, if any, for INFO commandstats
+	dial  []grpc.DialOption // more options for its connections
 	conns []*grpc.ClientConn
 }
 
@@ -72,7 +73,7 @@ type rlsImpl struct {
 // for every sub-benchmark (closed at b's cleanup).
 func (im *rlsImpl) conn(b *testing.B, i int) *grpc.ClientConn {
 	for len(im.conns) <= i {
-		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, im.dial...)
 		if im.guber {
 			opts = append(opts, grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
 		}
@@ -180,8 +181,12 @@ func guberCall(conn *grpc.ClientConn, reqs []guberReq) func(ctx context.Context)
 // (on grpc-go's codec), the floor on actorlimitd's codec (floor-codec),
 // actorlimitd on the embedded table and on Redis, and with
 // BENCH_RLS_PEERS=1 envoy ratelimit (on the same redis-server) and
-// gubernator.
+// gubernator; their clients' options are clientDialOptions'.
 func startImpls(b *testing.B) []*rlsImpl {
+	dial, err := clientDialOptions()
+	if err != nil {
+		b.Fatal(err)
+	}
 	cfg := writeConfig(b, map[string]string{"bench.yaml": benchConfig})
 	rs := startRedis(b)
 	rc := rs.Client()
@@ -196,6 +201,9 @@ func startImpls(b *testing.B) []*rlsImpl {
 	}
 	if peersWanted() {
 		impls = append(impls, &rlsImpl{name: "gubernator", addr: startGubernator(b), guber: true})
+	}
+	for _, im := range impls {
+		im.dial = dial
 	}
 	b.Cleanup(func() {
 		for _, im := range impls {
@@ -222,6 +230,8 @@ func startImpls(b *testing.B) []*rlsImpl {
 // #02, ..., and cmd/rlsreport reads the round from that suffix. The suffix
 // is part of the impl's element of the name: a -bench filter that anchors
 // that element with $ runs round 0 alone (write ^impl=floor(#|$)).
+// BENCH_RLS_CLIENT_WINDOW=65536 makes the clients send no PINGs of their
+// own, as Envoy does (clientDialOptions).
 func BenchmarkRLS(b *testing.B) {
 	rounds, err := benchRounds()
 	if err != nil {

@@ -220,6 +220,15 @@
 //
 //	BENCH_RLS_PEERS=envoy bench/rls.sh 4 1s '^BenchmarkRLS$/./clients=(1|16|64)$/'
 //
+// BenchmarkRLSVariants/clients=<n>/variant=<name> is an A/B of server
+// settings: BENCH_RLS_VARIANTS='base=;window=-grpc-window-bytes=65536;floor='
+// starts actorlimitd with each variant's flags (a name starting with floor:
+// rlsfloor), runs them in BENCH_RLS_ROUNDS alternating rounds at
+// BENCH_RLS_CLIENTS (16,64) and prints each variant's medians and its
+// ratios to the first within rounds, with the server's read and write
+// system calls a request. BENCH_RLS_CLIENT_WINDOW=65536 gives both
+// benchmarks' clients fixed windows: no PINGs of their own, as Envoy.
+//
 // # Running them
 //
 // The default set, which CI runs once (-benchtime=1x) in well under two

@@ -216,7 +216,7 @@
 // case) and writes results/rls.md (cmd/rlsreport: medians, and the ratios
 // the report checks computed within each round, then their median, which
 // cancels the machine's slow drift) beside the raw output. The issue's
-// measurement, 1, 16 and 64 clients, about 5 minutes:
+// measurement, 1, 16 and 64 clients, about 4 minutes:
 //
 //	BENCH_RLS_PEERS=envoy bench/rls.sh 4 1s '^BenchmarkRLS$/./clients=(1|16|64)$/'
 //

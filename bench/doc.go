@@ -209,11 +209,25 @@
 // BENCH_RLS_PEERS=envoy); without it (CI's
 // -benchtime=1x) the benchmarks run the floor and actorlimitd.
 //
-// rls.sh [COUNT] [BENCHTIME] runs both with the peers COUNT times (default
-// 5, 2s each) and writes results/rls.md (cmd/rlsreport: medians and the
-// ratios the report checks) beside the raw output:
+// BENCH_RLS_ROUNDS=N runs BenchmarkRLS's cases in N alternating rounds
+// (round, descriptors, clients, impl: each server's runs between the
+// others'; Go names the repeats #01, #02, ...). rls.sh [ROUNDS] [BENCHTIME]
+// [FILTER] runs both with the peers in ROUNDS rounds (default 5, 1s a
+// case) and writes results/rls.md (cmd/rlsreport: medians, and the ratios
+// the report checks computed within each round, then their median, which
+// cancels the machine's slow drift) beside the raw output. The issue's
+// measurement, 1, 16 and 64 clients, about 4 minutes:
 //
-//	bench/rls.sh
+//	BENCH_RLS_PEERS=envoy bench/rls.sh 4 1s '^BenchmarkRLS$/./clients=(1|16|64)$/'
+//
+// BenchmarkRLSVariants/clients=<n>/variant=<name> is an A/B of server
+// settings: BENCH_RLS_VARIANTS='base=;window=-grpc-window-bytes=65536;floor='
+// starts actorlimitd with each variant's flags (a name starting with floor:
+// rlsfloor), runs them in BENCH_RLS_ROUNDS alternating rounds at
+// BENCH_RLS_CLIENTS (16,64) and prints each variant's medians and its
+// ratios to the first within rounds, with the server's read and write
+// system calls a request. BENCH_RLS_CLIENT_WINDOW=65536 gives both
+// benchmarks' clients fixed windows: no PINGs of their own, as Envoy.
 //
 // # Running them
 //

@@ -63,8 +63,9 @@ func envoyWanted() bool { return peersWanted() || os.Getenv("BENCH_RLS_PEERS") =
 type rlsImpl struct {
 	name  string
 	addr  string
-	guber bool          // gubernator's API instead of the RLS protocol
-	redis *redis.Client // the redis-server it uses, if any, for INFO commandstats
+	guber bool              // gubernator's API instead of the RLS protocol
+	redis *redis.Client     // the redis-server it uses, if any, for INFO commandstats
+	dial  []grpc.DialOption // more options for its connections
 	conns []*grpc.ClientConn
 }
 
@@ -72,7 +73,7 @@ type rlsImpl struct {
 // for every sub-benchmark (closed at b's cleanup).
 func (im *rlsImpl) conn(b *testing.B, i int) *grpc.ClientConn {
 	for len(im.conns) <= i {
-		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, im.dial...)
 		if im.guber {
 			opts = append(opts, grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
 		}
@@ -180,8 +181,12 @@ func guberCall(conn *grpc.ClientConn, reqs []guberReq) func(ctx context.Context)
 // (on grpc-go's codec), the floor on actorlimitd's codec (floor-codec),
 // actorlimitd on the embedded table and on Redis, and with
 // BENCH_RLS_PEERS=1 envoy ratelimit (on the same redis-server) and
-// gubernator.
+// gubernator; their clients' options are clientDialOptions'.
 func startImpls(b *testing.B) []*rlsImpl {
+	dial, err := clientDialOptions()
+	if err != nil {
+		b.Fatal(err)
+	}
 	cfg := writeConfig(b, map[string]string{"bench.yaml": benchConfig})
 	rs := startRedis(b)
 	rc := rs.Client()
@@ -196,6 +201,9 @@ func startImpls(b *testing.B) []*rlsImpl {
 	}
 	if peersWanted() {
 		impls = append(impls, &rlsImpl{name: "gubernator", addr: startGubernator(b), guber: true})
+	}
+	for _, im := range impls {
+		im.dial = dial
 	}
 	b.Cleanup(func() {
 		for _, im := range impls {
@@ -214,29 +222,64 @@ func startImpls(b *testing.B) []*rlsImpl {
 // other work disturbs least; Redis's own CPU is not in it), and for a
 // server on Redis the commands Redis ran per request (redis-cmds/req, from
 // INFO commandstats).
+//
+// With BENCH_RLS_ROUNDS=N (N >= 1) every case runs N times, the rounds
+// outermost (round, descriptors, clients, impl), so that each server's
+// runs alternate with the others' and a slow drift of the machine falls on
+// all of them alike: Go names the repeats of a sub-benchmark with #01,
+// #02, ..., and cmd/rlsreport reads the round from that suffix. The suffix
+// is part of the impl's element of the name: a -bench filter that anchors
+// that element with $ runs round 0 alone (write ^impl=floor(#|$)).
+// BENCH_RLS_CLIENT_WINDOW=65536 makes the clients send no PINGs of their
+// own, as Envoy does (clientDialOptions).
 func BenchmarkRLS(b *testing.B) {
+	rounds, err := benchRounds()
+	if err != nil {
+		b.Fatal(err)
+	}
 	impls := startImpls(b)
-	for _, d := range []int{1, 3} {
-		for _, c := range []int{1, 16, 64, 256} {
-			for _, im := range impls {
-				b.Run(fmt.Sprintf("descriptors=%d/clients=%d/impl=%s", d, c, im.name), func(b *testing.B) {
-					b.ReportAllocs()
-					workers := im.workers(b, c, d)
-					var cpu0 time.Duration
-					res := runLoad(b, b.N, workers, func() {
-						resetStats(b, im.redis)
-						cpu0, _ = serverCPU(im.addr)
+	for range rounds {
+		for _, d := range []int{1, 3} {
+			for _, c := range []int{1, 16, 64, 256} {
+				for _, im := range impls {
+					b.Run(fmt.Sprintf("descriptors=%d/clients=%d/impl=%s", d, c, im.name), func(b *testing.B) {
+						measureRLS(b, im, c, d)
 					})
-					res.report(b)
-					if cpu1, ok := serverCPU(im.addr); ok {
-						b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1e3/float64(b.N), "server-cpu-µs/req")
-					}
-					if im.redis != nil {
-						b.ReportMetric(redisCommands(b, im.redis)/float64(b.N), "redis-cmds/req")
-					}
-				})
+				}
 			}
 		}
+	}
+}
+
+// benchRounds is BENCH_RLS_ROUNDS, 1 when it is not set.
+func benchRounds() (int, error) {
+	s := os.Getenv("BENCH_RLS_ROUNDS")
+	if s == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("BENCH_RLS_ROUNDS=%q: want a whole number of rounds, at least 1", s)
+	}
+	return n, nil
+}
+
+// measureRLS runs b's requests on im from c clients with d descriptors a
+// request, and reports BenchmarkRLS's metrics.
+func measureRLS(b *testing.B, im *rlsImpl, c, d int) {
+	b.ReportAllocs()
+	workers := im.workers(b, c, d)
+	var cpu0 time.Duration
+	res := runLoad(b, b.N, workers, func() {
+		resetStats(b, im.redis)
+		cpu0, _ = serverCPU(im.addr)
+	})
+	res.report(b)
+	if cpu1, ok := serverCPU(im.addr); ok {
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1e3/float64(b.N), "server-cpu-µs/req")
+	}
+	if im.redis != nil {
+		b.ReportMetric(redisCommands(b, im.redis)/float64(b.N), "redis-cmds/req")
 	}
 }
 

@@ -340,7 +340,40 @@ func serverCPU(addr string) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", v.(*proc).cmd.Process.Pid))
+	return processCPU(v.(*proc).cmd.Process.Pid)
+}
+
+// serverSyscalls returns the read and write system calls (syscr, syscw in
+// /proc/PID/io) of the server at addr so far; ok is false when they are
+// not known.
+func serverSyscalls(addr string) (reads, writes int64, ok bool) {
+	v, ok := servers.Load(addr)
+	if !ok {
+		return 0, 0, false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", v.(*proc).cmd.Process.Pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	var okR, okW bool
+	for _, line := range strings.Split(string(b), "\n") {
+		k, val, _ := strings.Cut(line, ": ")
+		n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
+		switch {
+		case err != nil:
+		case k == "syscr":
+			reads, okR = n, true
+		case k == "syscw":
+			writes, okW = n, true
+		}
+	}
+	return reads, writes, okR && okW
+}
+
+// processCPU returns the CPU time (user and system, all threads) that
+// process pid has spent so far, from /proc; ok is false without /proc.
+func processCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, false
 	}

@@ -93,6 +93,13 @@ func startActorlimitdEnv(tb testing.TB, cfg configDir, redisAddr string, o envoy
 // and returns its gRPC address.
 func startActorlimitd(tb testing.TB, cfg configDir, redisAddr string, extra ...string) string {
 	tb.Helper()
+	return startActorlimitdEnvFlags(tb, cfg, redisAddr, nil, extra...)
+}
+
+// startActorlimitdEnvFlags is startActorlimitd with env (NAME=value) added
+// to the program's environment.
+func startActorlimitdEnvFlags(tb testing.TB, cfg configDir, redisAddr string, env []string, extra ...string) string {
+	tb.Helper()
 	bin := actorlimitdBinary(tb)
 	grpcPort, httpPort := freePort(tb), freePort(tb)
 	// Secret keys off: envoy ratelimit keeps every value as it is.
@@ -101,7 +108,7 @@ func startActorlimitd(tb testing.TB, cfg configDir, redisAddr string, extra ...s
 		args = append(args, "-redis", redisAddr)
 	}
 	args = append(args, extra...)
-	served(addr(grpcPort), start(tb, "actorlimitd", bin, args, nil, httpOK("http://"+addr(httpPort)+"/healthcheck")))
+	served(addr(grpcPort), start(tb, "actorlimitd", bin, args, env, httpOK("http://"+addr(httpPort)+"/healthcheck")))
 	return addr(grpcPort)
 }
 

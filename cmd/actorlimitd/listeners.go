@@ -84,7 +84,8 @@ type listenFlags struct {
 	tlsClientCA     string
 	debugAddr       string
 	maxTableEntries int
-	deprecatedInUse []string // warnings to log once the logger is up
+	transport       transportFlags // transport.go
+	deprecatedInUse []string       // warnings to log once the logger is up
 }
 
 // registerListenFlags adds the edge's flags to fs, and the per-descriptor
@@ -101,6 +102,7 @@ func registerListenFlags(fs *flag.FlagSet, f *flags) {
 	fs.StringVar(&e.tlsClientCA, "tls-client-ca", "", "CA file (PEM): the gRPC and HTTP listeners require client certificates it signed (with -tls-cert, -tls-key)")
 	fs.StringVar(&e.debugAddr, "debug-addr", defaultDebugAddr, "debug listen address, plain HTTP (/metrics, /rlconfig, /debug/pprof/); empty: none")
 	fs.IntVar(&e.maxTableEntries, "max-table-entries", actorlimit.DefaultMaxEntries, "bound on the counters held: the embedded table's, or a cluster member's (not with -redis)")
+	e.transport.register(fs)
 	fs.IntVar(&f.bounds.Entries, "max-descriptor-entries", service.DefaultMaxEntries, "bound on a descriptor's entries")
 	fs.Func("max-entries", "deprecated name of -max-descriptor-entries, for one release", func(s string) error {
 		n, err := strconv.Atoi(s)
@@ -130,6 +132,9 @@ func (e *listenFlags) check(f *flags) error {
 		return errors.New("-tls-client-ca needs -tls-cert and -tls-key: client certificates are asked for in the TLS handshake")
 	case e.maxTableEntries < 1:
 		return fmt.Errorf("-max-table-entries %d: want at least 1", e.maxTableEntries)
+	}
+	if err := e.transport.check(); err != nil {
+		return err
 	}
 	f.cluster.maxEntries = e.maxTableEntries
 	return nil
@@ -194,6 +199,7 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracin
 		grpc.KeepaliveParams(f.compat.keepalive(keepaliveServer)),
 		grpc.ConnectionTimeout(handshakeTimeout),
 	}
+	opts = append(opts, f.listen.transport.serverOptions()...)
 	if f.listen.streamWorkers > 0 {
 		opts = append(opts, grpc.NumStreamWorkers(uint32(f.listen.streamWorkers)))
 	}

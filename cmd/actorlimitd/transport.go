@@ -1,0 +1,47 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"google.golang.org/grpc"
+)
+
+// transportFlags are the gRPC server's HTTP/2 transport settings beyond
+// grpc-go's defaults.
+type transportFlags struct {
+	// windowBytes is each stream's and each connection's flow-control
+	// window, fixed; 0 leaves grpc-go's estimate of the bandwidth-delay
+	// product on (a PING to the client as data arrives, the windows grown
+	// up to 16 MiB when a client sends in bulk).
+	windowBytes int
+}
+
+// Bounds of -grpc-window-bytes.
+const (
+	// minWindowBytes is HTTP/2's initial window and one: grpc-go ignores
+	// a smaller window.
+	minWindowBytes = 64 << 10
+	maxWindowBytes = 1<<31 - 1
+)
+
+// register adds the transport's flags to fs.
+func (t *transportFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&t.windowBytes, "grpc-window-bytes", 0, "gRPC: each stream's and each connection's HTTP/2 flow-control window, fixed, 65536 to 2147483647 (no PINGs to estimate it; a connection's unread requests bounded by the window times -max-concurrent-streams); 0: grpc-go's estimate of the bandwidth-delay product, a PING to the client as requests arrive, windows grown up to 16 MiB")
+}
+
+// check refuses settings that cannot work.
+func (t transportFlags) check() error {
+	if t.windowBytes != 0 && (t.windowBytes < minWindowBytes || t.windowBytes > maxWindowBytes) {
+		return fmt.Errorf("-grpc-window-bytes %d: want 0 (estimated) or %d to %d", t.windowBytes, minWindowBytes, maxWindowBytes)
+	}
+	return nil
+}
+
+// serverOptions are the gRPC server's options for t.
+func (t transportFlags) serverOptions() []grpc.ServerOption {
+	if t.windowBytes == 0 {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.StaticStreamWindowSize(int32(t.windowBytes)), grpc.StaticConnWindowSize(int32(t.windowBytes))}
+}

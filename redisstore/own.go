@@ -22,7 +22,7 @@ const ownIdle = 100 * time.Millisecond
 // travels through Store.own); the others use the pool as before.
 type ownConn struct {
 	conn *redis.Conn
-	used int64 // the wall clock at its last round trip's end, Unix ns
+	used int64 // the wall clock when its last round trip took it, Unix ns
 	born int64 // the wall clock when conn was made, Unix ns
 }
 
@@ -64,9 +64,10 @@ func (s *Store) renew(oc *ownConn, now int64) {
 }
 
 // takeOwn returns the store's own connection if no round trip holds it,
-// else nil. One unused for longer than ownIdle goes back to the pool, and
-// the round trip gets a new one, which takes a connection from the pool,
-// checked, at its first command.
+// else nil. One not taken for longer than ownIdle (a slow round trip
+// counts as idle time: a connection is at worst renewed once too often)
+// goes back to the pool, and the round trip gets a new one, which takes a
+// connection from the pool, checked, at its first command.
 func (s *Store) takeOwn() *ownConn {
 	select {
 	case oc := <-s.own:
@@ -74,6 +75,7 @@ func (s *Store) takeOwn() *ownConn {
 		if now-oc.used > int64(ownIdle) || now < oc.used || s.ownLife > 0 && now-oc.born >= s.ownLife {
 			s.renew(oc, now)
 		}
+		oc.used = now // the idle time counts from here: one clock read a round trip
 		return oc
 	default:
 		return nil
@@ -87,11 +89,9 @@ func (s *Store) takeOwn() *ownConn {
 // one, which takes a connection from the pool, checked, at its first
 // command.
 func (s *Store) putOwn(oc *ownConn, err error, cmds []redis.Cmder) {
-	now := s.wall()
 	if err != nil && !failedAlone(cmds) {
-		s.renew(oc, now)
+		s.renew(oc, oc.used)
 	}
-	oc.used = now
 	s.own <- oc
 }
 

@@ -19,7 +19,8 @@ const ownIdle = 100 * time.Millisecond
 // ownConn is a connection of the client's pool that the store keeps for
 // itself (a redis.Conn), so that a round trip on it skips the pool: no
 // health check, no pool lock. One round trip at a time holds it (it
-// travels through Store.own); the others use the pool as before.
+// takes it out of Store.own with a swap, and puts it back); the others use
+// the pool as before.
 type ownConn struct {
 	conn *redis.Conn
 	used int64 // the wall clock when its last round trip took it, Unix ns
@@ -51,8 +52,7 @@ func (s *Store) newOwn() {
 		return
 	}
 	s.single, s.ownLife = c, int64(c.Options().ConnMaxLifetime)
-	s.own = make(chan *ownConn, 1)
-	s.own <- &ownConn{conn: c.Conn(), born: s.wall()}
+	s.own.Store(&ownConn{conn: c.Conn(), born: s.wall()})
 }
 
 // renew gives oc's connection back to the pool (which drops it if it is
@@ -69,17 +69,16 @@ func (s *Store) renew(oc *ownConn, now int64) {
 // goes back to the pool, and the round trip gets a new one, which takes a
 // connection from the pool, checked, at its first command.
 func (s *Store) takeOwn() *ownConn {
-	select {
-	case oc := <-s.own:
-		now := s.wall()
-		if now-oc.used > int64(ownIdle) || now < oc.used || s.ownLife > 0 && now-oc.born >= s.ownLife {
-			s.renew(oc, now)
-		}
-		oc.used = now // the idle time counts from here: one clock read a round trip
-		return oc
-	default:
+	oc := s.own.Swap(nil)
+	if oc == nil {
 		return nil
 	}
+	now := s.wall()
+	if now-oc.used > int64(ownIdle) || now < oc.used || s.ownLife > 0 && now-oc.born >= s.ownLife {
+		s.renew(oc, now)
+	}
+	oc.used = now // the idle time counts from here: one clock read a round trip
+	return oc
 }
 
 // putOwn gives the store's own connection back after a round trip that
@@ -92,7 +91,7 @@ func (s *Store) putOwn(oc *ownConn, err error, cmds []redis.Cmder) {
 	if err != nil && !failedAlone(cmds) {
 		s.renew(oc, oc.used)
 	}
-	s.own <- oc
+	s.own.Store(oc)
 }
 
 // ownRoundTrip sends cmds on the store's own connection oc, as roundTrip

@@ -74,9 +74,10 @@ type Store struct {
 	denied *deniedCache // nil without WithDeniedCache
 
 	// own holds the store's own connection while no round trip does (see
-	// ownConn); nil when the store uses the pool alone. single is the
-	// client, of one server, whose connection it is.
-	own     chan *ownConn
+	// ownConn); always nil when the store uses the pool alone (single is
+	// then nil). single is the client, of one server, whose connection it
+	// is.
+	own     atomic.Pointer[ownConn]
 	single  *redis.Client
 	ownLife int64 // the client's ConnMaxLifetime, ns; 0: none
 

@@ -256,13 +256,13 @@ func (c *Client) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 				return err
 			}
 			k := c.calls.Get().(*call)
-			c.fillMany(k, ctx, checks, out)
+			c.fillMany(ctx, k, checks, out)
 			m.runOwn(k)
 			return c.awaitMany(ctx, k, out)
 		}
 	}
 	k := c.calls.Get().(*call)
-	c.fillMany(k, ctx, checks, out)
+	c.fillMany(ctx, k, checks, out)
 	k.at = c.readClock()
 	if err := c.roundTrip(ctx, k); err != nil {
 		return err
@@ -277,7 +277,7 @@ func (c *Client) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 // fillMany makes k a batch call for checks, whose decisions go to out:
 // lent to the limiter when ctx cannot end, copied otherwise (see
 // [Client.DoMany]).
-func (c *Client) fillMany(k *call, ctx context.Context, checks []algo.Check, out []algo.Decision) {
+func (c *Client) fillMany(ctx context.Context, k *call, checks []algo.Check, out []algo.Decision) {
 	k.kind = callBatch
 	if ctx.Done() == nil {
 		k.batch, k.decs, k.borrowed = checks, out[:len(checks)], true

@@ -35,11 +35,11 @@ func startOnRedis(t *testing.T, srv *redistest.Server, sopts []redisstore.Option
 }
 
 // redisClient returns a client of srv with the options redisstore's doc
-// advises: a dead Redis costs one refused dial, and reads stop at the
-// store's timeout.
+// advises: a dead Redis costs one refused dial, reads stop at the store's
+// timeout, and RESP2 lets the store keep a connection of its own.
 func redisClient(srv *redistest.Server) *redis.Client {
 	return srv.Client(func(o *redis.Options) {
-		o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled = -1, 1, true
+		o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled, o.Protocol = -1, 1, true, 2
 	})
 }
 

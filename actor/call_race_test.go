@@ -67,6 +67,23 @@ func (s *slowTable) Decide(ctx context.Context, now int64, checks []algo.Check, 
 	return s.Table.Decide(ctx, now, checks, out)
 }
 
+// netStore is a store that is not the embedded table, so that its callers
+// take the path of a store across the network, answered at once. It counts
+// the Decides of checks carried in the mailbox's own slot (m, once set):
+// lone callers' checks decided in place.
+type netStore struct {
+	Store
+	m     atomic.Pointer[mailbox]
+	alone atomic.Int64
+}
+
+func (s *netStore) Decide(ctx context.Context, now int64, checks []algo.Check, out []algo.Decision) error {
+	if m := s.m.Load(); m != nil && &checks[0] == &m.one[0] {
+		s.alone.Add(1)
+	}
+	return s.Store.Decide(ctx, now, checks, out)
+}
+
 // cancellingClock is a frozen clock that ends callers' contexts exactly
 // while the limiter holds calls: the limiter reads the clock once per
 // message it serves, just before it decides and answers, and one read in
@@ -105,7 +122,8 @@ func (c *cancellingClock) register(i int, cancel context.CancelFunc) (undo func(
 // (contexts cancelled before, during and after the call, deadlines of a few
 // microseconds, and cancellations while the limiter serves the call)
 // against callers that never do, on a busy limiter, on the embedded table
-// and on a slow store (whose callers queue and are gathered). Every id
+// and on a slow store (whose callers queue and are gathered) and a fast
+// one (whose lone callers decide in place). Every id
 // belongs to one goroutine, which hits it in sequence, so every answer can
 // be checked against its own call: a patient caller's i-th hit must see
 // exactly i, an impatient caller's successful answers must grow and never
@@ -128,6 +146,10 @@ func TestCallsGivenUpAtRandomNeverConfuseAnswers(t *testing.T) {
 	}{
 		{"embedded table", nil, 0, 0},
 		{"slow store", func() Store { return &slowTable{Table: table.New(0), r: rand.New(rand.NewPCG(1, 2))} }, 1000, 300},
+		// A store across the network that answers at once: a caller that
+		// finds the limiter idle often decides in place (runAlone) while
+		// the others queue behind it.
+		{"fast store", func() Store { return &netStore{Store: table.New(0)} }, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,6 +181,13 @@ func raceCancellations(t *testing.T, cfg Config) {
 	c, err := Start(sys.Root, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
+	if ns, ok := cfg.Store.(*netStore); ok {
+		ns.m.Store(c.h.mailbox.Load())
+		t.Cleanup(func() {
+			t.Logf("checks decided in place by a lone caller: %d", ns.alone.Load())
+			assert.Positive(t, ns.alone.Load(), "no caller found the limiter idle: the test saw too little")
+		})
+	}
 
 	var wg sync.WaitGroup
 	errs := make(chan error, patient+impatient+batchers)

@@ -111,9 +111,15 @@ func (c *Client) DoCheck(ctx context.Context, chk *algo.Check, d *algo.Decision)
 			return nil
 		}
 	}
-	if c.h.turns {
-		if m := c.h.mailbox.Load(); m != nil {
+	if m := c.h.mailbox.Load(); m != nil {
+		if c.h.turns {
 			return c.doTurn(ctx, m, chk, d)
+		}
+		if ok, err := c.ready(ctx); !ok {
+			return err
+		}
+		if m.turn.TryLock() {
+			return c.doAlone(ctx, m, chk, d)
 		}
 	}
 	k := c.calls.Get().(*call)
@@ -170,6 +176,41 @@ func (c *Client) doTurn(ctx context.Context, m *mailbox, chk *algo.Check, d *alg
 	return nil
 }
 
+// ready reports whether a call may be made: false with ErrClosed after
+// Close, or with ctx's error once it has ended.
+func (c *Client) ready(ctx context.Context) (bool, error) {
+	if c.closed.Load() {
+		return false, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("actorlimit: %w", err)
+	}
+	return true, nil
+}
+
+// doAlone is DoCheck for a caller of a store across the network that took
+// the idle mailbox's turn without waiting (the one in flight): nobody
+// waits behind it, so it decides its check in place, in a Decide of its
+// own on its own goroutine ([mailbox.runAloneOne]), with no pooled call
+// and none of a call's states. If calls are queued after all, its check
+// goes behind them in a call, which it runs, as [Client.doTurn] does. The
+// round trip is not cut short by ctx (the store bounds it), as for a lone
+// caller whose call the mailbox runs in place.
+func (c *Client) doAlone(ctx context.Context, m *mailbox, chk *algo.Check, d *algo.Decision) error {
+	if ran, err := m.runAloneOne(chk, d); ran {
+		return err
+	}
+	k := c.calls.Get().(*call)
+	c.fill(k, chk)
+	m.runOwn(k)
+	if err := c.await(ctx, k); err != nil {
+		return err
+	}
+	*d = k.decs[0]
+	c.release(k)
+	return nil
+}
+
 // answers reports whether a may answer some hits: false for one that says
 // it never does (see [Answerer]), which the limiter then never asks, so
 // that its hits pay neither a clock read nor a copy of their check.
@@ -204,7 +245,39 @@ func (c *Client) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 	if len(checks) == 0 {
 		return nil
 	}
+	if m := c.h.mailbox.Load(); m != nil && !c.h.turns {
+		if ok, err := c.ready(ctx); !ok {
+			return err
+		}
+		if m.turn.TryLock() {
+			// The one in flight: decided in place, in checks and out
+			// themselves, when nothing is queued (see [Client.doAlone]).
+			if ran, err := m.runAlone(checks, out[:len(checks)]); ran {
+				return err
+			}
+			k := c.calls.Get().(*call)
+			c.fillMany(ctx, k, checks, out)
+			m.runOwn(k)
+			return c.awaitMany(ctx, k, out)
+		}
+	}
 	k := c.calls.Get().(*call)
+	c.fillMany(ctx, k, checks, out)
+	k.at = c.readClock()
+	if err := c.roundTrip(ctx, k); err != nil {
+		return err
+	}
+	if !k.borrowed {
+		copy(out, k.decs)
+	}
+	c.release(k)
+	return nil
+}
+
+// fillMany makes k a batch call for checks, whose decisions go to out:
+// lent to the limiter when ctx cannot end, copied otherwise (see
+// [Client.DoMany]).
+func (c *Client) fillMany(ctx context.Context, k *call, checks []algo.Check, out []algo.Decision) {
 	k.kind = callBatch
 	if ctx.Done() == nil {
 		k.batch, k.decs, k.borrowed = checks, out[:len(checks)], true
@@ -213,8 +286,12 @@ func (c *Client) DoMany(ctx context.Context, checks []algo.Check, out []algo.Dec
 		k.ownDecs = grow(k.ownDecs, len(checks))
 		k.batch, k.decs = k.own, k.ownDecs
 	}
-	k.at = c.readClock()
-	if err := c.roundTrip(ctx, k); err != nil {
+}
+
+// awaitMany waits for the answer to k, a batch call that the caller
+// posted, and copies its decisions to out unless they were lent.
+func (c *Client) awaitMany(ctx context.Context, k *call, out []algo.Decision) error {
+	if err := c.await(ctx, k); err != nil {
 		return err
 	}
 	if !k.borrowed {

@@ -64,7 +64,14 @@
 // spin counts of our own to tune. The caller reads the clock before it waits,
 // so the turn is held for the store's work alone. With a store across the
 // network a caller only enqueues and waits, so that the calls queued behind
-// a round trip go in the next one.
+// a round trip go in the next one; but a caller that finds the mailbox idle
+// (its round trip the one in flight) takes the turn without waiting and,
+// when nothing is queued, decides its checks in place, in a Decide of its
+// own on its goroutine, with no request taken from the pool: Do's check in
+// a slot of the mailbox's, DoMany's checks and decisions in the caller's
+// own slices, lent to the store until Decide returns. The calls queued
+// during its round trip go in the next one, which it runs before it
+// returns (up to Config.Throughput messages, a goroutine the rest).
 //
 // # The mailbox as a pipeline
 //

@@ -80,6 +80,13 @@ type mailbox struct {
 	chore *sweep
 	bit   func(*sweep) bool
 	since int
+
+	// one and oneDec carry the check of a lone caller of a networked
+	// store that decides it in place ([mailbox.runAlone]): only the
+	// goroutine holding the turn touches them, and the check's id is
+	// cleared once decided.
+	one    [1]algo.Check
+	oneDec [1]algo.Decision
 }
 
 // newMailbox returns a mailbox whose callers run at most batch messages and
@@ -174,6 +181,76 @@ func (m *mailbox) runSolo(chk *algo.Check, at int64, d *algo.Decision) (bool, er
 		m.process(max(1, m.batch-1), nil)
 	}
 	return true, err
+}
+
+// runAlone is [mailbox.runSolo] for a store across the network: with the
+// turn held, when nothing is queued and the mailbox is not suspended, it
+// decides checks in place, in one Decide on the caller's goroutine (see
+// [mailbox.serveAlone]), writes their decisions to out, releases the turn
+// and reports true with their error. No call carries them: a lone caller
+// pays no pooled call, no copy of its checks and none of a call's states,
+// which exist for a caller that waits for someone else to answer it. The
+// calls queued meanwhile go in the next round trip, run by this caller
+// after its own, as behind a call it ran itself. Otherwise runAlone does
+// nothing and reports false: the turn is still held, and the checks must
+// go behind what is queued, in a call.
+//
+// checks and out are lent to the store until Decide returns, as a caller
+// whose context cannot end lends them to a call: the caller runs the
+// Decide itself, so nothing touches them after runAlone returns.
+func (m *mailbox) runAlone(checks []algo.Check, out []algo.Decision) (bool, error) {
+	if m.h == nil || m.h.turns || m.users.Load() != 0 || m.systems.Load() != 0 || m.suspended.Load() {
+		return false, nil
+	}
+	err := m.serveAlone(checks, out)
+	if m.release() {
+		m.process(max(1, m.batch-1), nil)
+	}
+	return true, err
+}
+
+// runAloneOne is runAlone for one check, carried in the mailbox's own
+// one and oneDec (the turn is held), so that chk and d, which the caller
+// may have on its stack, are not handed to the store's interface, which
+// would move them to the heap.
+func (m *mailbox) runAloneOne(chk *algo.Check, d *algo.Decision) (bool, error) {
+	if m.h == nil || m.h.turns || m.users.Load() != 0 || m.systems.Load() != 0 || m.suspended.Load() {
+		return false, nil
+	}
+	m.one[0] = *chk
+	err := m.serveAlone(m.one[:], m.oneDec[:])
+	if err == nil {
+		*d = m.oneDec[0]
+	}
+	m.one[0] = algo.Check{} // hold no id alive
+	if m.release() {
+		m.process(max(1, m.batch-1), nil)
+	}
+	return true, err
+}
+
+// serveAlone is runCheck for the checks of a caller holding the turn when
+// nothing is queued, on a store across the network: the limiter's work on
+// them, with the turn held, nothing queued and the mailbox not suspended,
+// as for runCheck. Once the limiter has stopped for good they are not
+// decided and the caller gets ErrClosed. A panic is the caller's
+// ErrPanicked, and is escalated to the supervisor with a call holding
+// copies of the checks, answered, as if it had been queued (as serveOne
+// does).
+func (m *mailbox) serveAlone(checks []algo.Check, out []algo.Decision) (err error) {
+	if m.h.over.Load() {
+		return ErrClosed
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrPanicked, r)
+			k := &call{kind: callBatch, own: append([]algo.Check(nil), checks...), ownDecs: make([]algo.Decision, len(checks)), done: make(chan struct{}, 1)}
+			k.batch, k.decs = k.own, k.ownDecs
+			k.answer(err)
+			m.invoker.EscalateFailure(r, k)
+		}
+	}()
+	return m.h.decide(checks, out, m.h.instant(0))
 }
 
 // runOwn runs msg, with the turn held: directly when nothing is queued and

@@ -57,7 +57,7 @@ func BenchmarkRedisClientPath(b *testing.B) {
 	for _, name := range []string{"actorlimit-1shard", "redis_rate"} {
 		b.Run("impl="+name, func(b *testing.B) {
 			client := redis.NewClient(&redis.Options{
-				Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1,
+				Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1, Protocol: 2,
 				Dialer: func(context.Context, string, string) (net.Conn, error) {
 					b.Fatal("the hook answers every command: nothing may dial")
 					return nil, nil

@@ -185,9 +185,11 @@ func BenchmarkRedis(b *testing.B) {
 				// ContextTimeoutEnabled, as redisstore's doc advises, keeps
 				// the store's round trips on the caller's goroutine; the
 				// peers' calls carry no deadline, so it changes nothing for
-				// them. A pool of 2*callers connections (at least 10) for all.
+				// them. RESP2, as the doc advises too, gives the store a
+				// connection of its own; the peers' replies read the same.
+				// A pool of 2*callers connections (at least 10) for all.
 				client := srv.Client(func(o *redis.Options) {
-					o.PoolSize, o.ContextTimeoutEnabled = max(10, 2*callers), true
+					o.PoolSize, o.ContextTimeoutEnabled, o.Protocol = max(10, 2*callers), true, 2
 				})
 				hit, stop := redisImpls[name](b, client, p)
 				defer stop()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -68,12 +69,17 @@ func randomCheck(rng *rand.Rand) algo.Check {
 // sequences of algorithms, policies (limits changing on one key too), ids,
 // N (MaxInt64 included), peeks, resets, clock advances and steps back, in
 // random batch sizes that also cross the pipeline bound. Every key it
-// leaves has a TTL.
+// leaves has a TTL. The even seeds run on a RESP2 client that ends round
+// trips at their deadlines: the store's own connection, and the replies
+// as RESP2 gives them.
 func TestDifferential(t *testing.T) {
 	srv := redistest.Start(t)
 	for seed := uint64(1); seed <= 20; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			client := srv.Client()
+			if seed%2 == 0 {
+				client = srv.Client(func(o *redis.Options) { o.Protocol, o.ContextTimeoutEnabled = 2, true })
+			}
 			require.NoError(t, client.FlushAll(context.Background()).Err())
 			st, err := redisstore.New(client, redisstore.WithCallerTime(), redisstore.WithMaxBatch(5), patient,
 				redisstore.WithOutage(redisstore.FailError))

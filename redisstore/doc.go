@@ -146,6 +146,21 @@
 //	ContextTimeoutEnabled: true, // reads stop at WithTimeout, without a goroutine each
 //	DialerRetries:         1,    // a dead Redis costs one refused dial
 //	MaxRetries:            -1,   // a failed batch goes to the outage mode at once
+//	Protocol:              2,    // RESP2: the store's own connection (below)
+//
+// With such a client of one server (redis.Client, Sentinel's too) and a
+// pool of at least two, the store keeps one connection of the pool for
+// itself, taken by whichever round trip finds it free (the others use the
+// pool): a round trip on it skips go-redis's pool, whose health check of
+// each connection it hands out costs a syscall and three allocations. In
+// exchange, a connection that Redis closed (a restart) is found by the
+// round trip that uses it, which fails as a network error does, and the
+// connection is replaced; one unused for more than 100ms goes back to the
+// pool, whose check finds it closed before any round trip uses it, and
+// so does one past the client's ConnMaxLifetime. On RESP3 the store uses
+// the pool alone: go-redis would peek at a connection kept out of its pool
+// for push notifications before every command, and a connection dialed
+// for it would race with the pool's on the client's options.
 //
 // The end-to-end tests kill Redis under load with these options: no call
 // outlasts 2s, at a 200ms timeout; and a Redis that never answers holds a

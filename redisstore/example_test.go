@@ -44,6 +44,7 @@ func Example_manyServers() {
 		ContextTimeoutEnabled: true, // reads stop at the store's timeout
 		DialerRetries:         1,    // a dead Redis costs one refused dial
 		MaxRetries:            -1,   // a failed batch goes to the outage mode at once
+		Protocol:              2,    // RESP2: the store keeps a connection of its own
 	})
 	defer client.Close()
 	store, err := redisstore.New(client, redisstore.WithPrefix("myapp:"))

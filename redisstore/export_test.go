@@ -25,3 +25,7 @@ func RoundKeys(s *Store, checks []algo.Check) []string {
 // ArgString returns a command's argument that is a string, or a pointer to
 // one (as the store passes its keys), as a string.
 func ArgString(a any) string { return argString(a) }
+
+// OwnIdle is how long the store's own connection may stay unused and still
+// be used without the pool's health check.
+const OwnIdle = ownIdle

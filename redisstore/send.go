@@ -91,6 +91,16 @@ func (s *Store) exec(ctx context.Context, r *round, cmds []redis.Cmder) error {
 // command that failed alone (see failedAlone).
 func (s *Store) roundTrip(ctx context.Context, cmds []redis.Cmder) error {
 	var err error
+	if s.single != nil {
+		if oc := s.takeOwn(); oc != nil {
+			err = s.ownRoundTrip(ctx, oc, cmds)
+			s.putOwn(oc, err, cmds)
+			if err != nil && !failedAlone(cmds) {
+				return err
+			}
+			return nil
+		}
+	}
 	if len(cmds) == 1 {
 		err = s.client.Process(ctx, cmds[0])
 	} else {

@@ -73,6 +73,14 @@ type Store struct {
 
 	denied *deniedCache // nil without WithDeniedCache
 
+	// own holds the store's own connection while no round trip does (see
+	// ownConn); always nil when the store uses the pool alone (single is
+	// then nil). single is the client, of one server, whose connection it
+	// is.
+	own     atomic.Pointer[ownConn]
+	single  *redis.Client
+	ownLife int64 // the client's ConnMaxLifetime, ns; 0: none
+
 	stats struct {
 		batches, errors, outages, probes    atomic.Uint64
 		fallbacks, failedOpen, failedClosed atomic.Uint64
@@ -186,6 +194,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if cfg.deniedFor > 0 {
 		s.denied = newDeniedCache(cfg.deniedFor, cfg.deniedSize)
 	}
+	s.newOwn()
 	return s, nil
 }
 

@@ -18,9 +18,10 @@ import (
 // is the client path's CPU and allocations.
 func BenchmarkServeRedis(b *testing.B) {
 	rs := redistest.Start(b)
-	// Deadlines as actorlimitd sets them: go-redis ends a round trip at its
-	// context's deadline, and the store needs no timer of its own.
-	client := rs.Client(func(o *redis.Options) { o.ContextTimeoutEnabled, o.MaxRetries = true, -1 })
+	// Deadlines and RESP2 as actorlimitd sets them: go-redis ends a round
+	// trip at its context's deadline, so the store needs no timer of its
+	// own, and the store keeps a connection of its own.
+	client := rs.Client(func(o *redis.Options) { o.ContextTimeoutEnabled, o.MaxRetries, o.Protocol = true, -1, 2 })
 	b.Cleanup(func() { _ = client.Close() })
 	store, err := redisstore.New(client, redisstore.WithPrefix("actorlimitd:"))
 	require.NoError(b, err)

@@ -385,6 +385,9 @@ func (r *redisFlags) client(c *redisConn, prefix string) (redis.UniversalClient,
 		Addrs: t.addrs, DB: t.db, Username: t.user, Password: t.password,
 		SentinelUsername: t.sentinelUser, SentinelPassword: t.sentinelPass, MasterName: t.master,
 		ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: -1, DialTimeout: dialTimeout,
+		// RESP2: the store keeps a connection of its own for a lone round
+		// trip, past the pool's health check (redisstore's doc).
+		Protocol: 2,
 		PoolSize: c.poolSize, Dialer: dialer(dialTimeout, tc),
 	}
 	switch t.typ {

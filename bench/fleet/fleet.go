@@ -476,12 +476,19 @@ func (s *sim) settle() error {
 	}
 }
 
-func (s *sim) run() (*Result, error) {
-	cfg := s.cfg
-	res := &Result{Converge: make([]time.Duration, len(cfg.Changes))}
+// newResult returns a Result for a run of changes changes, none
+// converged yet (-1).
+func newResult(changes int) *Result {
+	res := &Result{Converge: make([]time.Duration, changes)}
 	for i := range res.Converge {
 		res.Converge[i] = -1
 	}
+	return res
+}
+
+func (s *sim) run() (*Result, error) {
+	cfg := s.cfg
+	res := newResult(len(cfg.Changes))
 	rate := float64(cfg.LimitPerMinute) / 60
 	var w *Window
 	for t := time.Duration(0); t <= cfg.Duration; t += cfg.Tick {

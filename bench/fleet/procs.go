@@ -487,10 +487,7 @@ func (s *psim) leave(e *penvoy) {
 
 func (s *psim) run() (*Result, error) {
 	cfg := s.cfg
-	res := &Result{Converge: make([]time.Duration, len(cfg.Changes))}
-	for i := range res.Converge {
-		res.Converge[i] = -1
-	}
+	res := newResult(len(cfg.Changes))
 	rate := float64(cfg.LimitPerMinute) / 60
 	margin := s.rule.Margin
 	tick := time.NewTicker(cfg.Tick)

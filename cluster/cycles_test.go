@@ -45,7 +45,10 @@ func TestStartCloseCycles(t *testing.T) {
 		require.NoError(t, err, "%s=%q", cyclesEnv, s)
 		cycles = n
 	}
-	conns := clientConnGoroutines()
+	// The tests before this one (in a shuffled order) may still be
+	// opening or closing connections of their own: the count to come back
+	// to is the one once they have settled.
+	conns := settledClientConnGoroutines(time.Second, 10*time.Second)
 	var closes []time.Duration
 	for i := range cycles {
 		closes = append(closes, startCloseCycle(t, i)...)
@@ -60,7 +63,9 @@ func TestStartCloseCycles(t *testing.T) {
 	for clientConnGoroutines() > conns && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	assert.LessOrEqual(t, clientConnGoroutines(), conns, "goroutines of gRPC client connections left by the closed members")
+	if !assert.LessOrEqual(t, clientConnGoroutines(), conns, "goroutines of gRPC client connections left by the closed members") {
+		t.Logf("the goroutines that hold gRPC client connections:\n%s", grpcGoroutines())
+	}
 	slices.Sort(closes)
 	p := func(q float64) time.Duration { return closes[min(len(closes)-1, int(q*float64(len(closes))))] }
 	t.Logf("%d cycles, %d closes: p50 %v, p99 %v, max %v", cycles, len(closes), p(0.5), p(0.99), closes[len(closes)-1])
@@ -181,6 +186,39 @@ func TestCloseBounded(t *testing.T) {
 
 // clientConnGoroutines counts the goroutines of open gRPC client
 // connections (each has a serializer of its callbacks).
+// settledClientConnGoroutines returns clientConnGoroutines once it has
+// not changed for quiet, or after at most limit.
+func settledClientConnGoroutines(quiet, limit time.Duration) int {
+	n, since, end := clientConnGoroutines(), time.Now(), time.Now().Add(limit)
+	for time.Since(since) < quiet && time.Now().Before(end) {
+		time.Sleep(50 * time.Millisecond)
+		if m := clientConnGoroutines(); m != n {
+			n, since = m, time.Now()
+		}
+	}
+	return n
+}
+
+// grpcGoroutines returns the stacks of the goroutines in grpc-go's client
+// code, to tell what a test left open.
+func grpcGoroutines() string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			var out bytes.Buffer
+			for _, g := range bytes.Split(buf[:n], []byte("\n\n")) {
+				if bytes.Contains(g, []byte("google.golang.org/grpc")) && !bytes.Contains(g, []byte("grpc.(*Server)")) {
+					out.Write(g)
+					out.WriteString("\n\n")
+				}
+			}
+			return out.String()
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
 func clientConnGoroutines() int {
 	buf := make([]byte, 1<<20)
 	for {

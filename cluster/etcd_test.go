@@ -26,8 +26,14 @@ func TestEtcdRegistry(t *testing.T) {
 	endpoint := testkit.StartEtcd(t)
 	clock := newFakeClock()
 	members := make([]*cluster.Member, 3)
+	// protoactor's etcd provider never closes the etcd client it makes:
+	// its connections are closed here, after the members (cleanups run
+	// last registered first), or they outlive the test, retrying.
+	var conns grpcConns
+	t.Cleanup(conns.close)
 	for i := range members {
-		provider, err := etcd.NewWithConfig("/actorlimit-test", clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
+		provider, err := etcd.NewWithConfig("/actorlimit-test", clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second,
+			DialOptions: conns.dialOptions()})
 		require.NoError(t, err)
 		m, err := cluster.Start(cluster.Config{Name: "etcd-test", Provider: provider, Mode: cluster.Owner, Clock: clock, Strict: true})
 		require.NoError(t, err)

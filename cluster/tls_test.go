@@ -91,7 +91,12 @@ func newOutsider(t *testing.T, creds []remote.ConfigOption) *outsider {
 	t.Helper()
 	system := protoactor.NewActorSystem(protoactor.WithLoggerFactory(
 		func(*protoactor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, creds...))
+	// The remote's connections are recorded and closed after it: a bare
+	// remote's Shutdown leaves them open, retrying.
+	var conns grpcConns
+	t.Cleanup(conns.close)
+	record := func(c *remote.Config) { c.DialOptions = append(c.DialOptions, conns.dialOptions()...) }
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, append(creds, record)...))
 	r.Start()
 	t.Cleanup(func() { r.Shutdown(false) })
 	return &outsider{system: system}

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/actorlimit/actorlimit/bench/internal/promtext"
 	"github.com/actorlimit/actorlimit/quota"
 )
 
@@ -162,28 +163,6 @@ func freePorts(n int) ([]int, error) {
 	return out, nil
 }
 
-// metric returns the value of the metric name (no labels) that the
-// process with debug address debug reports, or -1.
-func metric(c *http.Client, debug, name string) float64 {
-	resp, err := c.Get("http://" + debug + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			if f, err := strconv.ParseFloat(v, 64); err == nil {
-				return f
-			}
-		}
-	}
-	return -1
-}
-
 // startProcesses starts p.N actorlimitd processes in one cluster (found
 // through -cluster-peers on loopback) with the rule file config, and
 // returns them once each counts p.N members.
@@ -217,7 +196,7 @@ func startProcesses(p Procs, config string) ([]*process, error) {
 	c := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(60 * time.Second)
 	for i, pr := range ps {
-		for metric(c, pr.debug, "actorlimitd_cluster_members") != float64(p.N) {
+		for promtext.Value(c, pr.debug, "actorlimitd_cluster_members") != float64(p.N) {
 			select {
 			case <-pr.done:
 				stopProcesses(ps)
@@ -602,7 +581,7 @@ func (s *psim) kill(t time.Duration) (*Kill, error) {
 	k.Until = t + s.p.DeadAfter + 2*k.TTL
 	c := &http.Client{Timeout: 3 * time.Second} // a loaded machine answers late
 	for i, pr := range s.ps {
-		if metric(c, pr.debug, "actorlimitd_quota_owned_buckets") >= 1 {
+		if promtext.Value(c, pr.debug, "actorlimitd_quota_owned_buckets") >= 1 {
 			k.Owner = k.Proc == i
 			if k.Proc < 0 {
 				k.Proc, k.Owner = i, true

@@ -3,7 +3,6 @@ package rls
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+
+	"github.com/actorlimit/actorlimit/bench/internal/promtext"
 )
 
 // startActorlimitdCluster starts n actorlimitd processes as one cluster in
@@ -42,7 +43,7 @@ func startActorlimitdCluster(tb testing.TB, cfg configDir, n int, extra ...strin
 	c := &http.Client{Timeout: time.Second}
 	for i, h := range debugAddrs {
 		deadline := time.Now().Add(60 * time.Second)
-		for members(c, h) != n {
+		for promtext.Value(c, h, "actorlimitd_cluster_members") != float64(n) {
 			if time.Now().After(deadline) {
 				tb.Fatalf("actorlimitd member %d does not count %d members within 60 s", i, n)
 			}
@@ -50,29 +51,6 @@ func startActorlimitdCluster(tb testing.TB, cfg configDir, n int, extra ...strin
 		}
 	}
 	return grpcAddrs
-}
-
-// members returns the actorlimitd_cluster_members that the actorlimitd
-// with debug address h reports, or -1.
-func members(c *http.Client, h string) int {
-	resp, err := c.Get("http://" + h + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "actorlimitd_cluster_members "); ok {
-			n, err := strconv.Atoi(v)
-			if err == nil {
-				return n
-			}
-		}
-	}
-	return -1
 }
 
 // rlsClients returns a client of each of addrs.

@@ -24,8 +24,8 @@ const ownIdle = 100 * time.Millisecond
 type ownConn struct {
 	conn *redis.Conn
 	pipe redis.Pipeliner // conn's pipeline, reused: Exec leaves it empty
-	used int64 // the wall clock when its last round trip took it, Unix ns
-	born int64 // the wall clock when conn was made, Unix ns
+	used int64           // the wall clock when its last round trip took it, Unix ns
+	born int64           // the wall clock when conn was made, Unix ns
 }
 
 // newOwn sets up the store's own connection, for a client of one server

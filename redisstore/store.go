@@ -179,8 +179,8 @@ type call struct {
 	incr   *redis.IntCmd
 	expire *redis.BoolCmd
 	get    *redis.StringCmd
-	run    int        // 1 + the index of its run in round.runs; 0: none
-	pos    int        // its place in the run
+	run    int // 1 + the index of its run in round.runs; 0: none
+	pos    int // its place in the run
 	dec    algo.Decision
 }
 

@@ -23,7 +23,7 @@ func BenchmarkLoneHit(b *testing.B) {
 	o.Protocol = 2
 	client := redis.NewClient(o.Simple())
 	b.Cleanup(func() { _ = client.Close() })
-	for _, m := range benchModes {
+	for _, m := range modes {
 		b.Run("mode="+m.name, func(b *testing.B) {
 			st, err := redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix("bench:"), patient,
 				redisstore.WithOutage(redisstore.FailError), redisstore.WithCallerTime()}, m.opts...)...)

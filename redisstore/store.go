@@ -175,6 +175,7 @@ type call struct {
 	// A fixed window kept as a key per window (WithWindowKeys): the
 	// window's number and a hit's INCRBY and PEXPIRE, or a peek's GET.
 	win    bool
+	sat    bool // its count is MaxInt64 (see saturate)
 	window int64
 	incr   *redis.IntCmd
 	expire *redis.BoolCmd
@@ -386,14 +387,14 @@ func (s *Store) checkErrors(r *round, failed *algo.CheckErrors, now int64, off i
 	for j, i := range r.failed {
 		cause := r.calls[i].failure(r)
 		if j == 0 {
-			s.logCheckError(s.key(&checks[i]), cause)
+			s.logCheckError(s.keyAt(&checks[i], now), cause)
 		}
 		if s.cfg.outage == FailError {
 			if failed == nil {
 				failed = &algo.CheckErrors{}
 			}
 			failed.Index = append(failed.Index, off+i)
-			failed.Errs = append(failed.Errs, fmt.Errorf("%w: check %d, key %s: %w", ErrCheckFailed, off+i, s.key(&checks[i]), cause))
+			failed.Errs = append(failed.Errs, fmt.Errorf("%w: check %d, key %s: %w", ErrCheckFailed, off+i, s.keyAt(&checks[i], now), cause))
 			continue
 		}
 		_ = s.outage(now, checks[i:i+1], out[i:i+1], cause)
@@ -574,6 +575,15 @@ func (s *Store) buildKey(r *round, c *algo.Check, win bool, w int64) string {
 		b = strconv.AppendInt(b, w, 10)
 	}
 	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again: one allocation, not two
+}
+
+// keyAt is key, or under WithWindowKeys a fixed window's key at now:
+// the key of the window of now.
+func (s *Store) keyAt(c *algo.Check, now int64) string {
+	if s.windowed(c) {
+		return s.windowKey(nil, c, algo.FloorDiv(now, int64(c.Period)))
+	}
+	return s.key(c)
 }
 
 // appendTag appends id to b with '%' and '}' escaped as "%25" and "%7D".

@@ -42,7 +42,14 @@ func decide(t *testing.T, s *redisstore.Store, now int64, cs ...algo.Check) []al
 // refused with ErrUnsupported before anything is sent.
 func TestEdges(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := redisstore.New(srv.Client(), redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { edges(t, srv, m) })
+	}
+}
+
+func edges(t *testing.T, srv *redistest.Server, m mode) {
+	require.NoError(t, srv.Client().FlushAll(context.Background()).Err())
+	s, err := redisstore.New(srv.Client(), withMode(m, redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)...)
 	require.NoError(t, err)
 	big := hit(algo.FixedWindow, "sat", 10, math.MaxInt64, time.Second)
 	d := decide(t, s, t0, big, big, hit(algo.FixedWindow, "sat", 10, 1, time.Second))
@@ -76,54 +83,61 @@ func TestEdges(t *testing.T) {
 
 // TestSharedExact proves that three stores (three app servers) sharing one
 // Redis, each driven by its own goroutines one batch at a time as the actor
-// would, allow exactly the limit in total for every algorithm.
+// would, allow exactly the limit in total for every algorithm; the fixed
+// window in both modes.
 func TestSharedExact(t *testing.T) {
 	srv := redistest.Start(t)
 	const limit, workers, tries = 50, 6, 40
 	for _, a := range algo.All() {
-		t.Run(a.String(), func(t *testing.T) {
-			stores := make([]*redisstore.Store, 3)
-			locks := make([]sync.Mutex, 3)
-			for i := range stores {
-				// The caller's time, one instant for all: no window can end mid-test.
-				s, err := redisstore.New(srv.Client(), redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)
-				require.NoError(t, err)
-				stores[i] = s
+		for _, m := range modes {
+			if m.win && a != algo.FixedWindow {
+				continue
 			}
-			var mu sync.Mutex
-			allowed := 0
-			var wg sync.WaitGroup
-			for w := 0; w < workers; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					i := w % 3
-					for range tries {
-						c := hit(a, "shared", limit, 1, time.Hour)
-						out := make([]algo.Decision, 2)
-						locks[i].Lock()
-						err := stores[i].Decide(context.Background(), t0, []algo.Check{c, c}, out)
-						locks[i].Unlock()
-						if !assert.NoError(t, err) {
-							return
-						}
-						mu.Lock()
-						for _, d := range out {
-							if d.Allowed {
-								allowed++
+			t.Run(a.String()+"/"+m.name, func(t *testing.T) {
+				require.NoError(t, srv.Client().FlushAll(context.Background()).Err())
+				stores := make([]*redisstore.Store, 3)
+				locks := make([]sync.Mutex, 3)
+				for i := range stores {
+					// The caller's time, one instant for all: no window can end mid-test.
+					s, err := redisstore.New(srv.Client(), withMode(m, redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)...)
+					require.NoError(t, err)
+					stores[i] = s
+				}
+				var mu sync.Mutex
+				allowed := 0
+				var wg sync.WaitGroup
+				for w := 0; w < workers; w++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						i := w % 3
+						for range tries {
+							c := hit(a, "shared", limit, 1, time.Hour)
+							out := make([]algo.Decision, 2)
+							locks[i].Lock()
+							err := stores[i].Decide(context.Background(), t0, []algo.Check{c, c}, out)
+							locks[i].Unlock()
+							if !assert.NoError(t, err) {
+								return
 							}
+							mu.Lock()
+							for _, d := range out {
+								if d.Allowed {
+									allowed++
+								}
+							}
+							mu.Unlock()
 						}
-						mu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
-			want := limit
-			if a == algo.LeakyBucket {
-				want = limit + 1 // Burst waiting and the one served
-			}
-			assert.Equal(t, want, allowed)
-		})
+					}()
+				}
+				wg.Wait()
+				want := limit
+				if a == algo.LeakyBucket {
+					want = limit + 1 // Burst waiting and the one served
+				}
+				assert.Equal(t, want, allowed)
+			})
+		}
 	}
 }
 
@@ -269,7 +283,8 @@ func TestNoScript(t *testing.T) {
 	assert.Equal(t, before+1, s.Stats().Reloads)
 }
 
-// TestNew proves bad arguments are refused with ErrInvalid.
+// TestNew proves bad arguments are refused with ErrInvalid, WithWindowKeys
+// without WithCallerTime too.
 func TestNew(t *testing.T) {
 	_, err := redisstore.New(nil)
 	assert.ErrorIs(t, err, redisstore.ErrInvalid)
@@ -280,6 +295,12 @@ func TestNew(t *testing.T) {
 		_, err := redisstore.New(c, o)
 		assert.ErrorIs(t, err, redisstore.ErrInvalid)
 	}
+	// A key per window needs the caller's time, and says so.
+	_, err = redisstore.New(c, redisstore.WithWindowKeys())
+	assert.ErrorIs(t, err, redisstore.ErrInvalid)
+	assert.ErrorContains(t, err, "WithWindowKeys needs WithCallerTime")
+	_, err = redisstore.New(c, redisstore.WithWindowKeys(), redisstore.WithCallerTime())
+	assert.NoError(t, err)
 }
 
 // TestTimeoutHungRedis proves that WithTimeout bounds a round trip to a

@@ -116,7 +116,7 @@ func (cl *call) windowFailure() error {
 		return nil
 	}
 	if err := cl.incr.Err(); err != nil && !isOverflow(err) {
-		return err
+		return err // only a key whose INCRBY worked, or overflowed, is saturated
 	}
 	if err := cl.expire.Err(); err != nil {
 		return fmt.Errorf("redisstore: PEXPIRE NX of a window's key (WithWindowKeys needs Redis 7.0 or later): %w", err)
@@ -124,18 +124,40 @@ func (cl *call) windowFailure() error {
 	return nil
 }
 
-// saturate writes MaxInt64 into the key of each hit whose INCRBY
-// overflowed, in one more round trip, so that the hits after it see the
-// saturated count as the script's would: only a count above MaxInt64-N
+// saturate marks saturated each window call of the round whose INCRBY
+// overflowed, and each later one of the round on its key (a hit's count or
+// a peek's would otherwise be read below MaxInt64, where the script had
+// written it), until a Reset of the key; then it writes MaxInt64 into the
+// keys still saturated at the round's end, in one more round trip, so that
+// the hits after the round see it too. Only a count above MaxInt64-N
 // overflows, so no hit is forgotten. XX and KEEPTTL leave a key that has
-// gone meanwhile gone, and its TTL as it was.
+// gone meanwhile gone, and its TTL as it was. Overflows are rare (a
+// client's hostile N): the round's usual path allocates nothing here.
 func (s *Store) saturate(ctx context.Context, r *round) error {
-	var cmds []redis.Cmder
+	var sat map[string]bool // the keys saturated so far in the round's order
 	for i := range r.calls {
 		cl := &r.calls[i]
-		if cl.incr != nil && isOverflow(cl.incr.Err()) {
-			cmds = append(cmds, redis.NewStatusCmd(ctx, "set", cl.incr.Args()[1], strconv.FormatInt(math.MaxInt64, 10), "xx", "keepttl"))
+		switch {
+		case cl.incr != nil && isOverflow(cl.incr.Err()):
+			if sat == nil {
+				sat = map[string]bool{}
+			}
+			sat[argString(cl.incr.Args()[1])], cl.sat = true, true
+		case sat == nil:
+		case cl.incr != nil:
+			cl.sat = sat[argString(cl.incr.Args()[1])]
+		case cl.get != nil:
+			cl.sat = sat[argString(cl.get.Args()[1])]
+		case cl.cmd != nil && isDel(cl.cmd):
+			delete(sat, argString(cl.cmd.Args()[1]))
 		}
+	}
+	if len(sat) == 0 {
+		return nil
+	}
+	cmds := make([]redis.Cmder, 0, len(sat))
+	for k := range sat {
+		cmds = append(cmds, redis.NewStatusCmd(ctx, "set", k, strconv.FormatInt(math.MaxInt64, 10), "xx", "keepttl"))
 	}
 	return s.exec(ctx, r, cmds)
 }
@@ -143,6 +165,9 @@ func (s *Store) saturate(ctx context.Context, r *round) error {
 // windowDecision is c's decision from its window call's reply, at now.
 func windowDecision(c *algo.Check, cl *call, now int64) algo.Decision {
 	left := (cl.window+1)*int64(c.Period) - now
+	if cl.get != nil && cl.sat {
+		return fixedDecision(c, counted{left: left, count: math.MaxInt64, current: true})
+	}
 	if cl.get != nil {
 		n, err := strconv.ParseInt(cl.get.Val(), 10, 64)
 		if cl.get.Err() != nil || err != nil {
@@ -150,7 +175,7 @@ func windowDecision(c *algo.Check, cl *call, now int64) algo.Decision {
 		}
 		return fixedDecision(c, counted{left: left, count: n, current: true})
 	}
-	if isOverflow(cl.incr.Err()) {
+	if cl.sat {
 		// The count stays at MaxInt64, and the hits past it are denied
 		// whatever the limit, as the table denies them.
 		d := fixedDecision(c, counted{left: left, count: math.MaxInt64, current: true})

@@ -167,17 +167,24 @@ func TestRedisTime(t *testing.T) {
 // probe interval. The probes are paced by the caller's time or the wall
 // clock, whichever passes the interval first: the stores' wall clock is a
 // fake one held still, so that a slow restart of redis-server cannot pass
-// the interval, and the caller's time alone says when it has.
+// the interval, and the caller's time alone says when it has. It runs in
+// both modes of the fixed window (its script, a key per window).
 func TestOutage(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { outage(t, m) })
+	}
+}
+
+func outage(t *testing.T, m mode) {
 	srv := redistest.Start(t)
-	modes := []redisstore.Outage{redisstore.Fallback, redisstore.FailOpen, redisstore.FailClosed, redisstore.FailError}
-	stores := make([]*redisstore.Store, len(modes))
+	outages := []redisstore.Outage{redisstore.Fallback, redisstore.FailOpen, redisstore.FailClosed, redisstore.FailError}
+	stores := make([]*redisstore.Store, len(outages))
 	var wall atomic.Int64
 	wall.Store(t0)
-	for i, m := range modes {
+	for i, mode := range outages {
 		s, err := redisstore.New(srv.Client(func(o *redis.Options) { o.MaxRetries = -1 }),
-			redisstore.WithOutage(m), redisstore.WithCallerTime(),
-			redisstore.WithTimeout(200*time.Millisecond), redisstore.WithProbeInterval(time.Second))
+			withMode(m, redisstore.WithOutage(mode), redisstore.WithCallerTime(),
+				redisstore.WithTimeout(200*time.Millisecond), redisstore.WithProbeInterval(time.Second))...)
 		require.NoError(t, err)
 		redisstore.SetWall(s, wall.Load)
 		stores[i] = s
@@ -185,7 +192,7 @@ func TestOutage(t *testing.T) {
 	c := hit(algo.FixedWindow, "out", 1, 1, time.Hour)
 	for i, s := range stores {
 		c := c
-		c.ID = modes[i].String()
+		c.ID = outages[i].String()
 		assert.True(t, decide(t, s, t0, c)[0].Allowed)
 	}
 	srv.Kill()
@@ -194,10 +201,10 @@ func TestOutage(t *testing.T) {
 		out := make([]algo.Decision, 2)
 		start := time.Now()
 		c := c
-		c.ID = modes[i].String()
+		c.ID = outages[i].String()
 		err := s.Decide(context.Background(), now, []algo.Check{c, c}, out)
-		assert.Less(t, time.Since(start), 2*time.Second, "mode %d hung", modes[i])
-		switch modes[i] {
+		assert.Less(t, time.Since(start), 2*time.Second, "mode %d hung", outages[i])
+		switch outages[i] {
 		case redisstore.Fallback:
 			require.NoError(t, err)
 			assert.True(t, out[0].Allowed) // the local table starts empty
@@ -223,9 +230,9 @@ func TestOutage(t *testing.T) {
 	later := now + int64(2*time.Second)
 	for i, s := range stores {
 		c := c
-		c.ID = "after-" + modes[i].String()
+		c.ID = "after-" + outages[i].String()
 		d := decide(t, s, later, c)[0]
-		assert.True(t, d.Allowed, "mode %v after restart", modes[i])
+		assert.True(t, d.Allowed, "mode %v after restart", outages[i])
 		assert.Equal(t, int64(1), d.Count)
 		assert.Equal(t, uint64(1), s.Stats().Probes)
 	}
@@ -307,7 +314,9 @@ func TestNew(t *testing.T) {
 // Redis that accepts connections and never answers, for a lone check (one
 // command), for a batch (a pipeline) and for the probe that follows, with
 // the client options the package doc gives and with go-redis's defaults
-// (which ignore the context's deadline on reads: 5s a read).
+// (which ignore the context's deadline on reads: 5s a read); for a GCRA
+// check and for a fixed window kept as a key per window (a pipeline of two
+// commands even for a lone hit).
 func TestTimeoutHungRedis(t *testing.T) {
 	addr := redistest.Hung(t)
 	const timeout = 150 * time.Millisecond
@@ -324,22 +333,29 @@ func TestTimeoutHungRedis(t *testing.T) {
 			client := redis.NewClient(&o)
 			t.Cleanup(func() { _ = client.Close() })
 			for _, n := range []int{1, 3} {
-				s, err := redisstore.New(client, redisstore.WithOutage(redisstore.FailError), redisstore.WithTimeout(timeout),
-					redisstore.WithProbeInterval(time.Millisecond))
-				require.NoError(t, err)
-				checks := make([]algo.Check, n)
-				for i := range checks {
-					checks[i] = hit(algo.GCRA, "hung", 5, 1, time.Second)
+				for _, win := range []bool{false, true} {
+					opts := []redisstore.Option{redisstore.WithOutage(redisstore.FailError), redisstore.WithTimeout(timeout),
+						redisstore.WithProbeInterval(time.Millisecond)}
+					a := algo.GCRA
+					if win { // a pipeline of INCRBY and PEXPIRE, even for one check
+						opts, a = append(opts, redisstore.WithWindowKeys(), redisstore.WithCallerTime()), algo.FixedWindow
+					}
+					s, err := redisstore.New(client, opts...)
+					require.NoError(t, err)
+					checks := make([]algo.Check, n)
+					for i := range checks {
+						checks[i] = hit(a, "hung", 5, 1, time.Second)
+					}
+					for _, what := range []string{"round trip", "probe"} {
+						start := time.Now()
+						err = s.Decide(context.Background(), time.Now().UnixNano(), checks, make([]algo.Decision, n))
+						took := time.Since(start)
+						assert.ErrorIs(t, err, redisstore.ErrUnavailable, "%d checks, %s", n, what)
+						assert.GreaterOrEqual(t, took, timeout, "%d checks, %s", n, what)
+						assert.Less(t, took, time.Second, "%d checks, %s: the timeout did not hold", n, what)
+					}
+					assert.Equal(t, uint64(1), s.Stats().Probes)
 				}
-				for _, what := range []string{"round trip", "probe"} {
-					start := time.Now()
-					err = s.Decide(context.Background(), time.Now().UnixNano(), checks, make([]algo.Decision, n))
-					took := time.Since(start)
-					assert.ErrorIs(t, err, redisstore.ErrUnavailable, "%d checks, %s", n, what)
-					assert.GreaterOrEqual(t, took, timeout, "%d checks, %s", n, what)
-					assert.Less(t, took, time.Second, "%d checks, %s: the timeout did not hold", n, what)
-				}
-				assert.Equal(t, uint64(1), s.Stats().Probes)
 			}
 		})
 	}

@@ -86,7 +86,7 @@ type conn struct {
 	kaTimer, ageTimer *time.Timer
 	scratch           []byte // a frame header
 	hbuf              []byte // a header block
-	early             early // what the client sent before its first call
+	early             early  // what the client sent before its first call
 	recentResets      [32]uint32
 	nextReset         int
 }
@@ -1118,4 +1118,3 @@ func (c *conn) writeHeaderBlock(id uint32, block []byte, endStream bool) {
 		typ, flags = frameContinuation, 0
 	}
 }
-

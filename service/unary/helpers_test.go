@@ -2,8 +2,8 @@ package unary_test
 
 import (
 	"context"
-	"fmt"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"runtime"
 	"strings"

@@ -136,13 +136,15 @@ func TestFloodOfEmptyDescriptors(t *testing.T) {
 // HTTP listeners, and one with a certificate the CA signed is served. The
 // clients trust the server's certificate, so only the server's check can
 // refuse them.
-func TestClientCertificates(t *testing.T) {
+func TestClientCertificates(t *testing.T) { forTransports(t, testClientCertificates) }
+
+func testClientCertificates(t *testing.T, transport string) {
 	c := newCerts(t)
 	other := newCerts(t)
 	serverCert, serverKey := c.issue(t, "server", 2)
 	goodCert, goodKey := c.issue(t, "client", 3)
 	badCert, badKey := other.issue(t, "intruder", 4)
-	d := startWithConfig(t, serveConfig, "-tls-cert", serverCert, "-tls-key", serverKey, "-tls-client-ca", c.caFile)
+	d := startWithConfig(t, serveConfig, "-tls-cert", serverCert, "-tls-key", serverKey, "-tls-client-ca", c.caFile, "-grpc-transport", transport)
 
 	load := func(cert, key string) []tls.Certificate {
 		if cert == "" {

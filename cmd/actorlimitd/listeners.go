@@ -97,7 +97,7 @@ func registerListenFlags(fs *flag.FlagSet, f *flags) {
 	fs.IntVar(&e.maxRequestBytes, "max-request-bytes", defaultMaxRequestBytes, "bound on a request's size in bytes: gRPC's receive size and POST /json's body")
 	fs.UintVar(&e.maxStreams, "max-concurrent-streams", defaultMaxStreams, "bound on a gRPC connection's concurrent calls")
 	fs.IntVar(&e.maxInFlight, "max-in-flight", defaultMaxInFlight, "bound on the requests decided at once, gRPC and /json together; a request past it waits for its deadline (1 s at most), then is answered RESOURCE_EXHAUSTED (HTTP 503)")
-	fs.IntVar(&e.streamWorkers, "grpc-stream-workers", defaultStreamWorkers(), "gRPC calls are run by this many goroutines kept for the purpose, whose stacks have grown already (a call that finds them all busy gets a goroutine of its own); 0: a new goroutine a call, grpc-go's default")
+	fs.IntVar(&e.streamWorkers, "grpc-stream-workers", defaultStreamWorkers(), "gRPC calls are run by this many goroutines kept for the purpose, whose stacks have grown already (a call that finds them all busy gets a goroutine of its own), on either transport; 0: a new goroutine a call, grpc-go's default")
 	fs.DurationVar(&e.readTimeout, "http-read-timeout", 10*time.Second, "HTTP listeners: the longest a request's headers and body may take to arrive")
 	fs.DurationVar(&e.writeTimeout, "http-write-timeout", 10*time.Second, "HTTP listeners: the longest from a request's headers to the end of its answer")
 	fs.DurationVar(&e.idleTimeout, "http-idle-timeout", 2*time.Minute, "HTTP listeners: the longest a kept-alive connection may wait for its next request")
@@ -435,5 +435,6 @@ func directServer(f flags, codec *service.Codec, srv *service.Server, hs *health
 		PermitWithoutStream:   keepaliveEnforcement.PermitWithoutStream,
 		MaxConnectionAge:      ka.MaxConnectionAge,
 		MaxConnectionAgeGrace: ka.MaxConnectionAgeGrace,
+		Workers:               f.listen.streamWorkers,
 	})
 }

@@ -719,7 +719,7 @@ func (c *conn) endStream(st *stream) {
 	}
 	st.started = true
 	c.pending++
-	go c.run(st)
+	c.s.dispatch(st)
 }
 
 // run runs a call's handler and writes its answer.

@@ -73,6 +73,11 @@ type Config struct {
 	// WriteTimeout bounds each write to a connection (default 20 s): a
 	// client that does not read is closed.
 	WriteTimeout time.Duration
+	// Workers, when positive, is how many goroutines the server keeps to
+	// run calls (a call that finds them all busy gets a goroutine of its
+	// own): a kept goroutine's stack has grown already, a new one's grows
+	// as the handler goes deeper. 0: a new goroutine a call.
+	Workers int
 	// BaseContext holds the values of every call's context (default
 	// context.Background()); its end does not end the calls.
 	BaseContext context.Context
@@ -97,6 +102,9 @@ type Server struct {
 	conns     map[*conn]struct{}
 	closed    bool
 	fbOnce    sync.Once
+	work      chan *stream  // to the workers
+	done      chan struct{} // closed by stop: the workers return
+	workersWG sync.WaitGroup
 	wg        sync.WaitGroup // connections' goroutines
 }
 
@@ -126,7 +134,12 @@ func New(cfg Config) (*Server, error) {
 		cfg.TLS = cfg.TLS.Clone()
 		cfg.TLS.NextProtos = []string{"h2"}
 	}
-	s := &Server{cfg: cfg, listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+		work: make(chan *stream), done: make(chan struct{})}
+	for range cfg.Workers {
+		s.workersWG.Add(1)
+		go s.worker()
+	}
 	if cfg.Fallback != nil {
 		s.fallback = newChanListener()
 	}
@@ -214,6 +227,29 @@ func (s *Server) handOff(nc net.Conn) {
 	}
 }
 
+// worker runs calls until the server stops.
+func (s *Server) worker() {
+	defer s.workersWG.Done()
+	for {
+		select {
+		case st := <-s.work:
+			st.c.run(st)
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// dispatch runs a call on a worker, or on a goroutine of its own when none
+// is free.
+func (s *Server) dispatch(st *stream) {
+	select {
+	case s.work <- st:
+	default:
+		go st.c.run(st)
+	}
+}
+
 // Shutdown stops accepting connections, sends GOAWAY to every connection
 // (those still deciding whether they are served are closed), and waits
 // for their calls to be answered and the connections to close, or for
@@ -232,14 +268,28 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		s.stopWorkers()
 		return nil
 	case <-ctx.Done():
 		for _, c := range s.stop() {
 			c.close()
 		}
 		<-done
+		s.stopWorkers()
 		return ctx.Err()
 	}
+}
+
+// stopWorkers ends the workers once the connections are gone.
+func (s *Server) stopWorkers() {
+	s.mu.Lock()
+	select {
+	case <-s.done:
+	default:
+		close(s.done)
+	}
+	s.mu.Unlock()
+	s.workersWG.Wait()
 }
 
 // Close closes the listeners and every connection at once.
@@ -248,6 +298,7 @@ func (s *Server) Close() error {
 		c.close()
 	}
 	s.wg.Wait()
+	s.stopWorkers()
 	return nil
 }
 

@@ -70,7 +70,9 @@ func BenchmarkNullServer(b *testing.B) {
 				defer gs.Stop()
 			case "direct":
 				srv, err := unary.New(unary.Config{Handlers: map[string]unary.Handler{
-					rlsMethod: func(_ context.Context, _ string, _, dst []byte) ([]byte, error) { return append(dst, nullAnswer...), nil },
+					rlsMethod: func(_ context.Context, _ string, _, dst []byte) ([]byte, error) {
+						return append(dst, nullAnswer...), nil
+					},
 				}})
 				require.NoError(b, err)
 				go func() { _ = srv.Serve(l) }()

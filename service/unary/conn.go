@@ -317,9 +317,13 @@ func (c *conn) startFast(first *http2.MetaHeadersFrame) {
 // readLoop reads and handles frames until the connection ends.
 func (c *conn) readLoop() {
 	for {
+		// About to block on a read: flush the reader's own frames, unless
+		// a call is pending, whose end flushes them with its answer.
 		if c.br.Buffered() == 0 {
 			c.mu.Lock()
-			c.flushLocked()
+			if c.pending == 0 {
+				c.flushLocked()
+			}
 			c.mu.Unlock()
 		}
 		f, err := c.fr.ReadFrame()

@@ -62,6 +62,7 @@ type conn struct {
 	mu                sync.Mutex
 	bw                *bufio.Writer
 	dirty             bool   // bw holds bytes not flushed
+	urgent            bool   // bw holds more than PING ACKs
 	flushes           uint64 // flushes so far
 	tableSized        bool   // the table size update written
 	fast              bool   // decided: served here
@@ -317,11 +318,11 @@ func (c *conn) startFast(first *http2.MetaHeadersFrame) {
 // readLoop reads and handles frames until the connection ends.
 func (c *conn) readLoop() {
 	for {
-		// About to block on a read: flush the reader's own frames, unless
-		// a call is pending, whose end flushes them with its answer.
+		// About to block on a read: flush the reader's own frames. PING
+		// ACKs alone wait for a pending call's answer to go with it.
 		if c.br.Buffered() == 0 {
 			c.mu.Lock()
-			if c.pending == 0 {
+			if c.pending == 0 || c.urgent {
 				c.flushLocked()
 			}
 			c.mu.Unlock()
@@ -1044,7 +1045,7 @@ func (c *conn) flushLocked() {
 	if !c.dirty || c.closed {
 		return
 	}
-	c.dirty = false
+	c.dirty, c.urgent = false, false
 	c.flushes++
 	if err := c.bw.Flush(); err != nil {
 		c.closeLocked()
@@ -1056,7 +1057,7 @@ func (c *conn) flushLocked() {
 func (c *conn) writeFrameHeader(length int, typ, flags byte, id uint32) {
 	c.scratch = appendFrameHeader(c.scratch[:0], length, typ, flags, id)
 	c.bw.Write(c.scratch)
-	c.dirty = true
+	c.dirty, c.urgent = true, true
 }
 
 func (c *conn) writeRST(id uint32, code http2.ErrCode) {
@@ -1085,7 +1086,7 @@ func (c *conn) writeGoAway(code http2.ErrCode, debug string) {
 	b = append(b, byte(id>>24), byte(id>>16), byte(id>>8), byte(id), byte(code>>24), byte(code>>16), byte(code>>8), byte(code))
 	c.scratch = append(b, debug...)
 	c.bw.Write(c.scratch)
-	c.dirty = true
+	c.dirty, c.urgent = true, true
 }
 
 // writeFrame writes a frame whose payload is 32-bit words.
@@ -1096,7 +1097,7 @@ func (c *conn) writeFrame(typ, flags byte, id uint32, words ...uint32) {
 	}
 	c.scratch = b
 	c.bw.Write(b)
-	c.dirty = true
+	c.dirty, c.urgent = true, true
 }
 
 // writeHeaderBlock writes a header block as HEADERS and, past the

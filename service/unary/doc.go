@@ -25,11 +25,12 @@
 // writer, and the last call to finish among those pending flushes it, so
 // that concurrent answers leave in one write; a call that finishes while
 // others are pending yields once and then flushes if none did meanwhile,
-// so that an answer never waits for a slow call. The reader's own frames
-// (SETTINGS and PING ACKs, WINDOW_UPDATE, RST_STREAM) go with the next
-// answer's flush, or, when no call is pending, before it blocks on a read
-// (a grpc-go client's BDP pings otherwise cost a write each: 2 writes a
-// call against 0.64 in BenchmarkNullServer). Running a call in the reader
+// so that an answer never waits for a slow call. The reader flushes its
+// own frames (SETTINGS ACKs, WINDOW_UPDATE, RST_STREAM, refusals) before it
+// blocks on a read; PING ACKs alone wait for a pending call's answer to go
+// with it, when a call is pending (a grpc-go client's BDP pings otherwise
+// cost a write each: 2 writes a call against 0.64 in BenchmarkNullServer),
+// so a PING ACK can wait as long as a call takes. Running a call in the reader
 // when it is the only one pending saves a wakeup at 1 caller (22 against
 // 29 µs a call) and costs more at 16 (17.5 against 13 µs): not done. Answers' header blocks are HPACK literals without
 // indexing: the server keeps no dynamic table (the first block sets its

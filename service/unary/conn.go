@@ -848,7 +848,6 @@ func (c *conn) drainBlocked() {
 			break
 		}
 		if c.writeData(st) {
-			st.blocked = false
 			c.writeTrailers(st)
 		} else {
 			c.blocked = append(c.blocked, st)

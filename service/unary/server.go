@@ -12,8 +12,10 @@ import (
 
 // Handler answers one unary call: method is the call's path
 // ("/package.Service/Method"), req the request message's bytes (valid until
-// the handler returns), dst a buffer to append the answer message's bytes
-// to. It returns the answer's bytes, or an error: a status error
+// the handler returns), dst a pooled buffer to append the answer message's
+// bytes to. It returns the answer's bytes, which become the server's (it
+// pools them once written): dst appended to, or bytes nobody else holds.
+// Or it returns an error: a status error
 // (google.golang.org/grpc/status) is answered with its status, a context
 // error with CANCELLED or DEADLINE_EXCEEDED, any other with UNKNOWN, as
 // grpc-go answers a handler's error. ctx ends when the client resets the

@@ -35,7 +35,6 @@ type stream struct {
 	finished   bool  // the handler returned
 	orphan     bool  // gone while its handler ran
 	gone       bool
-	blocked    bool
 
 	out    *[]byte // the answer being written (pooled)
 	outMsg []byte  // its message

@@ -2,6 +2,9 @@ package unary_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -10,9 +13,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/actorlimit/actorlimit/internal/testkit"
 	"github.com/actorlimit/actorlimit/service/unary"
 )
 
@@ -102,6 +107,72 @@ func TestShutdownDrains(t *testing.T) {
 					assert.Contains(t, []codes.Code{codes.Unavailable, codes.DeadlineExceeded}, c)
 				}
 			}
+		})
+	}
+}
+
+// TestTLS: over TLS, with and without a required client certificate, a
+// connection whose first call is served here and one handed to grpc-go
+// (a Watch first) both work; a client without the certificate asked for,
+// or without ALPN h2, is refused at the handshake.
+func TestTLS(t *testing.T) {
+	ca := testkit.NewCA(t, t.TempDir(), "ca")
+	serverCert, serverKey := ca.Issue(t, "server")
+	clientCert, clientKey := ca.Issue(t, "client")
+	caPEM, err := os.ReadFile(ca.File)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(caPEM))
+	load := func(cert, key string) tls.Certificate {
+		kp, err := tls.LoadX509KeyPair(cert, key)
+		require.NoError(t, err)
+		return kp
+	}
+	for _, tc := range []struct {
+		name          string
+		requireClient bool
+		clientCert    bool
+		served        bool
+	}{
+		{"server certificate only", false, false, true},
+		{"client certificate required and given", true, true, true},
+		{"client certificate required, none given", true, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := &tls.Config{Certificates: []tls.Certificate{load(serverCert, serverKey)}, MinVersion: tls.VersionTLS12}
+			if tc.requireClient {
+				conf.ClientCAs, conf.ClientAuth = pool, tls.RequireAndVerifyClientCert
+			}
+			s := serve(t, unary.Config{TLS: conf})
+			cconf := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+			if tc.clientCert {
+				cconf.Certificates = []tls.Certificate{load(clientCert, clientKey)}
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			direct := dial(t, s.addr, credentials.NewTLS(cconf))
+			resp, err := rlsv3.NewRateLimitServiceClient(direct).ShouldRateLimit(ctx, request("d", "tls"))
+			if !tc.served {
+				assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, "tls", resp.GetResponseHeadersToAdd()[0].GetValue())
+			handed := dial(t, s.addr, credentials.NewTLS(cconf))
+			w, err := healthpb.NewHealthClient(handed).Watch(ctx, &healthpb.HealthCheckRequest{})
+			require.NoError(t, err)
+			first, err := w.Recv()
+			require.NoError(t, err, "a Watch over TLS, handed to grpc-go")
+			assert.Equal(t, healthpb.HealthCheckResponse_SERVING, first.GetStatus())
+
+			// Without ALPN h2 the handshake is refused.
+			nc, err := tls.Dial("tcp", s.addr, &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}, Certificates: cconf.Certificates, MinVersion: tls.VersionTLS12})
+			if err == nil {
+				_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+				_, err = nc.Read(make([]byte, 1))
+				nc.Close()
+			}
+			assert.Error(t, err, "a TLS client without h2")
 		})
 	}
 }

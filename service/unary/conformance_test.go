@@ -3,6 +3,7 @@ package unary_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -28,10 +30,14 @@ func TestConcurrentCallers(t *testing.T) {
 		{"conns=8", 8, 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			base := runtime.NumGoroutine()
 			s := serve(t, unary.Config{})
 			var wg sync.WaitGroup
+			var ccs []*grpc.ClientConn
 			for c := range tc.conns {
-				client := rlsv3.NewRateLimitServiceClient(dial(t, s.addr, nil))
+				cc := dial(t, s.addr, nil)
+				ccs = append(ccs, cc)
+				client := rlsv3.NewRateLimitServiceClient(cc)
 				for k := range tc.caller {
 					wg.Add(1)
 					go func() {
@@ -62,6 +68,14 @@ func TestConcurrentCallers(t *testing.T) {
 				}
 			}
 			wg.Wait()
+			// Every handler ended: those of calls reset by their clients
+			// too, their contexts cancelled.
+			for _, cc := range ccs {
+				require.NoError(t, cc.Close())
+			}
+			require.NoError(t, s.srv.Close())
+			s.gs.Stop()
+			settle(t, base)
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
@@ -89,6 +90,8 @@ type conn struct {
 	hbuf              []byte // a header block
 	early             early  // what the client sent before its first call
 	recentResets      [32]uint32
+	hdec              *hpack.Decoder // the connection's, once served
+	hdr               headerBlock    // the header block being read
 	nextReset         int
 }
 
@@ -312,7 +315,14 @@ func (c *conn) startFast(first *http2.MetaHeadersFrame) {
 			}
 		})
 	}
-	c.onHeaders(first)
+	c.onHeaders(first.StreamID, first.StreamEnded(), first.Truncated, first.Fields)
+	// From here the reader decodes header blocks itself, with the same
+	// decoder and bounds as the Framer's ReadMetaHeaders but no allocation
+	// a block (readHeaders).
+	c.hdec = c.fr.ReadMetaHeaders
+	c.fr.ReadMetaHeaders = nil
+	c.hdec.SetEmitFunc(c.emit)
+	c.hdec.SetMaxStringLength(int(min(c.cfg.MaxHeaderListSize, 1<<30)))
 }
 
 // readLoop reads and handles frames until the connection ends.
@@ -368,8 +378,10 @@ func (c *conn) readError(err error) bool {
 // frame handles one frame; false ends the connection.
 func (c *conn) frame(f http2.Frame) bool {
 	switch f := f.(type) {
-	case *http2.MetaHeadersFrame:
-		return c.onHeaders(f)
+	case *http2.HeadersFrame:
+		return c.readHeaders(f.StreamID, f.HeaderBlockFragment(), true, f.HeadersEnded(), f.StreamEnded())
+	case *http2.ContinuationFrame:
+		return c.readHeaders(f.StreamID, f.HeaderBlockFragment(), false, f.HeadersEnded(), false)
 	case *http2.DataFrame:
 		return c.onData(f)
 	case *http2.RSTStreamFrame:
@@ -497,10 +509,9 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) bool {
 }
 
 // onHeaders starts a call, or refuses it as grpc-go would.
-func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
-	id := f.StreamID
+func (c *conn) onHeaders(id uint32, endStream, truncated bool, fields []hpack.HeaderField) bool {
 	if st := c.streams[id]; st != nil { // trailers from the client
-		if !st.ended && f.StreamEnded() {
+		if !st.ended && endStream {
 			c.endStream(st)
 		} else {
 			c.resetStream(st, http2.ErrCodeProtocol)
@@ -511,12 +522,12 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		return c.connError(http2.ErrCodeProtocol, fmt.Sprintf("received an illegal stream id: %d", id))
 	}
 	c.lastID = id
-	rst := !f.StreamEnded()
+	rst := !endStream
 	switch {
 	case c.goingAway:
 		c.writeRST(id, http2.ErrCodeRefusedStream)
 		return true
-	case f.Truncated:
+	case truncated:
 		c.writeRST(id, http2.ErrCodeFrameSize)
 		return c.countJunk()
 	}
@@ -524,7 +535,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 	var authorities, hosts int
 	var grpcCT, connHeader, timeoutSet bool
 	var sub string
-	for _, hf := range f.Fields {
+	for _, hf := range fields {
 		switch hf.Name {
 		case "content-type":
 			if s, ok := contentSubtype(hf.Value); ok {
@@ -580,7 +591,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		case enc != "" && enc != "identity":
 			c.earlyAbort(id, 200, sub, codes.Unimplemented, fmt.Sprintf("grpc: Decompressor is not installed for grpc-encoding %q", enc), rst)
 		default:
-			c.startStream(f, h, path, sub, timeoutSet, d)
+			c.startStream(id, endStream, h, path, sub, timeoutSet, d)
 		}
 	}
 	return true
@@ -598,8 +609,8 @@ func unknownMethod(path string) string {
 }
 
 // startStream registers a call's stream.
-func (c *conn) startStream(f *http2.MetaHeadersFrame, h Handler, path, sub string, timeoutSet bool, d time.Duration) {
-	st := &stream{c: c, id: f.StreamID, method: path, handler: h, subtype: sub,
+func (c *conn) startStream(id uint32, endStream bool, h Handler, path, sub string, timeoutSet bool, d time.Duration) {
+	st := &stream{c: c, id: id, method: path, handler: h, subtype: sub,
 		recvWindow: initialWindow, sendWindow: c.peerInitialWindow, msgLen: -1, base: c.cfg.BaseContext}
 	if timeoutSet {
 		st.deadline = time.Now().Add(d)
@@ -608,7 +619,7 @@ func (c *conn) startStream(f *http2.MetaHeadersFrame, h Handler, path, sub strin
 		st.mu.Unlock()
 	}
 	c.streams[st.id] = st
-	if f.StreamEnded() {
+	if endStream {
 		c.endStream(st)
 	}
 }
@@ -1121,4 +1132,120 @@ func (c *conn) writeHeaderBlock(id uint32, block []byte, endStream bool) {
 		}
 		typ, flags = frameContinuation, 0
 	}
+}
+
+// headerBlock is a header block being read: its stream, and what its
+// decoding found so far.
+type headerBlock struct {
+	id         uint32
+	endStream  bool
+	fields     []hpack.HeaderField
+	remain     uint32 // of the header list bound
+	truncated  bool   // past the bound: the rest not kept
+	invalid    bool   // a field HTTP/2 does not allow
+	sawRegular bool
+}
+
+// readHeaders decodes a HEADERS or CONTINUATION frame's fragment (the
+// Framer has checked that CONTINUATIONs follow their HEADERS), and starts
+// the call once the block ends. It applies the Framer's ReadMetaHeaders
+// rules: the header list bound (past it, REFUSED as grpc-go does with
+// FRAME_SIZE), a fragment more than twice the bound's remainder or any
+// CONTINUATION after an invalid field closes the connection
+// (PROTOCOL_ERROR, the CONTINUATION flood), an HPACK error is
+// COMPRESSION_ERROR, an invalid field or pseudo-header resets the stream
+// (PROTOCOL_ERROR).
+func (c *conn) readHeaders(id uint32, frag []byte, first, ended, endStream bool) bool {
+	h := &c.hdr
+	if first {
+		*h = headerBlock{id: id, endStream: endStream, fields: h.fields[:0], remain: c.cfg.MaxHeaderListSize}
+		c.hdec.SetEmitEnabled(true)
+	}
+	if int64(len(frag)) > 2*int64(h.remain) || (!first && h.invalid) {
+		return c.connError(http2.ErrCodeProtocol, "header list too large")
+	}
+	if _, err := c.hdec.Write(frag); err != nil {
+		return c.connError(http2.ErrCodeCompression, "")
+	}
+	if !ended {
+		return true
+	}
+	if err := c.hdec.Close(); err != nil {
+		return c.connError(http2.ErrCodeCompression, "")
+	}
+	if h.invalid || !validPseudos(h.fields) {
+		if id > c.lastID {
+			c.lastID = id
+		}
+		c.writeRST(id, http2.ErrCodeProtocol)
+		return c.countJunk()
+	}
+	return c.onHeaders(id, h.endStream, h.truncated, h.fields)
+}
+
+// emit takes a decoded field, as the Framer's ReadMetaHeaders does.
+func (c *conn) emit(hf hpack.HeaderField) {
+	h := &c.hdr
+	if !httpguts.ValidHeaderFieldValue(hf.Value) {
+		h.invalid = true
+	} else if strings.HasPrefix(hf.Name, ":") {
+		h.invalid = h.sawRegular
+	} else {
+		h.sawRegular = true
+		h.invalid = !validFieldName(hf.Name)
+	}
+	if h.invalid {
+		c.hdec.SetEmitEnabled(false)
+		return
+	}
+	if size := hf.Size(); size > h.remain {
+		c.hdec.SetEmitEnabled(false)
+		h.truncated, h.remain = true, 0
+		return
+	} else {
+		h.remain -= size
+	}
+	h.fields = append(h.fields, hf)
+}
+
+// validFieldName reports whether a field's name is a token, lower case.
+func validFieldName(v string) bool {
+	if v == "" {
+		return false
+	}
+	for _, r := range v {
+		if !httpguts.IsTokenRune(r) || ('A' <= r && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// validPseudos reports whether a request's pseudo-headers are known and
+// not repeated.
+func validPseudos(fields []hpack.HeaderField) bool {
+	var seen [5]bool
+	for _, hf := range fields {
+		if !strings.HasPrefix(hf.Name, ":") {
+			break
+		}
+		i := -1
+		switch hf.Name {
+		case ":method":
+			i = 0
+		case ":path":
+			i = 1
+		case ":scheme":
+			i = 2
+		case ":authority":
+			i = 3
+		case ":protocol":
+			i = 4
+		}
+		if i < 0 || seen[i] {
+			return false
+		}
+		seen[i] = true
+	}
+	return true
 }

@@ -17,8 +17,14 @@
 // # Design
 //
 // A connection has one reader goroutine, which reads frames with
-// golang.org/x/net/http2's Framer (ReadMetaHeaders: HPACK decoding,
-// CONTINUATION, the header list bound) and keeps the streams. A call
+// golang.org/x/net/http2's Framer and keeps the streams. The first call's
+// headers are read with the Framer's ReadMetaHeaders (HPACK, CONTINUATION,
+// the header list bound); from then on the reader decodes header blocks
+// with the same decoder and the same rules and bounds itself, into a
+// buffer it keeps, as ReadMetaHeaders allocates 7 to 8 times a block (a
+// closure, the frame, the growing field list): with it the transport made
+// 10 to 11 allocations a call, now 2 to 3 (the stream, the HEADERS frame's
+// parse, a goroutine when no worker is free). A call
 // whose request is complete runs on a worker (Config.Workers) or a
 // goroutine of its own; its handler appends the answer to a pooled buffer.
 // Answers are written under the connection's mutex into one buffered

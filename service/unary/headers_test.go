@@ -74,6 +74,9 @@ func TestHeaderChecksAsGRPCGo(t *testing.T) {
 		{name: "two messages", body: append(framed(msg), framed(msg)...)},
 		{name: "no message", body: []byte{}},
 		{name: "a message cut short", body: framed(msg)[:8]},
+		{name: "a pseudo-header after a regular one", fields: []string{":foo", "x"}},
+		{name: "an upper-case name", fields: []string{"X-Up", "x"}},
+		{name: "a value with NUL", fields: []string{"x-nul", "a\x00b"}},
 		{name: "unknown method", fields: []string{":path", "/envoy.service.ratelimit.v3.RateLimitService/Other"}},
 	}
 	for _, tc := range tests {

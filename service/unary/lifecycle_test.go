@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"net"
 	"os"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -173,6 +176,64 @@ func TestTLS(t *testing.T) {
 				nc.Close()
 			}
 			assert.Error(t, err, "a TLS client without h2")
+		})
+	}
+}
+
+// TestConnectionTimers: a quiet connection is pinged and closed when the
+// ping goes unanswered, kept when answered; a connection past
+// MaxConnectionAge gets GOAWAY, then is closed after the grace.
+func TestConnectionTimers(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     unary.Config
+		ackPing bool
+		want    string // what the client sees first: "GOAWAY", "closed", or "open" after 500 ms
+	}{
+		{"ping unanswered", unary.Config{KeepaliveTime: 50 * time.Millisecond, KeepaliveTimeout: 50 * time.Millisecond}, false, "closed"},
+		{"ping answered", unary.Config{KeepaliveTime: 50 * time.Millisecond, KeepaliveTimeout: 50 * time.Millisecond}, true, "open"},
+		{"max connection age", unary.Config{MaxConnectionAge: 50 * time.Millisecond, MaxConnectionAgeGrace: 50 * time.Millisecond}, true, "GOAWAY"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := serve(t, tc.cfg)
+			r := dialRaw(t, s.addr)
+			r.call(1, rlsMethod, echoMsg("d", "v"))
+			assert.Equal(t, "200 0", first(r.answer(1)))
+			got := "open"
+			deadline := time.Now().Add(500 * time.Millisecond)
+			for got == "open" {
+				_ = r.nc.SetReadDeadline(deadline)
+				f, err := r.fr.ReadFrame()
+				var ne net.Error
+				switch {
+				case errors.As(err, &ne) && ne.Timeout():
+					goto done
+				case err != nil:
+					got = "closed"
+				default:
+					switch f := f.(type) {
+					case *http2.GoAwayFrame:
+						got = "GOAWAY"
+					case *http2.PingFrame:
+						if !f.IsAck() && tc.ackPing {
+							require.NoError(t, r.fr.WritePing(true, f.Data))
+						}
+					}
+				}
+			}
+		done:
+			assert.Equal(t, tc.want, got)
+			if got == "GOAWAY" { // then closed after the grace
+				_ = r.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+				for {
+					if _, err := r.fr.ReadFrame(); err != nil {
+						var ne net.Error
+						assert.False(t, errors.As(err, &ne) && ne.Timeout(), "closed after the grace")
+						break
+					}
+				}
+			}
 		})
 	}
 }

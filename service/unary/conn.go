@@ -518,6 +518,9 @@ func (c *conn) onHeaders(id uint32, endStream, truncated bool, fields []hpack.He
 		}
 		return true
 	}
+	if id%2 == 1 && id <= c.lastID && c.wasReset(id) {
+		return c.countJunk() // trailers sent before the client read our RST_STREAM
+	}
 	if id%2 == 0 || id <= c.lastID {
 		return c.connError(http2.ErrCodeProtocol, fmt.Sprintf("received an illegal stream id: %d", id))
 	}

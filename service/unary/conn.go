@@ -716,6 +716,11 @@ func (c *conn) takeData(st *stream, data []byte) bool {
 			return false
 		}
 		st.msgLen = length
+		if 5+length > cap(b) { // the message's size at once, as grpc-go allocates it
+			nb := append(make([]byte, 0, 5+length), b...)
+			putBuf(st.req)
+			st.req, b = &nb, nb
+		}
 	}
 	if len(b)+len(data) > 5+st.msgLen {
 		c.abort(st, codes.Internal, "cardinality violation: received multiple request messages for non-client-streaming RPC")

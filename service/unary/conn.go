@@ -258,8 +258,8 @@ func (c *conn) decide(sf *http2.SettingsFrame) (*http2.MetaHeadersFrame, bool) {
 			c.connSend += int64(f.Increment)
 		case *http2.PriorityFrame:
 		case *http2.MetaHeadersFrame:
-			if f.Truncated || c.cfg.Handlers[f.PseudoValue("path")] == nil {
-				return nil, fallback
+			if f.Truncated || c.cfg.Handlers[f.PseudoValue("path")] == nil || compressed(f.Fields) {
+				return nil, fallback // a compressed call: grpc-go may have the compressor
 			}
 			c.mu.Lock()
 			c.fast = true
@@ -1256,4 +1256,14 @@ func validPseudos(fields []hpack.HeaderField) bool {
 		seen[i] = true
 	}
 	return true
+}
+
+// compressed reports whether a call's message is compressed.
+func compressed(fields []hpack.HeaderField) bool {
+	for _, hf := range fields {
+		if hf.Name == "grpc-encoding" && hf.Value != "" && hf.Value != "identity" {
+			return true
+		}
+	}
+	return false
 }

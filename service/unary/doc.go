@@ -53,7 +53,8 @@
 // grpc-go client waits for the server's SETTINGS before its first call),
 // and nothing else until it has read the first call's HEADERS. Up to then
 // it only notes the client's SETTINGS, PINGs and connection WINDOW_UPDATEs.
-// If the first call's :path is served here, the server sends its own
+// If the first call's :path is served here (and its message is not
+// compressed: grpc-go may have the compressor), the server sends its own
 // SETTINGS, the ACKs and PING ACKs owed, and serves the connection. If
 // not, or on anything unusual before it (another frame type, a header list
 // past the bound, an HPACK or frame error, 16 SETTINGS or PINGs, no call

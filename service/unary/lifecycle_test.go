@@ -15,8 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding/gzip"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -236,4 +238,24 @@ func TestConnectionTimers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCompressedFirstCall: a connection whose first call is compressed
+// goes to grpc-go, which has gzip (registered by this test's imports);
+// a compressed call on a connection served here is UNIMPLEMENTED, as
+// grpc-go answers an encoding it does not have.
+func TestCompressedFirstCall(t *testing.T) {
+	s := serve(t, unary.Config{})
+	gz := grpc.UseCompressor(gzip.Name)
+	handed := rlsv3.NewRateLimitServiceClient(dial(t, s.addr, nil))
+	resp, err := handed.ShouldRateLimit(t.Context(), request("d", "gz"), gz)
+	require.NoError(t, err, "grpc-go decompresses it")
+	assert.Equal(t, "gz", resp.GetResponseHeadersToAdd()[0].GetValue())
+
+	direct := rlsv3.NewRateLimitServiceClient(dial(t, s.addr, nil))
+	_, err = direct.ShouldRateLimit(t.Context(), request("d", "plain"))
+	require.NoError(t, err)
+	_, err = direct.ShouldRateLimit(t.Context(), request("d", "gz"), gz)
+	assert.Equal(t, codes.Unimplemented, status.Code(err))
+	assert.ErrorContains(t, err, `grpc: Decompressor is not installed for grpc-encoding "gzip"`)
 }

@@ -717,9 +717,10 @@ func (c *conn) takeData(st *stream, data []byte) bool {
 		}
 		st.msgLen = length
 		if 5+length > cap(b) { // the message's size at once, as grpc-go allocates it
-			nb := append(make([]byte, 0, 5+length), b...)
+			nb := getSized(5 + length)
+			*nb = append(*nb, b...)
 			putBuf(st.req)
-			st.req, b = &nb, nb
+			st.req, b = nb, *nb
 		}
 	}
 	if len(b)+len(data) > 5+st.msgLen {

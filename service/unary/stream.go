@@ -104,20 +104,58 @@ func (st *stream) cancel(err error) {
 	}
 }
 
-// Buffers of requests and answers.
+// Buffers of requests and answers: pooled by size class, a class four
+// times the one below, from 4 KiB to 4 MiB (a request's buffer is sized
+// from its prefix at once, as grpc-go's are; a flood of large requests
+// then reuses them).
 const (
-	pooledBuf = 4 << 10
-	maxPooled = 64 << 10
+	pooledBuf  = 4 << 10
+	maxPooled  = 4 << 20
+	bufClasses = 6 // 4K, 16K, 64K, 256K, 1M, 4M
 )
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, pooledBuf); return &b }}
+var bufPools [bufClasses]sync.Pool
 
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+// class is the pool of buffers of capacity at least n, and that capacity;
+// -1 past the largest.
+func class(n int) (int, int) {
+	size := pooledBuf
+	for i := range bufClasses {
+		if n <= size {
+			return i, size
+		}
+		size <<= 2
+	}
+	return -1, n
+}
 
+// getBuf returns an empty buffer of capacity pooledBuf at least.
+func getBuf() *[]byte { return getSized(pooledBuf) }
+
+// getSized returns an empty buffer of capacity n at least.
+func getSized(n int) *[]byte {
+	i, size := class(n)
+	if i >= 0 {
+		if b, ok := bufPools[i].Get().(*[]byte); ok {
+			return b
+		}
+	}
+	b := make([]byte, 0, size)
+	return &b
+}
+
+// putBuf gives a buffer back to its pool, the class its capacity fills.
 func putBuf(b *[]byte) {
-	if b == nil || cap(*b) > maxPooled {
+	if b == nil || cap(*b) < pooledBuf || cap(*b) > maxPooled {
+		return
+	}
+	i, size := class(cap(*b))
+	if size != cap(*b) {
+		i-- // a buffer between classes serves the one below
+	}
+	if i < 0 {
 		return
 	}
 	*b = (*b)[:0]
-	bufPool.Put(b)
+	bufPools[i].Put(b)
 }

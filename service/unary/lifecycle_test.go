@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/encoding/gzip"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlimit/actorlimit/internal/testkit"
 	"github.com/actorlimit/actorlimit/service/unary"
@@ -258,4 +259,46 @@ func TestCompressedFirstCall(t *testing.T) {
 	_, err = direct.ShouldRateLimit(t.Context(), request("d", "gz"), gz)
 	assert.Equal(t, codes.Unimplemented, status.Code(err))
 	assert.ErrorContains(t, err, `grpc: Decompressor is not installed for grpc-encoding "gzip"`)
+}
+
+// TestEarlyFrames: a PING, a second SETTINGS and a WINDOW_UPDATE sent
+// before the first call are answered whichever server takes the
+// connection: the direct transport once it decides, grpc-go from the
+// bytes replayed.
+func TestEarlyFrames(t *testing.T) {
+	for _, tc := range []struct {
+		name, path string
+	}{
+		{"served here", rlsMethod},
+		{"handed to grpc-go", "/grpc.health.v1.Health/Watch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := serve(t, unary.Config{})
+			r := dialRaw(t, s.addr)
+			require.NoError(t, r.fr.WritePing(false, [8]byte{'e', 'a', 'r', 'l', 'y'}))
+			require.NoError(t, r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20}))
+			require.NoError(t, r.fr.WriteWindowUpdate(0, 1<<20))
+			msg := echoMsg("d", "v")
+			if tc.path != rlsMethod {
+				msg, _ = proto.Marshal(&healthpb.HealthCheckRequest{})
+			}
+			r.call(1, tc.path, msg)
+			var pingAcked bool
+			acks, data := 0, false
+			for !(pingAcked && acks >= 2 && data) {
+				switch f := r.read().(type) {
+				case *http2.PingFrame:
+					pingAcked = pingAcked || (f.IsAck() && f.Data == [8]byte{'e', 'a', 'r', 'l', 'y'})
+				case *http2.SettingsFrame:
+					if f.IsAck() {
+						acks++
+					}
+				case *http2.DataFrame:
+					data = data || f.StreamID == 1
+				case *http2.GoAwayFrame:
+					t.Fatalf("GOAWAY %v", f.ErrCode)
+				}
+			}
+		})
+	}
 }

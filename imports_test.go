@@ -83,6 +83,8 @@ func TestImportRules(t *testing.T) {
 		{"quota", "service", true, "the quota service and the rate limit service stand side by side"},
 		{"service", "quota", true, "the quota service and the rate limit service stand side by side"},
 		{"quota", "actor", false, "the quota service uses the public API only"},
+		{"service", "service/unary", true, "the transport serves the service's bytes; the service knows no transport"},
+		{"service/unary", "service", true, "the transport knows no service: actorlimitd wires them"},
 	}
 	for _, n := range never {
 		t.Run(name(n.pkg)+"-never-"+name(n.never), func(t *testing.T) {

@@ -2,13 +2,16 @@ package service
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -82,7 +85,15 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
-	wire := buf.ReadOnlyData()
+	if err := c.decode(buf.ReadOnlyData(), req); err != nil {
+		c.refused.Store(req, err)
+	}
+	return nil
+}
+
+// decode decodes wire into req, which must be empty, after the scan: nil,
+// or the refusal (req left empty) that the Server answers.
+func (c *Codec) decode(wire []byte, req *rlsv3.RateLimitRequest) error {
 	err := c.s.bounds.ScanRequest(wire)
 	if err == nil {
 		if decodeRequest(wire, req) {
@@ -94,9 +105,46 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	if err != nil {
 		req.Reset()
-		c.refused.Store(req, err)
 	}
-	return nil
+	return err
+}
+
+// DecodeRequest is what Unmarshal and Interceptor do together, for a
+// transport other than grpc-go's: it returns the request of wire (a
+// RateLimitRequest's bytes, not retained), or the error the Server answers
+// a refused one with (InvalidArgument naming the bound), counted in the
+// Server's metrics as the interceptor counts it. Decide the request with
+// Server.ShouldRateLimit and encode the answer with AppendResponse: the
+// answer's bytes and the statuses are those of the grpc-go path.
+func (c *Codec) DecodeRequest(wire []byte) (*rlsv3.RateLimitRequest, error) {
+	req := new(rlsv3.RateLimitRequest)
+	if err := c.decode(wire, req); err != nil {
+		c.countRefused(err)
+		return nil, err
+	}
+	return req, nil
+}
+
+// AppendResponse appends the wire bytes of resp to b, as Marshal encodes
+// them; an answer that does not encode is an Internal error, as grpc-go
+// answers a codec's.
+func (c *Codec) AppendResponse(b []byte, resp *rlsv3.RateLimitResponse) ([]byte, error) {
+	if size, ok := responseSize(resp); ok {
+		return appendResponse(slices.Grow(b, size), resp), nil
+	}
+	out, err := proto.MarshalOptions{}.MarshalAppend(b, resp)
+	if err != nil { // the status grpc-go answers a codec's error with
+		return nil, status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+	}
+	return out, nil
+}
+
+// countRefused counts a refused request in the Server's metrics.
+func (c *Codec) countRefused(err error) {
+	if m := c.s.o.Metrics; m != nil {
+		m.codes["invalid"].Inc()
+	}
+	c.s.countRefusal(err)
 }
 
 // Interceptor answers a request that Unmarshal refused with its error,
@@ -106,10 +154,7 @@ func (c *Codec) Interceptor(ctx context.Context, req any, _ *grpc.UnaryServerInf
 	// looked up (a domain is required), so deciding one costs no map lookup.
 	if r, ok := req.(*rlsv3.RateLimitRequest); ok && r.GetDomain() == "" && len(r.GetDescriptors()) == 0 {
 		if err, ok := c.refused.LoadAndDelete(r); ok {
-			if m := c.s.o.Metrics; m != nil {
-				m.codes["invalid"].Inc()
-			}
-			c.s.countRefusal(err.(error))
+			c.countRefused(err.(error))
 			return nil, err.(error)
 		}
 	}

@@ -48,8 +48,10 @@ func inOneMinute(t *testing.T, try func(client string) []string) []string {
 // its remote_address limit that sends a long path (5 000 bytes, 1 MiB) is
 // answered OVER_LIMIT, not refused (Envoy lets a refused request through),
 // and an address of 5 000 bytes is counted and denied past its limit.
-func TestEdgeLongValues(t *testing.T) {
-	d := startDaemon(t, "-config", filepath.Join("..", "..", "examples", "actorlimitd", "config.yaml"))
+func TestEdgeLongValues(t *testing.T) { forTransports(t, testEdgeLongValues) }
+
+func testEdgeLongValues(t *testing.T, transport string) {
+	d := startDaemon(t, "-config", filepath.Join("..", "..", "examples", "actorlimitd", "config.yaml"), "-grpc-transport", transport)
 	// ask returns the overall code of a request, or its error's code.
 	ask := func(hits uint32, kv ...string) string {
 		var ds []*ratelimitv3.RateLimitDescriptor

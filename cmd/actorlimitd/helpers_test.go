@@ -232,3 +232,13 @@ func writeFile(t *testing.T, path, text string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
 }
+
+// transports are -grpc-transport's values.
+var transports = []string{transportGRPC, transportDirect}
+
+// forTransports runs test once a transport, as a subtest named after it.
+func forTransports(t *testing.T, test func(t *testing.T, transport string)) {
+	for _, tr := range transports {
+		t.Run("transport="+tr, func(t *testing.T) { test(t, tr) })
+	}
+}

@@ -29,11 +29,13 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlimit/actorlimit"
 	certfiles "github.com/actorlimit/actorlimit/internal/certs"
 	"github.com/actorlimit/actorlimit/quota"
 	"github.com/actorlimit/actorlimit/service"
+	"github.com/actorlimit/actorlimit/service/unary"
 )
 
 // Defaults of the edge's flags, and the settings it has no flag for.
@@ -95,7 +97,7 @@ func registerListenFlags(fs *flag.FlagSet, f *flags) {
 	fs.IntVar(&e.maxRequestBytes, "max-request-bytes", defaultMaxRequestBytes, "bound on a request's size in bytes: gRPC's receive size and POST /json's body")
 	fs.UintVar(&e.maxStreams, "max-concurrent-streams", defaultMaxStreams, "bound on a gRPC connection's concurrent calls")
 	fs.IntVar(&e.maxInFlight, "max-in-flight", defaultMaxInFlight, "bound on the requests decided at once, gRPC and /json together; a request past it waits for its deadline (1 s at most), then is answered RESOURCE_EXHAUSTED (HTTP 503)")
-	fs.IntVar(&e.streamWorkers, "grpc-stream-workers", defaultStreamWorkers(), "gRPC calls are run by this many goroutines kept for the purpose, whose stacks have grown already (a call that finds them all busy gets a goroutine of its own); 0: a new goroutine a call, grpc-go's default")
+	fs.IntVar(&e.streamWorkers, "grpc-stream-workers", defaultStreamWorkers(), "gRPC calls are run by this many goroutines kept for the purpose, whose stacks have grown already (a call that finds them all busy gets a goroutine of its own), on either transport; 0: a new goroutine a call, grpc-go's default")
 	fs.DurationVar(&e.readTimeout, "http-read-timeout", 10*time.Second, "HTTP listeners: the longest a request's headers and body may take to arrive")
 	fs.DurationVar(&e.writeTimeout, "http-write-timeout", 10*time.Second, "HTTP listeners: the longest from a request's headers to the end of its answer")
 	fs.DurationVar(&e.idleTimeout, "http-idle-timeout", 2*time.Minute, "HTTP listeners: the longest a kept-alive connection may wait for its next request")
@@ -133,7 +135,7 @@ func (e *listenFlags) check(f *flags) error {
 	case e.maxTableEntries < 1:
 		return fmt.Errorf("-max-table-entries %d: want at least 1", e.maxTableEntries)
 	}
-	if err := e.transport.check(); err != nil {
+	if err := e.transport.check(f.tracing.on); err != nil {
 		return err
 	}
 	f.cluster.maxEntries = e.maxTableEntries
@@ -171,6 +173,7 @@ func serverTLS(f flags, log *slog.Logger) (*tls.Config, error) {
 // edge is the service's listeners and their servers.
 type edge struct {
 	grpc       *grpc.Server
+	direct     *unary.Server // with -grpc-transport direct; grpc serves the connections it hands off
 	health     *health.Server
 	http       *http.Server
 	debug      *http.Server // nil without -debug-addr
@@ -214,6 +217,11 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracin
 	}
 	e.health = health.NewServer()
 	healthpb.RegisterHealthServer(e.grpc, e.health)
+	if f.listen.transport.kind == transportDirect {
+		if e.direct, err = directServer(f, codec, srv, e.health, slots, tlsConf, e.grpc); err != nil {
+			return nil, err
+		}
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/json", tr.handler("/json", slots.wrap(service.JSONHandlerBounded(srv, int64(f.listen.maxRequestBytes)), int64(f.listen.maxRequestBytes))))
@@ -268,7 +276,15 @@ func (ef listenFlags) httpServer(h http.Handler, log *slog.Logger) *http.Server 
 
 // serve serves every listener, sending a failure to errs.
 func (e *edge) serve(errs chan<- error) {
-	go func() { errs <- e.grpc.Serve(e.gl) }()
+	if e.direct != nil {
+		go func() {
+			if err := e.direct.Serve(e.gl); !errors.Is(err, unary.ErrServerClosed) {
+				errs <- err
+			}
+		}()
+	} else {
+		go func() { errs <- e.grpc.Serve(e.gl) }()
+	}
 	go func() {
 		if err := e.http.Serve(e.hl); !errors.Is(err, http.ErrServerClosed) {
 			errs <- err
@@ -285,6 +301,9 @@ func (e *edge) serve(errs chan<- error) {
 
 // stop closes every listener and connection at once.
 func (e *edge) stop() {
+	if e.direct != nil {
+		_ = e.direct.Close()
+	}
 	e.grpc.Stop()
 	_ = e.http.Close()
 	if e.debug != nil {
@@ -298,7 +317,7 @@ func (e *edge) shutdown(grace time.Duration, log *slog.Logger) {
 	if e.debug != nil {
 		_ = e.debug.Close()
 	}
-	shutdown(e.grpc, e.http, grace, log)
+	shutdown(e.grpc, e.direct, e.http, grace, log)
 }
 
 // inFlight bounds the requests decided at once, across gRPC and /json.
@@ -358,5 +377,64 @@ func (l *inFlight) wrap(h http.Handler, maxBody int64) http.Handler {
 		}
 		defer l.release()
 		h.ServeHTTP(w, r)
+	})
+}
+
+// The methods -grpc-transport direct serves.
+const (
+	methodShouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+	methodHealthCheck     = "/grpc.health.v1.Health/Check"
+)
+
+// directServer is -grpc-transport direct's server: the same bounds as
+// grpc-go's (receive size, streams, header list, keepalive, handshake
+// timeout, connection age, requests in flight, TLS and client
+// certificates), the RateLimitService through the codec's DecodeRequest
+// and AppendResponse (the grpc-go path's bytes and statuses), the health
+// service's Check from hs, and every other connection handed to gs.
+func directServer(f flags, codec *service.Codec, srv *service.Server, hs *health.Server, slots *inFlight, tlsConf *tls.Config, gs *grpc.Server) (*unary.Server, error) {
+	ka := f.compat.keepalive(keepaliveServer)
+	return unary.New(unary.Config{
+		Handlers: map[string]unary.Handler{
+			methodShouldRateLimit: func(ctx context.Context, _ string, wire, dst []byte) ([]byte, error) {
+				req, err := codec.DecodeRequest(wire)
+				if err != nil {
+					return nil, err
+				}
+				if err := slots.acquire(ctx); err != nil {
+					return nil, err
+				}
+				resp, err := srv.ShouldRateLimit(ctx, req)
+				slots.release()
+				if err != nil {
+					return nil, err
+				}
+				return codec.AppendResponse(dst, resp)
+			},
+			methodHealthCheck: func(ctx context.Context, _ string, wire, dst []byte) ([]byte, error) {
+				var req healthpb.HealthCheckRequest
+				if err := proto.Unmarshal(wire, &req); err != nil {
+					return nil, status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
+				}
+				resp, err := hs.Check(ctx, &req)
+				if err != nil {
+					return nil, err
+				}
+				return proto.MarshalOptions{}.MarshalAppend(dst, resp)
+			},
+		},
+		Fallback:              gs,
+		TLS:                   tlsConf,
+		MaxConcurrentStreams:  uint32(f.listen.maxStreams),
+		MaxRecvMsgSize:        f.listen.maxRequestBytes,
+		MaxHeaderListSize:     maxHeaderBytes,
+		HandshakeTimeout:      handshakeTimeout,
+		KeepaliveTime:         ka.Time,
+		KeepaliveTimeout:      ka.Timeout,
+		KeepaliveMinTime:      keepaliveEnforcement.MinTime,
+		PermitWithoutStream:   keepaliveEnforcement.PermitWithoutStream,
+		MaxConnectionAge:      ka.MaxConnectionAge,
+		MaxConnectionAgeGrace: ka.MaxConnectionAgeGrace,
+		Workers:               f.listen.streamWorkers,
 	})
 }

@@ -70,12 +70,14 @@ func memoryKB(t *testing.T, pid int, field string) int {
 // InvalidArgument naming the bound, the process stays under 400 MiB
 // resident at its peak, and a legitimate client is answered without error
 // all along.
-func TestFloodOfEmptyDescriptors(t *testing.T) {
+func TestFloodOfEmptyDescriptors(t *testing.T) { forTransports(t, testFloodOfEmptyDescriptors) }
+
+func testFloodOfEmptyDescriptors(t *testing.T, transport string) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("needs /proc")
 	}
 	const maxPeakKB = 400 << 10
-	d := startWithConfig(t, serveConfig)
+	d := startWithConfig(t, serveConfig, "-grpc-transport", transport)
 	pid := d.cmd.Process.Pid
 	flood := bytes.Repeat([]byte{0x12, 0x00}, 1<<20) // 2 MiB: a million empty descriptors
 	flood = append([]byte{0x0a, 0x03, 'w', 'e', 'b'}, flood...)
@@ -136,13 +138,15 @@ func TestFloodOfEmptyDescriptors(t *testing.T) {
 // HTTP listeners, and one with a certificate the CA signed is served. The
 // clients trust the server's certificate, so only the server's check can
 // refuse them.
-func TestClientCertificates(t *testing.T) {
+func TestClientCertificates(t *testing.T) { forTransports(t, testClientCertificates) }
+
+func testClientCertificates(t *testing.T, transport string) {
 	c := newCerts(t)
 	other := newCerts(t)
 	serverCert, serverKey := c.issue(t, "server", 2)
 	goodCert, goodKey := c.issue(t, "client", 3)
 	badCert, badKey := other.issue(t, "intruder", 4)
-	d := startWithConfig(t, serveConfig, "-tls-cert", serverCert, "-tls-key", serverKey, "-tls-client-ca", c.caFile)
+	d := startWithConfig(t, serveConfig, "-tls-cert", serverCert, "-tls-key", serverKey, "-tls-client-ca", c.caFile, "-grpc-transport", transport)
 
 	load := func(cert, key string) []tls.Certificate {
 		if cert == "" {

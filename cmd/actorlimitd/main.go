@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -36,6 +37,7 @@ import (
 	"github.com/actorlimit/actorlimit/cluster"
 	"github.com/actorlimit/actorlimit/metrics"
 	"github.com/actorlimit/actorlimit/service"
+	"github.com/actorlimit/actorlimit/service/unary"
 )
 
 func main() {
@@ -337,12 +339,19 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 
 // shutdown stops taking requests, lets those in flight finish within
 // grace, and then stops both servers.
-func shutdown(gs *grpc.Server, hsrv *http.Server, grace time.Duration, log *slog.Logger) {
+func shutdown(gs *grpc.Server, direct *unary.Server, hsrv *http.Server, grace time.Duration, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
+		// The direct transport sends GOAWAY on its connections, grpc-go on
+		// those it was handed: both drain at once.
+		var wg sync.WaitGroup
+		if direct != nil {
+			wg.Go(func() { _ = direct.Shutdown(ctx) })
+		}
 		gs.GracefulStop()
+		wg.Wait()
 		close(done)
 	}()
 	if err := hsrv.Shutdown(ctx); err != nil {
@@ -353,6 +362,9 @@ func shutdown(gs *grpc.Server, hsrv *http.Server, grace time.Duration, log *slog
 	case <-done:
 	case <-ctx.Done():
 		log.Warn("gRPC requests still in flight at the end of the grace")
+		if direct != nil {
+			_ = direct.Close()
+		}
 		gs.Stop()
 	}
 }

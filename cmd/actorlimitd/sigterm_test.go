@@ -27,9 +27,11 @@ import (
 // Every bound here is the drain's own: the health answers are read while the
 // process must still serve (a failed call is a failure, not a retry), and an
 // Unavailable is a failure when it came sooner than drain after the signal.
-func TestSIGTERMUnderLoad(t *testing.T) {
+func TestSIGTERMUnderLoad(t *testing.T) { forTransports(t, testSIGTERMUnderLoad) }
+
+func testSIGTERMUnderLoad(t *testing.T, transport string) {
 	const drain, grace = 1 * time.Second, 5 * time.Second
-	d := startWithConfig(t, serveConfig, "-drain-delay", drain.String(), "-shutdown-grace", grace.String())
+	d := startWithConfig(t, serveConfig, "-drain-delay", drain.String(), "-shutdown-grace", grace.String(), "-grpc-transport", transport)
 	client := d.client()
 	var (
 		stop        atomic.Bool

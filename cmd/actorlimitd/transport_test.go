@@ -128,6 +128,11 @@ func TestTransportFlags(t *testing.T) {
 		{"-grpc-window-bytes 65535", 0, "-grpc-window-bytes 65535: want 0 (estimated) or 65536 to 2147483647"},
 		{"-grpc-window-bytes 2147483648", 0, "-grpc-window-bytes 2147483648"},
 		{"-grpc-window-bytes -1", 0, "-grpc-window-bytes -1"},
+		{"-grpc-transport direct", 0, ""},
+		{"-grpc-transport grpc -grpc-window-bytes 65536", 65536, ""},
+		{"-grpc-transport h3", 0, `-grpc-transport "h3": want grpc or direct`},
+		{"-grpc-transport direct -grpc-window-bytes 65536", 0, "-grpc-window-bytes goes with -grpc-transport grpc"},
+		{"-grpc-transport direct -tracing", 0, "use -grpc-transport grpc with -tracing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.args, func(t *testing.T) {

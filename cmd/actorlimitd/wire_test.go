@@ -19,8 +19,10 @@ import (
 // an error (the latter ResourceExhausted), a descriptor whose entry has an
 // empty key is answered without a rule, and the process goes on serving,
 // with nothing of them counted.
-func TestWireBadMessages(t *testing.T) {
-	d := startWithConfig(t, serveConfig)
+func TestWireBadMessages(t *testing.T) { forTransports(t, testWireBadMessages) }
+
+func testWireBadMessages(t *testing.T, transport string) {
+	d := startWithConfig(t, serveConfig, "-grpc-transport", transport)
 	d.client() // dials d.conn
 	const method = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 	send := func(msg []byte) error {

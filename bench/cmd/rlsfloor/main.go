@@ -14,6 +14,10 @@
 //
 //	rlsfloor -grpc-addr 127.0.0.1:8081 -codec service
 //
+// With -grpc-transport direct it serves on actorlimitd's own HTTP/2
+// transport (service/unary, as actorlimitd -grpc-transport direct does)
+// instead of grpc-go's server: the floor of that transport.
+//
 // It prints "listening on HOST:PORT" once it accepts connections (with port
 // 0 the system picks a free one), and stops on SIGINT or SIGTERM.
 package main
@@ -29,21 +33,25 @@ import (
 	_ "net/http/pprof" // the profiles on -debug-addr
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/service"
+	"github.com/actorlimit/actorlimit/service/unary"
 )
 
 func main() {
 	addr := flag.String("grpc-addr", "127.0.0.1:0", "address to listen on (port 0: a free port)")
 	codec := flag.String("codec", "stock", "the server's codec: stock (grpc-go's proto codec) or service (actorlimitd's)")
 	debug := flag.String("debug-addr", "", "address of Go's profiles (/debug/pprof/), to compare the floor's with actorlimitd's; empty: none")
+	transport := flag.String("grpc-transport", "grpc", "the server's transport: grpc (grpc-go's server) or direct (actorlimitd's service/unary)")
 	flag.Parse()
 	if *debug != "" {
 		dl, err := net.Listen("tcp", *debug)
@@ -55,17 +63,32 @@ func main() {
 	if *codec != "stock" && *codec != "service" {
 		log.Fatalf("rlsfloor: -codec %q: want stock or service", *codec)
 	}
-	if err := run(*addr, *codec == "service"); err != nil {
+	if *transport != "grpc" && *transport != "direct" {
+		log.Fatalf("rlsfloor: -grpc-transport %q: want grpc or direct", *transport)
+	}
+	if err := run(*addr, *codec == "service", *transport == "direct"); err != nil {
 		log.Fatal("rlsfloor: ", err)
 	}
 }
 
-func run(addr string, serviceCodec bool) error {
+func run(addr string, serviceCodec, direct bool) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	s := grpc.NewServer()
+	// handle answers a request's bytes on the direct transport.
+	handle := func(_ context.Context, _ string, wire, dst []byte) ([]byte, error) {
+		var req rlspb.RateLimitRequest
+		if err := proto.Unmarshal(wire, &req); err != nil {
+			return nil, status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
+		}
+		resp, err := floor{}.ShouldRateLimit(context.Background(), &req)
+		if err != nil {
+			return nil, err
+		}
+		return proto.MarshalOptions{}.MarshalAppend(dst, resp)
+	}
 	if serviceCodec {
 		// The codec reads its bounds from a Server, which decides nothing
 		// here: its limiter is never asked.
@@ -81,12 +104,42 @@ func run(addr string, serviceCodec bool) error {
 		codec := service.NewCodec(srv)
 		s = grpc.NewServer(grpc.ForceServerCodecV2(codec), grpc.ChainUnaryInterceptor(codec.Interceptor))
 		rlspb.RegisterRateLimitServiceServer(s, leanFloor{})
+		handle = func(_ context.Context, _ string, wire, dst []byte) ([]byte, error) {
+			req, err := codec.DecodeRequest(wire)
+			if err != nil {
+				return nil, err
+			}
+			resp, err := leanFloor{}.ShouldRateLimit(context.Background(), req)
+			if err != nil {
+				return nil, err
+			}
+			return codec.AppendResponse(dst, resp)
+		}
 	} else {
 		rlspb.RegisterRateLimitServiceServer(s, floor{})
 	}
 	fmt.Println("listening on", l.Addr())
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	if direct {
+		u, err := unary.New(unary.Config{
+			Handlers: map[string]unary.Handler{"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit": handle},
+			Fallback: s,
+			Workers:  8 * runtime.GOMAXPROCS(0), // as actorlimitd's -grpc-stream-workers
+		})
+		if err != nil {
+			return err
+		}
+		go func() {
+			<-sig
+			_ = u.Shutdown(context.Background())
+			s.GracefulStop()
+		}()
+		if err := u.Serve(l); err != nil && !errors.Is(err, unary.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
 	go func() {
 		<-sig
 		s.GracefulStop()

@@ -210,89 +210,96 @@ func TestRedisTwoAppServersThroughMiddleware(t *testing.T) {
 }
 
 // TestRedisKilledUnderLoad kills Redis while callers hit a Limiter on it,
-// for each outage mode: no call hangs, the mode decides as documented, and
-// once Redis is back the Limiter uses it again.
+// for each outage mode, with the fixed window's script and with a key per
+// window (redisstore.WithWindowKeys): no call hangs, the mode decides as
+// documented, and once Redis is back the Limiter uses it again.
 func TestRedisKilledUnderLoad(t *testing.T) {
 	modes := []redisstore.Outage{redisstore.Fallback, redisstore.FailOpen, redisstore.FailClosed, redisstore.FailError}
-	for _, mode := range modes {
-		t.Run(mode.String(), func(t *testing.T) {
-			srv := redistest.Start(t)
-			sopts := []redisstore.Option{redisstore.WithOutage(mode),
-				redisstore.WithTimeout(200 * time.Millisecond), redisstore.WithProbeInterval(50 * time.Millisecond)}
-			lim, store := startOnRedis(t, srv, sopts)
-			witness, _ := startOnRedis(t, srv, nil) // a second app server, to see what Redis holds
-			p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 1 << 40, Period: time.Hour}
+	for _, keep := range []string{"script", "windowkeys"} {
+		for _, mode := range modes {
+			t.Run(keep+"/"+mode.String(), func(t *testing.T) {
+				srv := redistest.Start(t)
+				var kopts []redisstore.Option
+				if keep == "windowkeys" {
+					kopts = []redisstore.Option{redisstore.WithWindowKeys(), redisstore.WithCallerTime()}
+				}
+				sopts := append([]redisstore.Option{redisstore.WithOutage(mode),
+					redisstore.WithTimeout(200 * time.Millisecond), redisstore.WithProbeInterval(50 * time.Millisecond)}, kopts...)
+				lim, store := startOnRedis(t, srv, sopts)
+				witness, _ := startOnRedis(t, srv, kopts) // a second app server, to see what Redis holds
+				p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 1 << 40, Period: time.Hour}
 
-			var stop atomic.Bool
-			var calls, slow, wrong atomic.Int64
-			var firstErr atomic.Value
-			var wg sync.WaitGroup
-			for c := range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for !stop.Load() {
-						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-						t0 := time.Now()
-						res, err := lim.Hit(ctx, fmt.Sprintf("load-%d", c), p)
-						cancel()
-						calls.Add(1)
-						if time.Since(t0) > 2*time.Second {
-							slow.Add(1)
+				var stop atomic.Bool
+				var calls, slow, wrong atomic.Int64
+				var firstErr atomic.Value
+				var wg sync.WaitGroup
+				for c := range 16 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for !stop.Load() {
+							ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+							t0 := time.Now()
+							res, err := lim.Hit(ctx, fmt.Sprintf("load-%d", c), p)
+							cancel()
+							calls.Add(1)
+							if time.Since(t0) > 2*time.Second {
+								slow.Add(1)
+							}
+							switch {
+							case err != nil && mode == redisstore.FailError && errors.Is(err, redisstore.ErrUnavailable):
+							case err != nil:
+								firstErr.CompareAndSwap(nil, err)
+								wrong.Add(1)
+							case mode == redisstore.FailClosed && !res.Allowed && res.Count == 0:
+							case !res.Allowed:
+								wrong.Add(1)
+							}
 						}
-						switch {
-						case err != nil && mode == redisstore.FailError && errors.Is(err, redisstore.ErrUnavailable):
-						case err != nil:
-							firstErr.CompareAndSwap(nil, err)
-							wrong.Add(1)
-						case mode == redisstore.FailClosed && !res.Allowed && res.Count == 0:
-						case !res.Allowed:
-							wrong.Add(1)
-						}
+					}()
+				}
+				waitCalls := func(n int64) {
+					deadline := time.Now().Add(time.Minute)
+					for target := calls.Load() + n; calls.Load() < target; {
+						require.True(t, time.Now().Before(deadline), "callers stopped making progress")
+						time.Sleep(time.Millisecond)
 					}
-				}()
-			}
-			waitCalls := func(n int64) {
+				}
+				waitCalls(200)
+				srv.Kill()
+				waitCalls(200) // served during the outage
+				outage := store.Stats()
+				srv.Restart()
+				// Recovery: a hit through lim lands in Redis, as the witness sees.
 				deadline := time.Now().Add(time.Minute)
-				for target := calls.Load() + n; calls.Load() < target; {
-					require.True(t, time.Now().Before(deadline), "callers stopped making progress")
-					time.Sleep(time.Millisecond)
-				}
-			}
-			waitCalls(200)
-			srv.Kill()
-			waitCalls(200) // served during the outage
-			outage := store.Stats()
-			srv.Restart()
-			// Recovery: a hit through lim lands in Redis, as the witness sees.
-			deadline := time.Now().Add(time.Minute)
-			for n := 1; ; n++ {
-				_, err := lim.Hit(context.Background(), "after", p)
-				if err == nil {
-					res, werr := witness.Peek(context.Background(), "after", p)
-					if werr == nil && res.Count > 0 {
-						break
+				for n := 1; ; n++ {
+					_, err := lim.Hit(context.Background(), "after", p)
+					if err == nil {
+						res, werr := witness.Peek(context.Background(), "after", p)
+						if werr == nil && res.Count > 0 {
+							break
+						}
 					}
+					require.True(t, time.Now().Before(deadline), "never recovered: %v", err)
+					time.Sleep(10 * time.Millisecond) // the probe interval is on the wall clock
 				}
-				require.True(t, time.Now().Before(deadline), "never recovered: %v", err)
-				time.Sleep(10 * time.Millisecond) // the probe interval is on the wall clock
-			}
-			waitCalls(200)
-			stop.Store(true)
-			wg.Wait()
+				waitCalls(200)
+				stop.Store(true)
+				wg.Wait()
 
-			assert.Zero(t, slow.Load(), "calls outlasted the store's timeout by far")
-			assert.Zero(t, wrong.Load(), "decisions the mode does not allow; first error %v", firstErr.Load())
-			assert.GreaterOrEqual(t, outage.Outages, uint64(1))
-			switch mode {
-			case redisstore.Fallback:
-				assert.Positive(t, outage.Fallbacks)
-			case redisstore.FailOpen:
-				assert.Positive(t, outage.FailedOpen)
-			case redisstore.FailClosed:
-				assert.Positive(t, outage.FailedClosed)
-			}
-		})
+				assert.Zero(t, slow.Load(), "calls outlasted the store's timeout by far")
+				assert.Zero(t, wrong.Load(), "decisions the mode does not allow; first error %v", firstErr.Load())
+				assert.GreaterOrEqual(t, outage.Outages, uint64(1))
+				switch mode {
+				case redisstore.Fallback:
+					assert.Positive(t, outage.Fallbacks)
+				case redisstore.FailOpen:
+					assert.Positive(t, outage.FailedOpen)
+				case redisstore.FailClosed:
+					assert.Positive(t, outage.FailedClosed)
+				}
+			})
+		}
 	}
 }
 

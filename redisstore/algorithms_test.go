@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -35,7 +36,9 @@ func runSteps(t *testing.T, s *redisstore.Store, a algo.Algorithm, steps []step)
 }
 
 // TestAlgorithms proves each algorithm's decisions on short sequences worked
-// out by hand, with the caller's time.
+// out by hand, with the caller's time; the fixed window's in both modes
+// (its script, a key per window), across a window's end on the injected
+// clock.
 func TestAlgorithms(t *testing.T) {
 	srv := redistest.Start(t)
 	ms := time.Millisecond
@@ -79,10 +82,16 @@ func TestAlgorithms(t *testing.T) {
 		},
 	}
 	for a, steps := range cases {
-		t.Run(a.String(), func(t *testing.T) {
-			s, err := redisstore.New(srv.Client(), redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)
-			require.NoError(t, err)
-			runSteps(t, s, a, steps)
-		})
+		for _, m := range modes {
+			if m.win && a != algo.FixedWindow {
+				continue // the other algorithms do not change with the mode
+			}
+			t.Run(a.String()+"/"+m.name, func(t *testing.T) {
+				require.NoError(t, srv.Client().FlushAll(context.Background()).Err())
+				s, err := redisstore.New(srv.Client(), withMode(m, redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)...)
+				require.NoError(t, err)
+				runSteps(t, s, a, steps)
+			})
+		}
 	}
 }

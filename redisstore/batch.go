@@ -231,6 +231,9 @@ func (rn *run) kind() string {
 // failure returns the error of the call's check: its script call's, or,
 // in a run, the run's or the check's own; nil if it was decided.
 func (cl *call) failure(r *round) error {
+	if cl.win {
+		return cl.windowFailure()
+	}
 	if cl.run > 0 {
 		rn := &r.runs[cl.run-1]
 		if rn.bad != nil {

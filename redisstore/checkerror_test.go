@@ -21,21 +21,28 @@ type spoil struct {
 	alg   algo.Algorithm
 	write func(ctx context.Context, c *redis.Client, key string) error
 	reply string // the start of Redis's error reply
+	win   bool   // the store keeps a key per window (WithWindowKeys)
 }
 
 var spoils = []spoil{
 	{"bucket key holding a hash", algo.GCRA, func(ctx context.Context, c *redis.Client, key string) error {
 		return c.HSet(ctx, key, "tat", "1").Err()
-	}, "WRONGTYPE"},
+	}, "WRONGTYPE", false},
 	{"bucket state the script cannot read", algo.TokenBucket, func(ctx context.Context, c *redis.Client, key string) error {
 		return c.Set(ctx, key, "12 34", time.Hour).Err()
-	}, "ERR"},
+	}, "ERR", false},
 	{"window key holding a string", algo.SlidingWindow, func(ctx context.Context, c *redis.Client, key string) error {
 		return c.Set(ctx, key, "x", time.Hour).Err()
-	}, "WRONGTYPE"},
+	}, "WRONGTYPE", false},
 	{"fixed window key holding a list", algo.FixedWindow, func(ctx context.Context, c *redis.Client, key string) error {
 		return c.RPush(ctx, key, "x").Err()
-	}, "WRONGTYPE"},
+	}, "WRONGTYPE", false},
+	{"window key holding a list", algo.FixedWindow, func(ctx context.Context, c *redis.Client, key string) error {
+		return c.RPush(ctx, key, "x").Err()
+	}, "WRONGTYPE", true},
+	{"window key holding no count", algo.FixedWindow, func(ctx context.Context, c *redis.Client, key string) error {
+		return c.Set(ctx, key, "x", time.Hour).Err()
+	}, "ERR", true},
 }
 
 // TestBadKeyFailsAlone proves that a key Redis answers with an error (one
@@ -53,11 +60,15 @@ func TestBadKeyFailsAlone(t *testing.T) {
 		for _, mode := range modes {
 			t.Run(sp.name+"/"+mode.String(), func(t *testing.T) {
 				require.NoError(t, client.FlushAll(ctx).Err())
-				s, err := redisstore.New(client, redisstore.WithCallerTime(), redisstore.WithOutage(mode), patient)
+				opts := []redisstore.Option{redisstore.WithCallerTime(), redisstore.WithOutage(mode), patient}
+				if sp.win {
+					opts = append(opts, redisstore.WithWindowKeys())
+				}
+				s, err := redisstore.New(client, opts...)
 				require.NoError(t, err)
 				good := hit(sp.alg, "good", 5, 1, time.Hour)
 				bad := hit(sp.alg, "bad", 5, 1, time.Hour)
-				require.NoError(t, sp.write(ctx, client, redisstore.Key(s, &bad)))
+				require.NoError(t, sp.write(ctx, client, redisstore.KeyAt(s, &bad, t0)))
 
 				out := make([]algo.Decision, 3)
 				err = s.Decide(ctx, t0, []algo.Check{good, bad, good}, out) // one pipeline
@@ -66,7 +77,7 @@ func TestBadKeyFailsAlone(t *testing.T) {
 				switch mode {
 				case redisstore.FailError:
 					require.ErrorIs(t, err, redisstore.ErrCheckFailed)
-					assert.Contains(t, err.Error(), "check 1, key "+redisstore.Key(s, &bad)+": "+sp.reply)
+					assert.Contains(t, err.Error(), "check 1, key "+redisstore.KeyAt(s, &bad, t0)+": "+sp.reply)
 				case redisstore.FailClosed:
 					require.NoError(t, err)
 					assert.False(t, out[1].Allowed)

@@ -137,12 +137,17 @@ func (h *scriptKeys) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 func (h *scriptKeys) see(cmd redis.Cmder) {
-	if cmd.Name() != "evalsha" {
-		return
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	args := cmd.Args()
+	switch cmd.Name() {
+	case "incrby", "pexpire", "get", "del", "set": // a key per window's, and Resets
+		h.keys[redisstore.ArgString(args[1])] = true
+		return
+	case "evalsha":
+	default:
+		return
+	}
 	if n, ok := args[2].(int); !ok || n != 1 {
 		h.bad = append(h.bad, fmt.Sprint(args[:4]...))
 		return
@@ -156,15 +161,23 @@ func (h *scriptKeys) see(cmd redis.Cmder) {
 // key is in). Over random batches on about 150 ids, crossing the pipeline
 // bound and with the script cache flushed half-way, it must decide as the
 // embedded table does; every script call declares one key, and every key
-// lands in its ID's slot (CLUSTER KEYSLOT), with a TTL.
+// lands in its ID's slot (CLUSTER KEYSLOT), with a TTL. It runs in both
+// modes of the fixed window: with a key per window a batch's INCRBYs and
+// PEXPIREs name keys of many slots in one pipeline.
 func TestRealCluster(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { realCluster(t, m) })
+	}
+}
+
+func realCluster(t *testing.T, m mode) {
 	srv := redistest.StartCluster(t)
 	client := srv.ClusterClient()
 	sk := &scriptKeys{keys: map[string]bool{}}
 	client.AddHook(sk)
 	ctx := context.Background()
-	st, err := redisstore.New(client, redisstore.WithCallerTime(), redisstore.WithMaxBatch(7), patient,
-		redisstore.WithOutage(redisstore.FailError))
+	st, err := redisstore.New(client, withMode(m, redisstore.WithCallerTime(), redisstore.WithMaxBatch(7), patient,
+		redisstore.WithOutage(redisstore.FailError))...)
 	require.NoError(t, err)
 	tab := table.New(0)
 	rng := rand.New(rand.NewPCG(10, 13))
@@ -211,7 +224,7 @@ func TestRealCluster(t *testing.T) {
 	assert.Greater(t, len(slots), 100, "ids over many slots")
 	for k, d := range ttls(t, node) {
 		assert.Positive(t, d, "%s has no TTL", k)
-		assert.True(t, sk.keys[k], "%s was written by a script call that did not declare it", k)
+		assert.True(t, sk.keys[k], "%s was written by a call that did not declare it", k)
 	}
 }
 

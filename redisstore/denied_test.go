@@ -24,7 +24,8 @@ import (
 // RetryAfter and ResetAfter; a hit with another N, another policy, a peek
 // or a clock stepped back goes to Redis; at the end of the denial Redis is
 // asked again; a Reset through this store forgets the denial at once, one
-// through another store is seen only at its end.
+// through another store is seen only at its end. The fixed window runs in
+// both modes (its script, a key per window).
 func TestDeniedCache(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
@@ -35,71 +36,76 @@ func TestDeniedCache(t *testing.T) {
 	require.NoError(t, err)
 	decide(t, warm, t0, mixed(11)...) // the scripts are loaded
 	for _, a := range algo.All() {
-		t.Run(a.String(), func(t *testing.T) {
-			require.NoError(t, client.FlushAll(ctx).Err())
-			s, err := redisstore.New(client, redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError),
-				redisstore.WithDeniedCache(time.Hour), patient)
-			require.NoError(t, err)
-			other, err := redisstore.New(client, redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)
-			require.NoError(t, err)
-			tab := table.New(0)
-			c := hit(a, "flood", 3, 1, time.Minute)
-			now := t0
-			step := func(what string, st *redisstore.Store, c algo.Check, wantTrips int64) algo.Decision {
-				t.Helper()
-				want := make([]algo.Decision, 1)
-				require.NoError(t, tab.Decide(ctx, now, []algo.Check{c}, want))
-				before := rt.N()
-				got := decide(t, st, now, c)[0]
-				assert.Equal(t, wantTrips, rt.N()-before, "%s: round trips", what)
-				assert.Equal(t, want[0].Allowed, got.Allowed, "%s: Allowed", what)
-				assert.Equal(t, want[0].RetryAfter, got.RetryAfter, "%s: RetryAfter", what)
-				assert.Equal(t, want[0].ResetAfter, got.ResetAfter, "%s: ResetAfter", what)
-				assert.Equal(t, wantTrips == 0, got.Cached, "%s: Cached says whether the cache answered", what)
-				return got
+		for _, m := range modes {
+			if m.win && a != algo.FixedWindow {
+				continue
 			}
-			first := step("within the limit", s, c, 1)
-			for first.Allowed {
-				first = step("within the limit, then the first denial", s, c, 1)
-			}
-			cached := s.Stats().Cached
-			now += int64(time.Millisecond)
-			d := step("cached", s, c, 0)
-			assert.Equal(t, first.Count, d.Count, "Count as Redis gave it")
-			assert.Equal(t, cached+1, s.Stats().Cached)
-			big := c
-			big.N = 2
-			step("another N goes to Redis", s, big, 1)
-			small := c
-			small.Limit, small.Burst = 4, 4
-			step("another policy goes to Redis", s, small, 1)
-			peek := c
-			peek.Op = algo.OpPeek
-			step("a peek goes to Redis", s, peek, 1)
-			now -= int64(2 * time.Millisecond)
-			step("a clock stepped back goes to Redis", s, c, 1)
-			now += int64(2 * time.Millisecond)
+			t.Run(a.String()+"/"+m.name, func(t *testing.T) {
+				require.NoError(t, client.FlushAll(ctx).Err())
+				s, err := redisstore.New(client, withMode(m, redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError),
+					redisstore.WithDeniedCache(time.Hour), patient)...)
+				require.NoError(t, err)
+				other, err := redisstore.New(client, withMode(m, redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)...)
+				require.NoError(t, err)
+				tab := table.New(0)
+				c := hit(a, "flood", 3, 1, time.Minute)
+				now := t0
+				step := func(what string, st *redisstore.Store, c algo.Check, wantTrips int64) algo.Decision {
+					t.Helper()
+					want := make([]algo.Decision, 1)
+					require.NoError(t, tab.Decide(ctx, now, []algo.Check{c}, want))
+					before := rt.N()
+					got := decide(t, st, now, c)[0]
+					assert.Equal(t, wantTrips, rt.N()-before, "%s: round trips", what)
+					assert.Equal(t, want[0].Allowed, got.Allowed, "%s: Allowed", what)
+					assert.Equal(t, want[0].RetryAfter, got.RetryAfter, "%s: RetryAfter", what)
+					assert.Equal(t, want[0].ResetAfter, got.ResetAfter, "%s: ResetAfter", what)
+					assert.Equal(t, wantTrips == 0, got.Cached, "%s: Cached says whether the cache answered", what)
+					return got
+				}
+				first := step("within the limit", s, c, 1)
+				for first.Allowed {
+					first = step("within the limit, then the first denial", s, c, 1)
+				}
+				cached := s.Stats().Cached
+				now += int64(time.Millisecond)
+				d := step("cached", s, c, 0)
+				assert.Equal(t, first.Count, d.Count, "Count as Redis gave it")
+				assert.Equal(t, cached+1, s.Stats().Cached)
+				big := c
+				big.N = 2
+				step("another N goes to Redis", s, big, 1)
+				small := c
+				small.Limit, small.Burst = 4, 4
+				step("another policy goes to Redis", s, small, 1)
+				peek := c
+				peek.Op = algo.OpPeek
+				step("a peek goes to Redis", s, peek, 1)
+				now -= int64(2 * time.Millisecond)
+				step("a clock stepped back goes to Redis", s, c, 1)
+				now += int64(2 * time.Millisecond)
 
-			reset := c
-			reset.Op = algo.OpReset
-			step("a reset through another store", other, reset, 1)
-			// Redis would allow now; this store answers its cached denial.
-			got := decide(t, s, now, c)[0]
-			assert.False(t, got.Allowed, "another server's reset is seen at the denial's end")
-			require.NoError(t, tab.Decide(ctx, now, []algo.Check{reset}, make([]algo.Decision, 1)))
+				reset := c
+				reset.Op = algo.OpReset
+				step("a reset through another store", other, reset, 1)
+				// Redis would allow now; this store answers its cached denial.
+				got := decide(t, s, now, c)[0]
+				assert.False(t, got.Allowed, "another server's reset is seen at the denial's end")
+				require.NoError(t, tab.Decide(ctx, now, []algo.Check{reset}, make([]algo.Decision, 1)))
 
-			// A reset through this store forgets the denial: Redis decides.
-			require.NoError(t, client.FlushAll(ctx).Err())
-			step("a reset through this store", s, reset, 1)
-			den := step("within the limit again", s, c, 1)
-			for den.Allowed {
-				den = step("within the limit again, then denied", s, c, 1)
-			}
-			now += int64(den.RetryAfter) - 1
-			step("cached until RetryAfter", s, c, 0)
-			now++
-			step("then Redis", s, c, 1)
-		})
+				// A reset through this store forgets the denial: Redis decides.
+				require.NoError(t, client.FlushAll(ctx).Err())
+				step("a reset through this store", s, reset, 1)
+				den := step("within the limit again", s, c, 1)
+				for den.Allowed {
+					den = step("within the limit again, then denied", s, c, 1)
+				}
+				now += int64(den.RetryAfter) - 1
+				step("cached until RetryAfter", s, c, 0)
+				now++
+				step("then Redis", s, c, 1)
+			})
+		}
 	}
 }
 

@@ -71,54 +71,61 @@ func randomCheck(rng *rand.Rand) algo.Check {
 // random batch sizes that also cross the pipeline bound. Every key it
 // leaves has a TTL. The even seeds run on a RESP2 client that ends round
 // trips at their deadlines: the store's own connection, and the replies
-// as RESP2 gives them.
+// as RESP2 gives them. Each seed runs in both modes of the fixed window
+// (its script, a key per window); with a key per window the clock never
+// steps back (a step back into an earlier window counts there, see
+// WithWindowKeys and TestWindowKeysStepBack).
 func TestDifferential(t *testing.T) {
 	srv := redistest.Start(t)
 	for seed := uint64(1); seed <= 20; seed++ {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			client := srv.Client()
-			if seed%2 == 0 {
-				client = srv.Client(func(o *redis.Options) { o.Protocol, o.ContextTimeoutEnabled = 2, true })
-			}
-			require.NoError(t, client.FlushAll(context.Background()).Err())
-			st, err := redisstore.New(client, redisstore.WithCallerTime(), redisstore.WithMaxBatch(5), patient,
-				redisstore.WithOutage(redisstore.FailError))
-			require.NoError(t, err)
-			tab := table.New(0)
-			rng := rand.New(rand.NewPCG(seed, 42))
-			now := int64(1_790_000_000_123_456_789) + rng.Int64N(int64(time.Hour))
-			for step := 0; step < 300; step++ {
-				switch rng.IntN(6) {
-				case 0:
-					now += rng.Int64N(int64(2 * time.Second))
-				case 1:
-					now += rng.Int64N(int64(time.Millisecond))
-				case 2:
-					now -= rng.Int64N(int64(time.Millisecond)) // a clock that steps back
-				case 3:
-					now += rng.Int64N(int64(2 * time.Minute))
+		for _, m := range modes {
+			t.Run(fmt.Sprintf("seed=%d/mode=%s", seed, m.name), func(t *testing.T) {
+				client := srv.Client()
+				if seed%2 == 0 {
+					client = srv.Client(func(o *redis.Options) { o.Protocol, o.ContextTimeoutEnabled = 2, true })
 				}
-				checks := make([]algo.Check, 1+rng.IntN(12))
-				for i := range checks {
-					checks[i] = randomCheck(rng)
-				}
-				want := make([]algo.Decision, len(checks))
-				got := make([]algo.Decision, len(checks))
-				require.NoError(t, tab.Decide(context.Background(), now, checks, want))
-				require.NoError(t, st.Decide(context.Background(), now, checks, got))
-				for i := range checks {
-					if testing.Verbose() && checks[i].ID == "id1" && checks[i].Algorithm == algo.SlidingWindow && checks[i].Period == time.Minute {
-						t.Logf("step %d at %d: %+v -> %+v / %+v", step, now, checks[i], want[i], got[i])
+				require.NoError(t, client.FlushAll(context.Background()).Err())
+				st, err := redisstore.New(client, withMode(m, redisstore.WithCallerTime(), redisstore.WithMaxBatch(5), patient,
+					redisstore.WithOutage(redisstore.FailError))...)
+				require.NoError(t, err)
+				tab := table.New(0)
+				rng := rand.New(rand.NewPCG(seed, 42))
+				now := int64(1_790_000_000_123_456_789) + rng.Int64N(int64(time.Hour))
+				for step := 0; step < 300; step++ {
+					switch rng.IntN(6) {
+					case 0:
+						now += rng.Int64N(int64(2 * time.Second))
+					case 1:
+						now += rng.Int64N(int64(time.Millisecond))
+					case 2:
+						if !m.win {
+							now -= rng.Int64N(int64(time.Millisecond)) // a clock that steps back
+						}
+					case 3:
+						now += rng.Int64N(int64(2 * time.Minute))
 					}
-					if !assert.Equal(t, want[i], got[i], "step %d check %d %+v at %d", step, i, checks[i], now) {
-						t.FailNow()
+					checks := make([]algo.Check, 1+rng.IntN(12))
+					for i := range checks {
+						checks[i] = randomCheck(rng)
+					}
+					want := make([]algo.Decision, len(checks))
+					got := make([]algo.Decision, len(checks))
+					require.NoError(t, tab.Decide(context.Background(), now, checks, want))
+					require.NoError(t, st.Decide(context.Background(), now, checks, got))
+					for i := range checks {
+						if testing.Verbose() && checks[i].ID == "id1" && checks[i].Algorithm == algo.SlidingWindow && checks[i].Period == time.Minute {
+							t.Logf("step %d at %d: %+v -> %+v / %+v", step, now, checks[i], want[i], got[i])
+						}
+						if !assert.Equal(t, want[i], got[i], "step %d check %d %+v at %d", step, i, checks[i], now) {
+							t.FailNow()
+						}
 					}
 				}
-			}
-			for k, d := range ttls(t, client) {
-				assert.Positive(t, d, "%s has no TTL (-1)", k)
-			}
-		})
+				for k, d := range ttls(t, client) {
+					assert.Positive(t, d, "%s has no TTL (-1)", k)
+				}
+			})
+		}
 	}
 }
 
@@ -127,11 +134,19 @@ func TestDifferential(t *testing.T) {
 // one server sends as one script call a run: batches of up to 200 checks
 // on a few keys, so that a run holds a key many times, with peeks, resets
 // and changes of algorithm (which end a run) among them. It also proves
-// that a run is one script call.
+// that a run is one script call, and, with a key per window, that a
+// batch of fixed window hits is no script call but an INCRBY and a
+// PEXPIRE each.
 func TestDifferentialRuns(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { differentialRuns(t, m) })
+	}
+}
+
+func differentialRuns(t *testing.T, m mode) {
 	srv := redistest.Start(t)
 	client := srv.Client()
-	st, err := redisstore.New(client, redisstore.WithCallerTime(), patient, redisstore.WithOutage(redisstore.FailError))
+	st, err := redisstore.New(client, withMode(m, redisstore.WithCallerTime(), patient, redisstore.WithOutage(redisstore.FailError))...)
 	require.NoError(t, err)
 	tab := table.New(0)
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -167,6 +182,12 @@ func TestDifferentialRuns(t *testing.T) {
 		require.NoError(t, st.Decide(context.Background(), now, checks, make([]algo.Decision, len(checks))))
 		info, err := client.Info(context.Background(), "commandstats").Result()
 		require.NoError(t, err)
+		if m.win && a == algo.FixedWindow {
+			assert.NotContains(t, info, "cmdstat_evalsha:", "%v", a)
+			assert.Contains(t, info, "cmdstat_incrby:calls=100,", "%v", a)
+			assert.Contains(t, info, "cmdstat_pexpire:calls=100,", "%v", a)
+			continue
+		}
 		assert.Contains(t, info, "cmdstat_evalsha:calls=1,", "%v", a)
 	}
 }

@@ -58,7 +58,9 @@
 //   - fixed window: a hash {b: window number, c: count} read with HMGET;
 //     HINCRBY counts every hit, denied ones too, as the original does,
 //     saturating at MaxInt64. The key's TTL is set when its window starts,
-//     so a hit in a started window is one HINCRBY.
+//     so a hit in a started window is one HINCRBY. With [WithWindowKeys]
+//     no script: a string key per window, INCRBY and PEXPIRE NX pipelined
+//     (a peek is a GET), on the caller's clock.
 //   - sliding window (Figma's strict sub-window counters): a hash of at most
 //     61 sub-window -> count fields, read whole (HGETALL) each call.
 //   - sliding log: the same script with millisecond slots: up to Limit
@@ -101,7 +103,8 @@
 // By default the scripts decide at Redis's TIME, so the app servers' clocks
 // do not matter; the now given to Decide then paces only the over-limit
 // cache and, with the wall clock, the outage probe. [WithCallerTime] makes
-// them decide at that now instead.
+// them decide at that now instead; [WithWindowKeys] needs it, as it works
+// out a fixed window's number before the round trip.
 //
 // # Batches and round trips
 //

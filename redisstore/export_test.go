@@ -29,3 +29,7 @@ func ArgString(a any) string { return argString(a) }
 // OwnIdle is how long the store's own connection may stay unused and still
 // be used without the pool's health check.
 const OwnIdle = ownIdle
+
+// KeyAt returns the Redis key of c's state in s at now: under
+// WithWindowKeys a fixed window's is the key of the window of now.
+func KeyAt(s *Store, c *algo.Check, now int64) string { return s.keyAt(c, now) }

@@ -25,17 +25,25 @@ import (
 // between the hits (which go the loop's way), and a clock that steps back
 // as well as forward past the window's end. The one store sends each check
 // alone; the other sends it in a run of two, behind a hit on a key of its
-// own.
+// own. With a key per window (mode=windowkeys) both send INCRBY and
+// PEXPIRE, alone and in a pipeline, on a clock that never steps back (see
+// WithWindowKeys), and leave the same count under the window's key.
 func TestLoneFixedHitExact(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { loneFixedHitExact(t, m) })
+	}
+}
+
+func loneFixedHitExact(t *testing.T, m mode) {
 	srv := redistest.Start(t)
 	client := srv.Client()
 	ctx := context.Background()
 	require.NoError(t, client.FlushAll(ctx).Err())
-	lone, err := redisstore.New(client, redisstore.WithPrefix("lone:"), redisstore.WithCallerTime(), patient,
-		redisstore.WithOutage(redisstore.FailError))
+	lone, err := redisstore.New(client, withMode(m, redisstore.WithPrefix("lone:"), redisstore.WithCallerTime(), patient,
+		redisstore.WithOutage(redisstore.FailError))...)
 	require.NoError(t, err)
-	runs, err := redisstore.New(client, redisstore.WithPrefix("runs:"), redisstore.WithCallerTime(), patient,
-		redisstore.WithOutage(redisstore.FailError))
+	runs, err := redisstore.New(client, withMode(m, redisstore.WithPrefix("runs:"), redisstore.WithCallerTime(), patient,
+		redisstore.WithOutage(redisstore.FailError))...)
 	require.NoError(t, err)
 	tab := table.New(0)
 	limits := []int64{1, 2, 7, 1000, 1 << 53, 1<<53 + 1, math.MaxInt64 - 1}
@@ -48,7 +56,9 @@ func TestLoneFixedHitExact(t *testing.T) {
 	for step := range 3000 {
 		switch rng.IntN(8) {
 		case 0:
-			now -= 1 + rng.Int64N(int64(time.Second)) // a clock that steps back
+			if !m.win {
+				now -= 1 + rng.Int64N(int64(time.Second)) // a clock that steps back
+			}
 		case 1:
 			now += rng.Int64N(int64(48 * time.Hour)) // past the end of most windows
 		default:
@@ -72,13 +82,16 @@ func TestLoneFixedHitExact(t *testing.T) {
 		if c.Op == algo.OpHit && got[0].ResetAfter >= 1<<53 {
 			long++
 		}
-		s1, err := client.HGetAll(ctx, redisstore.Key(lone, &c)).Result()
-		require.NoError(t, err)
-		s2, err := client.HGetAll(ctx, redisstore.Key(runs, &c)).Result()
-		require.NoError(t, err)
+		k1, k2 := redisstore.KeyAt(lone, &c, now), redisstore.KeyAt(runs, &c, now)
+		var s1, s2 any
+		if m.win {
+			s1, s2 = client.Get(ctx, k1).Val(), client.Get(ctx, k2).Val()
+		} else {
+			s1, s2 = client.HGetAll(ctx, k1).Val(), client.HGetAll(ctx, k2).Val()
+		}
 		require.Equal(t, s1, s2, "step %d: the state the two paths left", step)
-		if len(s1) > 0 {
-			d1, err := client.PTTL(ctx, redisstore.Key(lone, &c)).Result()
+		if client.Exists(ctx, k1).Val() == 1 {
+			d1, err := client.PTTL(ctx, k1).Result()
 			require.NoError(t, err)
 			assert.Positive(t, d1, "step %d: the key has a TTL", step)
 		}

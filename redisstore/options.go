@@ -42,6 +42,7 @@ type config struct {
 	log        *slog.Logger
 	deniedFor  time.Duration
 	deniedSize int
+	windowKeys bool
 }
 
 func defaults() config {
@@ -83,6 +84,47 @@ func WithLogger(l *slog.Logger) Option {
 func WithCallerTime() Option {
 	return func(c *config) error {
 		c.callerTime = true
+		return nil
+	}
+}
+
+// WithWindowKeys makes the store keep each fixed window ([algo.FixedWindow])
+// as one Redis string per window, counted with INCRBY and given its TTL with
+// PEXPIRE NX (the window's end and a minute's grace, set once, by the first
+// hit), the two pipelined in one round trip, and peeked at with GET: no
+// Lua, which costs Redis about a microsecond a command against the fixed
+// window script's tens. The other algorithms keep their scripts. It needs
+// Redis 7.0 or later (PEXPIRE NX; an older Redis answers every fixed-window
+// hit with an error of its own, decided by the outage mode) and
+// [WithCallerTime], which New requires with it: the window's number is
+// worked out before the round trip, on the caller's clock. Several app
+// servers sharing one Redis must then have synchronised clocks (as envoy
+// ratelimit assumes): a server whose clock runs ahead counts into the next
+// window, and its windows end early.
+//
+// A window's key is the key the script would use ([Store] keys: prefix,
+// layout version, {ID}, algorithm, Period in ns) followed by ':' and the
+// window's number, floor(now/Period), in decimal. It cannot name another
+// algorithm's key or another ID's (the ID is the hash tag, escaped, and
+// only a window's key has a fifth field), nor the script's hash of the
+// same fixed window, and it lives in the ID's Cluster slot.
+//
+// It decides as the script does, hit for hit (denied hits counted too, the
+// count saturating at MaxInt64, a key of another type failing its check
+// alone), except where the caller's clock steps back into an earlier
+// window: the hit counts in that window's key, as envoy ratelimit's does,
+// where the script and the in-memory table count it in the newer window.
+// A Reset deletes the window of now. Stores with and without it count
+// apart (their keys differ): turning it on starts every window in progress
+// at 0.
+//
+// Beyond the script, a hit's PEXPIRE runs even when its INCRBY failed, so
+// a key of another type without a TTL is given one; and the two commands
+// are not one transaction: a connection lost between them leaves a
+// window's key without a TTL until the next hit in that window.
+func WithWindowKeys() Option {
+	return func(c *config) error {
+		c.windowKeys = true
 		return nil
 	}
 }

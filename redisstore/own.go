@@ -23,8 +23,9 @@ const ownIdle = 100 * time.Millisecond
 // the pool as before.
 type ownConn struct {
 	conn *redis.Conn
-	used int64 // the wall clock when its last round trip took it, Unix ns
-	born int64 // the wall clock when conn was made, Unix ns
+	pipe redis.Pipeliner // conn's pipeline, reused: Exec leaves it empty
+	used int64           // the wall clock when its last round trip took it, Unix ns
+	born int64           // the wall clock when conn was made, Unix ns
 }
 
 // newOwn sets up the store's own connection, for a client of one server
@@ -52,7 +53,8 @@ func (s *Store) newOwn() {
 		return
 	}
 	s.single, s.ownLife = c, int64(c.Options().ConnMaxLifetime)
-	s.own.Store(&ownConn{conn: c.Conn(), born: s.wall()})
+	conn := c.Conn()
+	s.own.Store(&ownConn{conn: conn, pipe: conn.Pipeline(), born: s.wall()})
 }
 
 // renew gives oc's connection back to the pool (which drops it if it is
@@ -61,6 +63,7 @@ func (s *Store) newOwn() {
 func (s *Store) renew(oc *ownConn, now int64) {
 	_ = oc.conn.Close()
 	oc.conn, oc.born = s.single.Conn(), now
+	oc.pipe = oc.conn.Pipeline()
 }
 
 // takeOwn returns the store's own connection if no round trip holds it,
@@ -100,8 +103,7 @@ func (s *Store) ownRoundTrip(ctx context.Context, oc *ownConn, cmds []redis.Cmde
 	if len(cmds) == 1 {
 		return oc.conn.Process(ctx, cmds[0])
 	}
-	p := oc.conn.Pipeline()
-	_ = p.BatchProcess(ctx, cmds...)
-	_, err := p.Exec(ctx)
+	_ = oc.pipe.BatchProcess(ctx, cmds...)
+	_, err := oc.pipe.Exec(ctx)
 	return err
 }

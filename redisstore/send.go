@@ -37,6 +37,11 @@ func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Che
 				continue
 			}
 		}
+		if s.windowed(c) {
+			s.endRun(ctx, r, now)
+			r.calls = append(r.calls, s.planWindow(ctx, r, now, c))
+			continue
+		}
 		if sc := runScript(c); sc != nil {
 			r.calls = append(r.calls, s.planRun(ctx, r, now, s.roundKey(r, c), c, sc))
 			if !s.batched {
@@ -56,6 +61,11 @@ func (s *Store) send(ctx context.Context, r *round, now int64, checks []algo.Che
 	}
 	if err := s.reload(ctx, r); err != nil {
 		return err
+	}
+	if s.cfg.windowKeys {
+		if err := s.saturate(ctx, r); err != nil {
+			return err
+		}
 	}
 	r.readRuns()
 	r.failed = r.failed[:0]
@@ -333,6 +343,9 @@ func appendDrain(b []byte, c *algo.Check, n int64, op int) (_ []byte, never bool
 func (s *Store) decision(rd *round, c *algo.Check, cl *call, now int64) algo.Decision {
 	if cl.cached {
 		return cl.dec
+	}
+	if cl.win {
+		return windowDecision(c, cl, now)
 	}
 	if cl.local {
 		if cl.never {

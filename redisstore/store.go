@@ -103,6 +103,8 @@ type round struct {
 	runArgs []any       // the fixed window runs' values for each key
 	args    []any       // the runs' commands' arguments
 	params  []byte      // the bucket runs' parameters
+	text    []byte      // numbers written as text for window keys' commands (textArg)
+	wins    []winCmds   // the window keys' commands (planWindow)
 	dctx    deadlineCtx // the round trip's context (withDeadline)
 
 	// The last Period a key was made for and its decimal text (roundKey),
@@ -170,8 +172,16 @@ type call struct {
 	cached bool // dec is the over-limit cache's answer
 	n      int64
 	cmd    *redis.Cmd // its own command (nil in a run: see run.cmd)
-	run    int        // 1 + the index of its run in round.runs; 0: none
-	pos    int        // its place in the run
+	// A fixed window kept as a key per window (WithWindowKeys): the
+	// window's number and a hit's INCRBY and PEXPIRE, or a peek's GET.
+	win    bool
+	sat    bool // its count is MaxInt64 (see saturate)
+	window int64
+	incr   *redis.IntCmd
+	expire *redis.BoolCmd
+	get    *redis.StringCmd
+	run    int // 1 + the index of its run in round.runs; 0: none
+	pos    int // its place in the run
 	dec    algo.Decision
 }
 
@@ -187,6 +197,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.windowKeys && !cfg.callerTime {
+		return nil, fmt.Errorf("%w: WithWindowKeys needs WithCallerTime: the window's number is worked out before the round trip, on the caller's clock", ErrInvalid)
 	}
 	s := &Store{client: client, cfg: cfg, fallback: table.New(cfg.fallback), honors: honorsDeadline(client),
 		wall: func() int64 { return time.Now().UnixNano() }}
@@ -326,6 +339,9 @@ func (s *Store) release(r *round) {
 	clear(r.args)
 	r.calls, r.pipe, r.runs, r.failed = r.calls[:0], r.pipe[:0], r.runs[:0], r.failed[:0]
 	r.keys, r.keyText, r.runArgs, r.args, r.params = r.keys[:0], r.keyText[:0], r.runArgs[:0], r.args[:0], r.params[:0]
+	r.text = r.text[:0]
+	clear(r.wins)
+	r.wins = r.wins[:0]
 	r.dctx = deadlineCtx{}
 	rounds.Put(r)
 }
@@ -371,14 +387,14 @@ func (s *Store) checkErrors(r *round, failed *algo.CheckErrors, now int64, off i
 	for j, i := range r.failed {
 		cause := r.calls[i].failure(r)
 		if j == 0 {
-			s.logCheckError(s.key(&checks[i]), cause)
+			s.logCheckError(s.keyAt(&checks[i], now), cause)
 		}
 		if s.cfg.outage == FailError {
 			if failed == nil {
 				failed = &algo.CheckErrors{}
 			}
 			failed.Index = append(failed.Index, off+i)
-			failed.Errs = append(failed.Errs, fmt.Errorf("%w: check %d, key %s: %w", ErrCheckFailed, off+i, s.key(&checks[i]), cause))
+			failed.Errs = append(failed.Errs, fmt.Errorf("%w: check %d, key %s: %w", ErrCheckFailed, off+i, s.keyAt(&checks[i], now), cause))
 			continue
 		}
 		_ = s.outage(now, checks[i:i+1], out[i:i+1], cause)
@@ -521,7 +537,14 @@ func (s *Store) key(c *algo.Check) string { return s.roundKey(nil, c) }
 // roundKey is key for a check of r's batch: r keeps the text of the last
 // Period it wrote (a batch's checks, and a lone caller's rounds, mostly
 // share one), which spares a key its decimal conversion.
-func (s *Store) roundKey(r *round, c *algo.Check) string {
+func (s *Store) roundKey(r *round, c *algo.Check) string { return s.buildKey(r, c, false, 0) }
+
+// windowKey is the key of c's fixed window number w (WithWindowKeys):
+// roundKey's, then ':' and w in decimal, in one allocation.
+func (s *Store) windowKey(r *round, c *algo.Check, w int64) string { return s.buildKey(r, c, true, w) }
+
+// buildKey is roundKey, and windowKey when win is true.
+func (s *Store) buildKey(r *round, c *algo.Check, win bool, w int64) string {
 	var period []byte
 	if r != nil {
 		if r.periodText == nil || r.period != c.Period {
@@ -532,9 +555,13 @@ func (s *Store) roundKey(r *round, c *algo.Check) string {
 		period = strconv.AppendInt(nil, int64(c.Period), 10)
 	}
 	// Room for the key without escapes: '{', "}:", the algorithm and ':'
-	// (an escape makes append grow it).
+	// (an escape makes append grow it), and a window's ':' and number.
 	alg := c.Algorithm.String()
-	b := make([]byte, 0, len(s.cfg.prefix)+len(keyVersion)+len(c.ID)+4+len(alg)+len(period))
+	n := len(s.cfg.prefix) + len(keyVersion) + len(c.ID) + 4 + len(alg) + len(period)
+	if win {
+		n += 21
+	}
+	b := make([]byte, 0, n)
 	b = append(b, s.cfg.prefix...)
 	b = append(b, keyVersion...)
 	b = append(b, '{')
@@ -543,7 +570,20 @@ func (s *Store) roundKey(r *round, c *algo.Check) string {
 	b = append(b, alg...)
 	b = append(b, ':')
 	b = append(b, period...)
+	if win {
+		b = append(b, ':')
+		b = strconv.AppendInt(b, w, 10)
+	}
 	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again: one allocation, not two
+}
+
+// keyAt is key, or under WithWindowKeys a fixed window's key at now:
+// the key of the window of now.
+func (s *Store) keyAt(c *algo.Check, now int64) string {
+	if s.windowed(c) {
+		return s.windowKey(nil, c, algo.FloorDiv(now, int64(c.Period)))
+	}
+	return s.key(c)
 }
 
 // appendTag appends id to b with '%' and '}' escaped as "%25" and "%7D".

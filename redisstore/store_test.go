@@ -42,7 +42,14 @@ func decide(t *testing.T, s *redisstore.Store, now int64, cs ...algo.Check) []al
 // refused with ErrUnsupported before anything is sent.
 func TestEdges(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := redisstore.New(srv.Client(), redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { edges(t, srv, m) })
+	}
+}
+
+func edges(t *testing.T, srv *redistest.Server, m mode) {
+	require.NoError(t, srv.Client().FlushAll(context.Background()).Err())
+	s, err := redisstore.New(srv.Client(), withMode(m, redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)...)
 	require.NoError(t, err)
 	big := hit(algo.FixedWindow, "sat", 10, math.MaxInt64, time.Second)
 	d := decide(t, s, t0, big, big, hit(algo.FixedWindow, "sat", 10, 1, time.Second))
@@ -76,54 +83,61 @@ func TestEdges(t *testing.T) {
 
 // TestSharedExact proves that three stores (three app servers) sharing one
 // Redis, each driven by its own goroutines one batch at a time as the actor
-// would, allow exactly the limit in total for every algorithm.
+// would, allow exactly the limit in total for every algorithm; the fixed
+// window in both modes.
 func TestSharedExact(t *testing.T) {
 	srv := redistest.Start(t)
 	const limit, workers, tries = 50, 6, 40
 	for _, a := range algo.All() {
-		t.Run(a.String(), func(t *testing.T) {
-			stores := make([]*redisstore.Store, 3)
-			locks := make([]sync.Mutex, 3)
-			for i := range stores {
-				// The caller's time, one instant for all: no window can end mid-test.
-				s, err := redisstore.New(srv.Client(), redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)
-				require.NoError(t, err)
-				stores[i] = s
+		for _, m := range modes {
+			if m.win && a != algo.FixedWindow {
+				continue
 			}
-			var mu sync.Mutex
-			allowed := 0
-			var wg sync.WaitGroup
-			for w := 0; w < workers; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					i := w % 3
-					for range tries {
-						c := hit(a, "shared", limit, 1, time.Hour)
-						out := make([]algo.Decision, 2)
-						locks[i].Lock()
-						err := stores[i].Decide(context.Background(), t0, []algo.Check{c, c}, out)
-						locks[i].Unlock()
-						if !assert.NoError(t, err) {
-							return
-						}
-						mu.Lock()
-						for _, d := range out {
-							if d.Allowed {
-								allowed++
+			t.Run(a.String()+"/"+m.name, func(t *testing.T) {
+				require.NoError(t, srv.Client().FlushAll(context.Background()).Err())
+				stores := make([]*redisstore.Store, 3)
+				locks := make([]sync.Mutex, 3)
+				for i := range stores {
+					// The caller's time, one instant for all: no window can end mid-test.
+					s, err := redisstore.New(srv.Client(), withMode(m, redisstore.WithCallerTime(), redisstore.WithOutage(redisstore.FailError), patient)...)
+					require.NoError(t, err)
+					stores[i] = s
+				}
+				var mu sync.Mutex
+				allowed := 0
+				var wg sync.WaitGroup
+				for w := 0; w < workers; w++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						i := w % 3
+						for range tries {
+							c := hit(a, "shared", limit, 1, time.Hour)
+							out := make([]algo.Decision, 2)
+							locks[i].Lock()
+							err := stores[i].Decide(context.Background(), t0, []algo.Check{c, c}, out)
+							locks[i].Unlock()
+							if !assert.NoError(t, err) {
+								return
 							}
+							mu.Lock()
+							for _, d := range out {
+								if d.Allowed {
+									allowed++
+								}
+							}
+							mu.Unlock()
 						}
-						mu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
-			want := limit
-			if a == algo.LeakyBucket {
-				want = limit + 1 // Burst waiting and the one served
-			}
-			assert.Equal(t, want, allowed)
-		})
+					}()
+				}
+				wg.Wait()
+				want := limit
+				if a == algo.LeakyBucket {
+					want = limit + 1 // Burst waiting and the one served
+				}
+				assert.Equal(t, want, allowed)
+			})
+		}
 	}
 }
 
@@ -153,17 +167,24 @@ func TestRedisTime(t *testing.T) {
 // probe interval. The probes are paced by the caller's time or the wall
 // clock, whichever passes the interval first: the stores' wall clock is a
 // fake one held still, so that a slow restart of redis-server cannot pass
-// the interval, and the caller's time alone says when it has.
+// the interval, and the caller's time alone says when it has. It runs in
+// both modes of the fixed window (its script, a key per window).
 func TestOutage(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { outage(t, m) })
+	}
+}
+
+func outage(t *testing.T, m mode) {
 	srv := redistest.Start(t)
-	modes := []redisstore.Outage{redisstore.Fallback, redisstore.FailOpen, redisstore.FailClosed, redisstore.FailError}
-	stores := make([]*redisstore.Store, len(modes))
+	outages := []redisstore.Outage{redisstore.Fallback, redisstore.FailOpen, redisstore.FailClosed, redisstore.FailError}
+	stores := make([]*redisstore.Store, len(outages))
 	var wall atomic.Int64
 	wall.Store(t0)
-	for i, m := range modes {
+	for i, mode := range outages {
 		s, err := redisstore.New(srv.Client(func(o *redis.Options) { o.MaxRetries = -1 }),
-			redisstore.WithOutage(m), redisstore.WithCallerTime(),
-			redisstore.WithTimeout(200*time.Millisecond), redisstore.WithProbeInterval(time.Second))
+			withMode(m, redisstore.WithOutage(mode), redisstore.WithCallerTime(),
+				redisstore.WithTimeout(200*time.Millisecond), redisstore.WithProbeInterval(time.Second))...)
 		require.NoError(t, err)
 		redisstore.SetWall(s, wall.Load)
 		stores[i] = s
@@ -171,7 +192,7 @@ func TestOutage(t *testing.T) {
 	c := hit(algo.FixedWindow, "out", 1, 1, time.Hour)
 	for i, s := range stores {
 		c := c
-		c.ID = modes[i].String()
+		c.ID = outages[i].String()
 		assert.True(t, decide(t, s, t0, c)[0].Allowed)
 	}
 	srv.Kill()
@@ -180,10 +201,10 @@ func TestOutage(t *testing.T) {
 		out := make([]algo.Decision, 2)
 		start := time.Now()
 		c := c
-		c.ID = modes[i].String()
+		c.ID = outages[i].String()
 		err := s.Decide(context.Background(), now, []algo.Check{c, c}, out)
-		assert.Less(t, time.Since(start), 2*time.Second, "mode %d hung", modes[i])
-		switch modes[i] {
+		assert.Less(t, time.Since(start), 2*time.Second, "mode %d hung", outages[i])
+		switch outages[i] {
 		case redisstore.Fallback:
 			require.NoError(t, err)
 			assert.True(t, out[0].Allowed) // the local table starts empty
@@ -209,9 +230,9 @@ func TestOutage(t *testing.T) {
 	later := now + int64(2*time.Second)
 	for i, s := range stores {
 		c := c
-		c.ID = "after-" + modes[i].String()
+		c.ID = "after-" + outages[i].String()
 		d := decide(t, s, later, c)[0]
-		assert.True(t, d.Allowed, "mode %v after restart", modes[i])
+		assert.True(t, d.Allowed, "mode %v after restart", outages[i])
 		assert.Equal(t, int64(1), d.Count)
 		assert.Equal(t, uint64(1), s.Stats().Probes)
 	}
@@ -269,7 +290,8 @@ func TestNoScript(t *testing.T) {
 	assert.Equal(t, before+1, s.Stats().Reloads)
 }
 
-// TestNew proves bad arguments are refused with ErrInvalid.
+// TestNew proves bad arguments are refused with ErrInvalid, WithWindowKeys
+// without WithCallerTime too.
 func TestNew(t *testing.T) {
 	_, err := redisstore.New(nil)
 	assert.ErrorIs(t, err, redisstore.ErrInvalid)
@@ -280,13 +302,21 @@ func TestNew(t *testing.T) {
 		_, err := redisstore.New(c, o)
 		assert.ErrorIs(t, err, redisstore.ErrInvalid)
 	}
+	// A key per window needs the caller's time, and says so.
+	_, err = redisstore.New(c, redisstore.WithWindowKeys())
+	assert.ErrorIs(t, err, redisstore.ErrInvalid)
+	assert.ErrorContains(t, err, "WithWindowKeys needs WithCallerTime")
+	_, err = redisstore.New(c, redisstore.WithWindowKeys(), redisstore.WithCallerTime())
+	assert.NoError(t, err)
 }
 
 // TestTimeoutHungRedis proves that WithTimeout bounds a round trip to a
 // Redis that accepts connections and never answers, for a lone check (one
 // command), for a batch (a pipeline) and for the probe that follows, with
 // the client options the package doc gives and with go-redis's defaults
-// (which ignore the context's deadline on reads: 5s a read).
+// (which ignore the context's deadline on reads: 5s a read); for a GCRA
+// check and for a fixed window kept as a key per window (a pipeline of two
+// commands even for a lone hit).
 func TestTimeoutHungRedis(t *testing.T) {
 	addr := redistest.Hung(t)
 	const timeout = 150 * time.Millisecond
@@ -303,22 +333,29 @@ func TestTimeoutHungRedis(t *testing.T) {
 			client := redis.NewClient(&o)
 			t.Cleanup(func() { _ = client.Close() })
 			for _, n := range []int{1, 3} {
-				s, err := redisstore.New(client, redisstore.WithOutage(redisstore.FailError), redisstore.WithTimeout(timeout),
-					redisstore.WithProbeInterval(time.Millisecond))
-				require.NoError(t, err)
-				checks := make([]algo.Check, n)
-				for i := range checks {
-					checks[i] = hit(algo.GCRA, "hung", 5, 1, time.Second)
+				for _, win := range []bool{false, true} {
+					opts := []redisstore.Option{redisstore.WithOutage(redisstore.FailError), redisstore.WithTimeout(timeout),
+						redisstore.WithProbeInterval(time.Millisecond)}
+					a := algo.GCRA
+					if win { // a pipeline of INCRBY and PEXPIRE, even for one check
+						opts, a = append(opts, redisstore.WithWindowKeys(), redisstore.WithCallerTime()), algo.FixedWindow
+					}
+					s, err := redisstore.New(client, opts...)
+					require.NoError(t, err)
+					checks := make([]algo.Check, n)
+					for i := range checks {
+						checks[i] = hit(a, "hung", 5, 1, time.Second)
+					}
+					for _, what := range []string{"round trip", "probe"} {
+						start := time.Now()
+						err = s.Decide(context.Background(), time.Now().UnixNano(), checks, make([]algo.Decision, n))
+						took := time.Since(start)
+						assert.ErrorIs(t, err, redisstore.ErrUnavailable, "%d checks, %s", n, what)
+						assert.GreaterOrEqual(t, took, timeout, "%d checks, %s", n, what)
+						assert.Less(t, took, time.Second, "%d checks, %s: the timeout did not hold", n, what)
+					}
+					assert.Equal(t, uint64(1), s.Stats().Probes)
 				}
-				for _, what := range []string{"round trip", "probe"} {
-					start := time.Now()
-					err = s.Decide(context.Background(), time.Now().UnixNano(), checks, make([]algo.Decision, n))
-					took := time.Since(start)
-					assert.ErrorIs(t, err, redisstore.ErrUnavailable, "%d checks, %s", n, what)
-					assert.GreaterOrEqual(t, took, timeout, "%d checks, %s", n, what)
-					assert.Less(t, took, time.Second, "%d checks, %s: the timeout did not hold", n, what)
-				}
-				assert.Equal(t, uint64(1), s.Stats().Probes)
 			}
 		})
 	}

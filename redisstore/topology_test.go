@@ -89,15 +89,27 @@ var clientOpts = redis.UniversalOptions{ContextTimeoutEnabled: true, DialerRetri
 // fallback until a probe and a round trip work again; a probe may reach a
 // live node, so it goes back and forth while the node is gone). The node
 // restarted with its nodes.conf rejoins with its slots, and Redis decides
-// every check again.
+// every check again. With a key per window (mode=windowkeys, the caller's
+// time) a batch's hits are INCRBYs and PEXPIREs that go-redis splits by
+// node.
 func TestClusterNodeKilled(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { clusterNodeKilled(t, m) })
+	}
+}
+
+func clusterNodeKilled(t *testing.T, m mode) {
 	nodes := redistest.StartClusterOf(t, 3)
 	o := clientOpts
 	o.Addrs = []string{nodes[0].Addr, nodes[1].Addr}
 	client := redis.NewClusterClient(o.Cluster())
 	defer client.Close()
-	store, err := redisstore.New(client, redisstore.WithPrefix("kill:"), redisstore.WithTimeout(2*time.Second),
-		redisstore.WithProbeInterval(50*time.Millisecond))
+	opts := []redisstore.Option{redisstore.WithPrefix("kill:"), redisstore.WithTimeout(2 * time.Second),
+		redisstore.WithProbeInterval(50 * time.Millisecond)}
+	if m.win {
+		opts = withMode(m, append(opts, redisstore.WithCallerTime())...)
+	}
+	store, err := redisstore.New(client, opts...)
 	require.NoError(t, err)
 	lim, err := actorlimit.Start(actorlimit.WithStore(store), actorlimit.WithShards(4))
 	require.NoError(t, err)

@@ -37,7 +37,9 @@ func ttls(t *testing.T, client *redis.Client) map[string]time.Duration {
 // checks were given, and up to two slots more for the sliding window) plus
 // the grace (1s with Redis's TIME, a minute with the caller's; twice that
 // for a bucket, see TestBucketTTLMovesOnlyWhenDue). A peek of a
-// new key writes none. TestDifferential checks every key it leaves too.
+// new key writes none. With a key per window (WithWindowKeys) the fixed
+// window's key is its window's, and TestWindowKeysTTLSetOnce proves its
+// TTL is set once. TestDifferential checks every key it leaves too.
 func TestEveryKeyHasATTL(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
@@ -50,6 +52,7 @@ func TestEveryKeyHasATTL(t *testing.T) {
 	}{
 		{"redis time", nil, time.Second},
 		{"caller time", []redisstore.Option{redisstore.WithCallerTime()}, time.Minute},
+		{"window keys", []redisstore.Option{redisstore.WithCallerTime(), redisstore.WithWindowKeys()}, time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, client.FlushAll(ctx).Err())
@@ -63,8 +66,9 @@ func TestEveryKeyHasATTL(t *testing.T) {
 				changed := hit(a, "ttl", 3, 1, period)
 				peek := hit(a, "fresh", 2, 1, period)
 				peek.Op = algo.OpPeek
+				k := redisstore.KeyAt(s, &c, now)
 				for _, d := range decide(t, s, now, c, denied, c, denied, changed, peek) {
-					life[redisstore.Key(s, &c)] = max(life[redisstore.Key(s, &c)], d.ResetAfter)
+					life[k] = max(life[k], d.ResetAfter)
 				}
 			}
 			keys := ttls(t, client)

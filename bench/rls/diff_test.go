@@ -74,7 +74,8 @@ type candidate struct {
 // seed is 1000 more); without it each run draws a fresh seed, logged at the
 // start and named in every difference, so that a failure can be replayed.
 // The stream goes to actorlimitd on the embedded table, with -shards 4, on
-// Redis and, unless -short, as a cluster of three processes in Owner mode
+// Redis (with the fixed window's script, and with a key per window,
+// -redis-window-keys, as envoy ratelimit keeps them) and, unless -short, as a cluster of three processes in Owner mode
 // (the requests dealt round the members), each of which must answer as envoy
 // ratelimit does.
 // RLS_DIFF_REQUESTS (default 2000) the length of the first stream (the
@@ -132,6 +133,7 @@ func differential(t *testing.T, seed uint64, n int, self bool, o envoyOptions, f
 		add("actorlimitd (embedded)", startActorlimitd(t, cfg, "", flags...))
 		add("actorlimitd (-shards 4)", startActorlimitd(t, cfg, "", append([]string{"-shards", "4"}, flags...)...))
 		add("actorlimitd (-redis)", startActorlimitd(t, cfg, startRedis(t).Addr, flags...))
+		add("actorlimitd (-redis -redis-window-keys)", startActorlimitd(t, cfg, startRedis(t).Addr, append([]string{"-redis-window-keys"}, flags...)...))
 		add("actorlimitd (envoy ratelimit's environment, no flags)", startActorlimitdEnv(t, cfg, startRedis(t).Addr, o))
 		if !testing.Short() {
 			cands = append(cands, &candidate{name: "actorlimitd (a cluster of three, owner mode)",

@@ -30,7 +30,9 @@ import (
 // (-redis-type cluster), a primary, a replica and three sentinels, all with
 // passwords (-redis-type sentinel, -redis-auth, -redis-sentinel-auth), a
 // redis-server with requirepass (-redis-auth), and one with an ACL user
-// speaking TLS only with client certificates (rediss://, -redis-tls-*).
+// speaking TLS only with client certificates (rediss://, -redis-tls-*);
+// and with a key per window (-redis-window-keys) on the Cluster (its own
+// prefix) and on a redis-server of its own.
 // Each must answer every request exactly as the reference does (the
 // comparer of TestDifferential), and must have kept its counts in its
 // Redis: a candidate that fell back on its local table would answer alike
@@ -70,6 +72,21 @@ func TestDifferentialRedis(t *testing.T) {
 			return out, nil
 		}
 	}
+	// prefixed is dbsize for the keys under one prefix only, for a
+	// candidate that shares its Redis with another.
+	prefixed := func(prefix string, servers ...*redistest.Server) stored {
+		return func() (map[string]int64, error) {
+			out := map[string]int64{}
+			for _, s := range servers {
+				keys, err := s.Client().Keys(context.Background(), prefix+"*").Result()
+				if err != nil {
+					return nil, fmt.Errorf("KEYS %s* on %s: %w", prefix, s.Addr, err)
+				}
+				out[s.Addr] = int64(len(keys))
+			}
+			return out, nil
+		}
+	}
 	type redisCand struct {
 		candidate
 		stored stored
@@ -86,6 +103,10 @@ func TestDifferentialRedis(t *testing.T) {
 		seeds = append(seeds, s.Addr)
 	}
 	add("actorlimitd on a Redis Cluster of three", dbsize(nodes...), strings.Join(seeds, ","), "-redis-type", "cluster")
+	add("actorlimitd on a Redis Cluster of three, -redis-window-keys", prefixed("winkeys:", nodes...), strings.Join(seeds, ","),
+		"-redis-type", "cluster", "-redis-window-keys", "-redis-key-prefix", "winkeys:")
+	wk := startRedis(t)
+	add("actorlimitd on one Redis, -redis-window-keys", dbsize(wk), wk.Addr, "-redis-window-keys")
 
 	sent := redistest.StartSentinels(t, redistest.SentinelsConfig{Password: "data-pw", SentinelPassword: "sentinel-pw"})
 	add("actorlimitd on Sentinel", dbsize(sent.Primary, sent.Replica), sent.Master+","+strings.Join(sent.Addrs, ","),

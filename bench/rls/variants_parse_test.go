@@ -59,3 +59,24 @@ func TestParseClients(t *testing.T) {
 		})
 	}
 }
+
+func TestRedisOf(t *testing.T) {
+	tests := []struct {
+		flags []string
+		want  string
+		ok    bool
+	}{
+		{[]string{"-redis", "127.0.0.1:6379"}, "127.0.0.1:6379", true},
+		{[]string{"-x", "-redis=r:1"}, "r:1", true},
+		{[]string{"-redis"}, "", false},
+		{[]string{"-redis="}, "", false},
+		{[]string{"-redis-window-keys"}, "", false},
+		{nil, "", false},
+	}
+	for _, tt := range tests {
+		got, ok := redisOf(tt.flags)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("redisOf(%q) = %q, %v; want %q, %v", tt.flags, got, ok, tt.want, tt.ok)
+		}
+	}
+}

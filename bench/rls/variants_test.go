@@ -81,6 +81,10 @@ func parseClients(s string) ([]int, error) {
 //	go test -run='^$' -bench='^BenchmarkRLSVariants$' -benchtime=2s ./rls/
 //
 // BENCH_RLS_CLIENT_WINDOW (clientDialOptions) applies as in BenchmarkRLS.
+// A variant whose name starts with floor is bench/cmd/rlsfloor; one whose
+// name starts with envoy is envoy ratelimit on the Redis its one flag names
+// (envoy=-redis 127.0.0.1:6379), to compare actorlimitd's Redis variants
+// with it in the same rounds.
 // Each run
 // reports req/s, p50-µs, p99-µs, the server's CPU a request and this
 // process's (the clients', client-cpu-µs/req); at the end, the log holds
@@ -113,6 +117,12 @@ func BenchmarkRLSVariants(b *testing.B) {
 		im := &rlsImpl{name: v.name, dial: dial}
 		if strings.HasPrefix(v.name, "floor") {
 			im.addr = startFloor(b, v.flags...)
+		} else if strings.HasPrefix(v.name, "envoy") {
+			ra, ok := redisOf(v.flags)
+			if !ok {
+				b.Fatalf("BENCH_RLS_VARIANTS: %s: envoy ratelimit takes one flag, -redis ADDR", v.name)
+			}
+			im.addr = startEnvoy(b, cfg, ra, envoyOptions{})
 		} else {
 			im.addr = startActorlimitdEnvFlags(b, cfg, "", v.env, v.flags...)
 		}
@@ -143,6 +153,20 @@ func BenchmarkRLSVariants(b *testing.B) {
 	}
 	// printed, not logged: a parent benchmark's log shows only with -v
 	fmt.Print(variantSummary(runs, clients, variants))
+}
+
+// redisOf returns the address that flags give -redis ("-redis ADDR" or
+// "-redis=ADDR"), and whether they give one.
+func redisOf(flags []string) (string, bool) {
+	for i, f := range flags {
+		if a, ok := strings.CutPrefix(f, "-redis="); ok && a != "" {
+			return a, true
+		}
+		if f == "-redis" && i+1 < len(flags) {
+			return flags[i+1], true
+		}
+	}
+	return "", false
 }
 
 // clientDialOptions are the benchmarks' clients' options beyond the

@@ -220,10 +220,12 @@ var envTable = []envVar{
 }
 
 // actorlimitd's own variables, read only with envoy ratelimit's: where the
-// secret descriptor keys' HMAC key is, and which keys are secret.
+// secret descriptor keys' HMAC key is, which keys are secret, and whether
+// fixed windows are a Redis key per window (-redis-window-keys).
 const (
 	envSecretKeyFile = "ACTORLIMITD_SECRET_KEY_FILE"
 	envSecretKeys    = "ACTORLIMITD_SECRET_DESCRIPTOR_KEYS"
+	envWindowKeys    = "ACTORLIMITD_REDIS_WINDOW_KEYS"
 )
 
 // compatFlags are the flags that give envoy ratelimit's settings a flag
@@ -273,6 +275,7 @@ func envDoc(fs *flag.FlagSet) {
 	}
 	by["secret-key-file"] = append(by["secret-key-file"], envSecretKeyFile)
 	by["secret-descriptor-keys"] = append(by["secret-descriptor-keys"], envSecretKeys)
+	by["redis-window-keys"] = append(by["redis-window-keys"], envWindowKeys)
 	for name, vars := range by {
 		if fl := fs.Lookup(name); fl != nil {
 			fl.Usage += " (env " + strings.Join(vars, ", ") + ")"
@@ -454,6 +457,13 @@ func (c *compatFlags) fromEnv(fs *flag.FlagSet, given map[string]bool, lookup en
 	// Secret descriptor keys: envoy ratelimit keeps every value in clear,
 	// and its environment gives no key file; unless asked for (a flag or
 	// actorlimitd's own variables), they are off.
+	if s, ok := lookup(envWindowKeys); ok && s != "" {
+		c.envRead = append(c.envRead, envWindowKeys)
+		if err := set("redis-window-keys", s, envWindowKeys); err != nil {
+			return err
+		}
+	}
+
 	keyFile, _ := lookup(envSecretKeyFile)
 	keys, keysSet := lookup(envSecretKeys)
 	if keyFile != "" {

@@ -419,6 +419,7 @@ func TestEnvTableFollowsEnvoySettings(t *testing.T) {
 	assert.Empty(t, rows, "env.go's rows that envoy ratelimit does not have")
 	delete(docRows, envSecretKeyFile)
 	delete(docRows, envSecretKeys)
+	delete(docRows, envWindowKeys)
 	assert.Empty(t, docRows, "docs/service.md's rows that envoy ratelimit does not have")
 }
 
@@ -428,6 +429,8 @@ func TestEnvTogether(t *testing.T) {
 		env  map[string]string
 		want map[string]string
 	}{
+		{map[string]string{"REDIS_URL": "r:1", envWindowKeys: "true"}, map[string]string{"redis-window-keys": "true"}},
+		{map[string]string{"REDIS_URL": "r:1"}, map[string]string{"redis-window-keys": "false"}},
 		{map[string]string{"REDIS_URL": "r:1", "REDIS_PERSECOND": "true"},
 			map[string]string{"redis-persecond": "true", "redis-persecond-url": "/var/run/nutcracker/ratelimitpersecond.sock"}},
 		{map[string]string{"REDIS_URL": "r:1", "REDIS_PERSECOND": "true", "REDIS_PERSECOND_URL": "r:2"},

@@ -51,6 +51,7 @@ type redisFlags struct {
 	tlsServer string
 	tlsNoHost bool
 	keyPrefix string // env.go's -redis-key-prefix
+	winKeys   bool   // -redis-window-keys: fixed windows as a key per window, on this process's clock
 }
 
 // register adds the flags to fs.
@@ -70,6 +71,7 @@ func (r *redisFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&r.perSecOn, "redis-persecond", false, "decide the rules whose unit is second on a Redis of their own, -redis-persecond-url")
 	fs.StringVar(&r.perSecond.url, "redis-persecond-url", "", "with -redis-persecond: the per-second Redis, in -redis's forms")
 	fs.DurationVar(&r.perSecond.timeout, "redis-persecond-timeout", 0, "with -redis-persecond: as -redis-timeout, for the per-second Redis (default: -redis-timeout)")
+	fs.BoolVar(&r.winKeys, "redis-window-keys", false, "keep each fixed window as a Redis key of its own, counted with INCRBY and PEXPIRE (no Lua; Redis 7.0 or later), and decide every rule on this process's clock, not Redis's: the processes sharing a Redis need synchronised clocks")
 	fs.StringVar(&r.tlsCA, "redis-tls-ca", "", "CA file (PEM) that signs the Redis servers' certificates (default: the system's)")
 	fs.StringVar(&r.tlsCert, "redis-tls-cert", "", "client certificate file (PEM) for Redis; with -redis-tls-key")
 	fs.StringVar(&r.tlsKey, "redis-tls-key", "", "client key file (PEM) for Redis; with -redis-tls-cert")
@@ -484,6 +486,11 @@ func (r *redisFlags) openStore(c *redisConn, prefix string, deniedCache time.Dur
 		redisstore.WithPrefix(r.keyPrefix)}
 	if deniedCache > 0 {
 		opts = append(opts, redisstore.WithDeniedCache(deniedCache))
+	}
+	if r.winKeys {
+		// A window's number is worked out before the round trip: on this
+		// process's clock, for every rule (redisstore.WithWindowKeys).
+		opts = append(opts, redisstore.WithCallerTime(), redisstore.WithWindowKeys())
 	}
 	store, err := redisstore.New(client, opts...)
 	if err != nil {

@@ -177,9 +177,19 @@ func guberCall(conn *grpc.ClientConn, reqs []guberReq) func(ctx context.Context)
 	}
 }
 
+// fastFlags are actorlimitd's settings for speed that are not its
+// defaults: its own HTTP/2 transport; fastRedisFlags, on Redis, a key per
+// fixed window (INCRBY, no script; the daemon's clock).
+var (
+	fastFlags      = []string{"-grpc-transport", "direct"}
+	fastRedisFlags = []string{"-redis-window-keys"}
+)
+
 // startImpls starts the servers the benchmarks compare, for b: the floor
 // (on grpc-go's codec), the floor on actorlimitd's codec (floor-codec),
-// actorlimitd on the embedded table and on Redis, and with
+// the floor on actorlimitd's own transport (floor-direct), actorlimitd on
+// the embedded table and on Redis with its defaults and with fastFlags
+// (actorlimitd-direct, actorlimitd-redis-direct), and with
 // BENCH_RLS_PEERS=1 envoy ratelimit (on the same redis-server) and
 // gubernator; their clients' options are clientDialOptions'.
 func startImpls(b *testing.B) []*rlsImpl {
@@ -190,11 +200,14 @@ func startImpls(b *testing.B) []*rlsImpl {
 	cfg := writeConfig(b, map[string]string{"bench.yaml": benchConfig})
 	rs := startRedis(b)
 	rc := rs.Client()
-	impls := []*rlsImpl{{name: "floor", addr: startFloor(b)}, {name: "floor-codec", addr: startFloor(b, "-codec", "service")}}
+	impls := []*rlsImpl{{name: "floor", addr: startFloor(b)}, {name: "floor-codec", addr: startFloor(b, "-codec", "service")},
+		{name: "floor-direct", addr: startFloor(b, "-grpc-transport", "direct")}}
 	if hasActorlimitd() {
 		impls = append(impls,
 			&rlsImpl{name: "actorlimitd", addr: startActorlimitd(b, cfg, "")},
-			&rlsImpl{name: "actorlimitd-redis", addr: startActorlimitd(b, cfg, rs.Addr), redis: rc})
+			&rlsImpl{name: "actorlimitd-redis", addr: startActorlimitd(b, cfg, rs.Addr), redis: rc},
+			&rlsImpl{name: "actorlimitd-direct", addr: startActorlimitd(b, cfg, "", fastFlags...)},
+			&rlsImpl{name: "actorlimitd-redis-direct", addr: startActorlimitd(b, cfg, rs.Addr, append(fastFlags, fastRedisFlags...)...), redis: rc})
 	}
 	if envoyWanted() {
 		impls = append(impls, &rlsImpl{name: "envoy-ratelimit", addr: startEnvoy(b, cfg, rs.Addr, envoyOptions{}), redis: rc})

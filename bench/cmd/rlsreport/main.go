@@ -40,7 +40,7 @@ var (
 	// repeats of a name (BENCH_RLS_ROUNDS's rounds), then -GOMAXPROCS.
 	rlsName   = regexp.MustCompile(`^BenchmarkRLS/descriptors=(\d+)/clients=(\d+)/impl=([^ \t#]+?)(?:#(\d+))?(?:-\d+)?$`)
 	floodName = regexp.MustCompile(`^BenchmarkRLSFlood/impl=([^ \t#]+?)(?:#\d+)?(?:-\d+)?$`)
-	impls     = []string{"floor", "floor-codec", "actorlimitd", "actorlimitd-redis", "envoy-ratelimit", "gubernator"}
+	impls     = []string{"floor", "floor-codec", "floor-direct", "actorlimitd", "actorlimitd-redis", "actorlimitd-direct", "actorlimitd-redis-direct", "envoy-ratelimit", "gubernator"}
 )
 
 // key is one BenchmarkRLS case, over its rounds.
@@ -227,32 +227,59 @@ func run(in io.Reader, out io.Writer) error {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprint(w, "### Targets, from 16 clients on: ratios within each round, their median (least-most over the rounds)\n\n")
-	fmt.Fprint(w, "| descriptors | clients | embedded / floor req/s (>= 1.15) | embedded / floor-codec req/s (>= 0.95) | embedded / floor p99 (<= 1) | embedded / envoy p99 (< 1) | Redis / envoy req/s (>= 1.8) | server CPU a request: embedded / floor | server CPU a request: floor / floor-codec / embedded / Redis / envoy (µs, medians) |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	// same is the floor on actorlimitd's own transport when the run has
+	// one (floor-direct), else the floor on its codec (floor-codec).
+	same := "floor-codec"
+	if slices.Contains(present, "floor-direct") {
+		same = "floor-direct"
+	}
+	// emb and red are actorlimitd on the embedded table and on Redis with
+	// its settings for speed when the run has them (actorlimitd-direct,
+	// actorlimitd-redis-direct), else with its defaults.
+	emb, red := "actorlimitd", "actorlimitd-redis"
+	if slices.Contains(present, "actorlimitd-direct") {
+		emb = "actorlimitd-direct"
+	}
+	if slices.Contains(present, "actorlimitd-redis-direct") {
+		red = "actorlimitd-redis-direct"
+	}
+	fmt.Fprintf(w, "embedded is %s, Redis is %s.\n\n", emb, red)
+	fmt.Fprint(w, "### Targets: ratios within each round, their median (least-most over the rounds)\n\n")
+	fmt.Fprintf(w, "| descriptors | clients | embedded / floor req/s (>= 1.15 from 16 clients) | embedded / %s req/s (>= 0.95) | embedded / floor p99 (<= 1) | embedded / envoy p99 (< 1) | Redis / envoy req/s (>= 1.3 at 1 client, >= 1.8 from 16) | server CPU a request: embedded / floor | server CPU a request: floor / %s / embedded / Redis / envoy (µs, medians) |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|\n", same, same)
 	for _, d := range []int{1, 3} {
-		for _, c := range []int{16, 64, 256} {
+		for _, c := range []int{1, 16, 64, 256} {
 			if !measured(r.rls, d, c) {
 				continue
 			}
 			k := func(im string) key { return key{d, c, im} }
 			// cell is a's metric m over b's, with whether the target is
-			// met.
+			// met; none is "–" (no target at c clients).
 			cell := func(a, b, m string, met func(float64) bool) string {
 				q, ok := r.ratio(k(a), k(b), m)
 				switch {
 				case !ok:
 					return "–"
+				case met == nil:
+					return q.String()
 				case met(q.median):
 					return q.String() + ", met"
 				}
 				return q.String() + ", NOT met"
 			}
+			var fromSixteen func(float64) bool // no target at 1 client
+			if c >= 16 {
+				fromSixteen = func(q float64) bool { return q >= 1.15 }
+			}
+			redis := func(q float64) bool { return q >= 1.8 }
+			if c == 1 {
+				redis = func(q float64) bool { return q >= 1.3 }
+			}
 			cpuRatio := "–"
-			if q, ok := r.ratio(k("actorlimitd"), k("floor"), "server-cpu-µs/req"); ok {
+			if q, ok := r.ratio(k(emb), k("floor"), "server-cpu-µs/req"); ok {
 				cpuRatio = q.String()
 			}
 			var cpus []string
-			for _, im := range []string{"floor", "floor-codec", "actorlimitd", "actorlimitd-redis", "envoy-ratelimit"} {
+			for _, im := range []string{"floor", same, emb, red, "envoy-ratelimit"} {
 				if v, ok := r.pooled(k(im), "server-cpu-µs/req"); ok {
 					cpus = append(cpus, fmt.Sprintf("%.0f", v))
 				} else {
@@ -260,11 +287,11 @@ func run(in io.Reader, out io.Writer) error {
 				}
 			}
 			fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s | %s |\n", d, c,
-				cell("actorlimitd", "floor", "req/s", func(q float64) bool { return q >= 1.15 }),
-				cell("actorlimitd", "floor-codec", "req/s", func(q float64) bool { return q >= 0.95 }),
-				cell("actorlimitd", "floor", "p99-µs", func(q float64) bool { return q <= 1 }),
-				cell("actorlimitd", "envoy-ratelimit", "p99-µs", func(q float64) bool { return q < 1 }),
-				cell("actorlimitd-redis", "envoy-ratelimit", "req/s", func(q float64) bool { return q >= 1.8 }),
+				cell(emb, "floor", "req/s", fromSixteen),
+				cell(emb, same, "req/s", func(q float64) bool { return q >= 0.95 }),
+				cell(emb, "floor", "p99-µs", func(q float64) bool { return q <= 1 }),
+				cell(emb, "envoy-ratelimit", "p99-µs", func(q float64) bool { return q < 1 }),
+				cell(red, "envoy-ratelimit", "req/s", redis),
 				cpuRatio, strings.Join(cpus, " / "))
 		}
 	}

@@ -103,3 +103,36 @@ func TestRunReportsRoundRatios(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// TestRunTargetsOnTheSameTransport checks the targets table when the run
+// has actorlimitd's own transport: the floor on it (floor-direct) rather
+// than floor-codec, actorlimitd with its settings for speed
+// (actorlimitd-direct, actorlimitd-redis-direct) rather than its
+// defaults, and at 1 client only the Redis target, at 1.3x envoy
+// ratelimit.
+func TestRunTargetsOnTheSameTransport(t *testing.T) {
+	const output = `BenchmarkRLS/descriptors=1/clients=1/impl=floor-2          	 1000	 1 ns/op	 1000 req/s	 10 p50-µs	 20 p99-µs
+BenchmarkRLS/descriptors=1/clients=1/impl=floor-codec-2    	 1000	 1 ns/op	 2000 req/s	 10 p50-µs	 20 p99-µs
+BenchmarkRLS/descriptors=1/clients=1/impl=floor-direct-2   	 1000	 1 ns/op	 1500 req/s	 10 p50-µs	 20 p99-µs
+BenchmarkRLS/descriptors=1/clients=1/impl=actorlimitd-2    	 1000	 1 ns/op	 900 req/s	 10 p50-µs	 30 p99-µs
+BenchmarkRLS/descriptors=1/clients=1/impl=actorlimitd-redis-2	 1000	 1 ns/op	 900 req/s	 10 p50-µs	 20 p99-µs
+BenchmarkRLS/descriptors=1/clients=1/impl=actorlimitd-direct-2    	 1000	 1 ns/op	 1200 req/s	 10 p50-µs	 20 p99-µs
+BenchmarkRLS/descriptors=1/clients=1/impl=actorlimitd-redis-direct-2	 1000	 1 ns/op	 1250 req/s	 10 p50-µs	 20 p99-µs
+BenchmarkRLS/descriptors=1/clients=1/impl=envoy-ratelimit-2	 1000	 1 ns/op	 1000 req/s	 10 p50-µs	 40 p99-µs
+`
+	var out strings.Builder
+	if err := run(strings.NewReader(output), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| embedded / floor-direct req/s (>= 0.95) |",
+		"embedded is actorlimitd-direct, Redis is actorlimitd-redis-direct.",
+		// 1200/1000 has no target at 1 client; 1200/1500 is below 0.95;
+		// 1250/1000 is below 1.3.
+		"| 1 | 1 | 1.20x (1 round) | 0.80x (1 round), NOT met | 1.00x (1 round), met | 0.50x (1 round), met | 1.25x (1 round), NOT met |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -220,12 +220,14 @@ var envTable = []envVar{
 }
 
 // actorlimitd's own variables, read only with envoy ratelimit's: where the
-// secret descriptor keys' HMAC key is, which keys are secret, and whether
-// fixed windows are a Redis key per window (-redis-window-keys).
+// secret descriptor keys' HMAC key is, which keys are secret, whether
+// fixed windows are a Redis key per window (-redis-window-keys), and the
+// gRPC server's transport (-grpc-transport).
 const (
 	envSecretKeyFile = "ACTORLIMITD_SECRET_KEY_FILE"
 	envSecretKeys    = "ACTORLIMITD_SECRET_DESCRIPTOR_KEYS"
 	envWindowKeys    = "ACTORLIMITD_REDIS_WINDOW_KEYS"
+	envTransport     = "ACTORLIMITD_GRPC_TRANSPORT"
 )
 
 // compatFlags are the flags that give envoy ratelimit's settings a flag
@@ -276,6 +278,7 @@ func envDoc(fs *flag.FlagSet) {
 	by["secret-key-file"] = append(by["secret-key-file"], envSecretKeyFile)
 	by["secret-descriptor-keys"] = append(by["secret-descriptor-keys"], envSecretKeys)
 	by["redis-window-keys"] = append(by["redis-window-keys"], envWindowKeys)
+	by["grpc-transport"] = append(by["grpc-transport"], envTransport)
 	for name, vars := range by {
 		if fl := fs.Lookup(name); fl != nil {
 			fl.Usage += " (env " + strings.Join(vars, ", ") + ")"
@@ -457,10 +460,14 @@ func (c *compatFlags) fromEnv(fs *flag.FlagSet, given map[string]bool, lookup en
 	// Secret descriptor keys: envoy ratelimit keeps every value in clear,
 	// and its environment gives no key file; unless asked for (a flag or
 	// actorlimitd's own variables), they are off.
-	if s, ok := lookup(envWindowKeys); ok && s != "" {
-		c.envRead = append(c.envRead, envWindowKeys)
-		if err := set("redis-window-keys", s, envWindowKeys); err != nil {
-			return err
+	// actorlimitd's own settings for speed, which envoy ratelimit's
+	// variables have no word for.
+	for _, v := range []struct{ env, flag string }{{envWindowKeys, "redis-window-keys"}, {envTransport, "grpc-transport"}} {
+		if s, ok := lookup(v.env); ok && s != "" {
+			c.envRead = append(c.envRead, v.env)
+			if err := set(v.flag, s, v.env); err != nil {
+				return err
+			}
 		}
 	}
 

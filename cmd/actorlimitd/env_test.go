@@ -420,6 +420,7 @@ func TestEnvTableFollowsEnvoySettings(t *testing.T) {
 	delete(docRows, envSecretKeyFile)
 	delete(docRows, envSecretKeys)
 	delete(docRows, envWindowKeys)
+	delete(docRows, envTransport)
 	assert.Empty(t, docRows, "docs/service.md's rows that envoy ratelimit does not have")
 }
 
@@ -430,7 +431,8 @@ func TestEnvTogether(t *testing.T) {
 		want map[string]string
 	}{
 		{map[string]string{"REDIS_URL": "r:1", envWindowKeys: "true"}, map[string]string{"redis-window-keys": "true"}},
-		{map[string]string{"REDIS_URL": "r:1"}, map[string]string{"redis-window-keys": "false"}},
+		{map[string]string{"REDIS_URL": "r:1"}, map[string]string{"redis-window-keys": "false", "grpc-transport": "grpc"}},
+		{map[string]string{"REDIS_URL": "r:1", envTransport: "direct"}, map[string]string{"grpc-transport": "direct"}},
 		{map[string]string{"REDIS_URL": "r:1", "REDIS_PERSECOND": "true"},
 			map[string]string{"redis-persecond": "true", "redis-persecond-url": "/var/run/nutcracker/ratelimitpersecond.sock"}},
 		{map[string]string{"REDIS_URL": "r:1", "REDIS_PERSECOND": "true", "REDIS_PERSECOND_URL": "r:2"},

@@ -104,8 +104,9 @@ type served struct {
 }
 
 // serve starts a Server with cfg's settings (Handlers and Fallback set
-// here), stopped at the test's end.
-func serve(t testing.TB, cfg unary.Config) *served {
+// here), stopped at the test's end; register adds services to the
+// fallback.
+func serve(t testing.TB, cfg unary.Config, register ...func(*grpc.Server)) *served {
 	t.Helper()
 	hs := health.NewServer()
 	if cfg.MaxRecvMsgSize == 0 {
@@ -114,6 +115,9 @@ func serve(t testing.TB, cfg unary.Config) *served {
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize))
 	rlsv3.RegisterRateLimitServiceServer(gs, echoServer{})
 	healthpb.RegisterHealthServer(gs, hs)
+	for _, r := range register {
+		r(gs)
+	}
 	cfg.Handlers = map[string]unary.Handler{rlsMethod: echoHandler, checkMethod: checkHandler(hs)}
 	cfg.Fallback = gs
 	srv, err := unary.New(cfg)

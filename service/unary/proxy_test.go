@@ -1,0 +1,336 @@
+package unary_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/actorlimit/actorlimit/service/unary"
+)
+
+// chatMethod is a stream both ways of the fallback's chat service.
+const chatMethod = "/unarytest.Chat/Chat"
+
+// chat echoes every message it reads. Its headers and trailers echo the
+// metadata whose names start with x-echo. A message "wait" is answered
+// "waiting", then the handler waits for its context's end; "fail" ends
+// the call with FailedPrecondition, details and trailers. Each handler's
+// end is sent to ended.
+type chat struct {
+	ended chan error
+}
+
+func (c *chat) register(gs *grpc.Server) {
+	gs.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "unarytest.Chat",
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{StreamName: "Chat", ClientStreams: true, ServerStreams: true,
+			Handler: func(_ any, ss grpc.ServerStream) error {
+				err := c.serve(ss)
+				c.ended <- err
+				return err
+			}}},
+	}, nil)
+}
+
+func (c *chat) serve(ss grpc.ServerStream) error {
+	ctx := ss.Context()
+	in, _ := metadata.FromIncomingContext(ctx)
+	echoed := metadata.MD{}
+	for k, v := range in {
+		if len(k) >= 6 && k[:6] == "x-echo" {
+			echoed[k] = v
+		}
+	}
+	if len(echoed) > 0 {
+		if err := ss.SetHeader(echoed); err != nil {
+			return err
+		}
+		ss.SetTrailer(metadata.Join(echoed, metadata.Pairs("x-trailer", "t")))
+	}
+	for {
+		m := new(wrapperspb.BytesValue)
+		if err := ss.RecvMsg(m); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		switch string(m.GetValue()) {
+		case "wait":
+			if err := ss.SendMsg(wrapperspb.Bytes([]byte("waiting"))); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		case "fail":
+			ss.SetTrailer(metadata.Pairs("x-trailer", "failed", "x-trailer-bin", "\x00\xff"))
+			st, err := status.New(codes.FailedPrecondition, "failed on purpose: 100% ü").WithDetails(wrapperspb.String("the detail"))
+			if err != nil {
+				return err
+			}
+			return st.Err()
+		}
+		if err := ss.SendMsg(m); err != nil {
+			return err
+		}
+	}
+}
+
+// chatStream opens a chat stream on cc.
+func chatStream(ctx context.Context, cc *grpc.ClientConn) (grpc.ClientStream, error) {
+	return cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, chatMethod)
+}
+
+// exchange sends msgs on a chat stream while it reads their echoes, and
+// checks each.
+func exchange(ctx context.Context, cc *grpc.ClientConn, msgs [][]byte) error {
+	cs, err := chatStream(ctx, cc)
+	if err != nil {
+		return err
+	}
+	sent := make(chan error, 1)
+	go func() {
+		for _, m := range msgs {
+			if err := cs.SendMsg(wrapperspb.Bytes(m)); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- cs.CloseSend()
+	}()
+	for i, want := range msgs {
+		got := new(wrapperspb.BytesValue)
+		if err := cs.RecvMsg(got); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+		if !bytes.Equal(got.GetValue(), want) {
+			return fmt.Errorf("message %d: %d bytes back, %d sent, or not the same", i, len(got.GetValue()), len(want))
+		}
+	}
+	if err := cs.RecvMsg(new(wrapperspb.BytesValue)); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("after the messages: %v, want io.EOF", err)
+	}
+	return <-sent
+}
+
+// bigMessages are n messages of sizes past the 64 KiB windows, and small
+// and empty ones among them, their bytes random.
+func bigMessages(r *rand.Rand, n int) [][]byte {
+	sizes := []int{1, 100 << 10, 300 << 10, 0, 70 << 10, 17}
+	msgs := make([][]byte, n)
+	for i := range msgs {
+		m := make([]byte, sizes[i%len(sizes)])
+		for j := range m {
+			m[j] = byte(r.Uint32())
+		}
+		msgs[i] = m
+	}
+	return msgs
+}
+
+// TestProxy: on a connection whose first call is served here, calls of
+// methods the fallback serves are proxied to it as streams both ways:
+// a health Watch, a chat of large messages, cancelled and expired calls,
+// errors with details and trailers, metadata both ways, a message past
+// the bound; unary calls on the same connection meanwhile are answered,
+// each its own answer; every goroutine of a proxied call ends with it.
+func TestProxy(t *testing.T) {
+	base := runtime.NumGoroutine()
+	ch := &chat{ended: make(chan error, 16)}
+	s := serve(t, unary.Config{MaxRecvMsgSize: 1 << 20}, ch.register)
+	cc := dial(t, s.addr, nil)
+	rls := rlsv3.NewRateLimitServiceClient(cc)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	resp, err := rls.ShouldRateLimit(ctx, request("d", "first"))
+	require.NoError(t, err, "the first call, served here")
+	require.Equal(t, "first", resp.GetResponseHeadersToAdd()[0].GetValue())
+	require.NoError(t, exchange(ctx, cc, [][]byte{[]byte("warm")}), "a first proxied call: the fallback's client made")
+	require.NoError(t, <-ch.ended)
+	warm := runtime.NumGoroutine()
+
+	// handlerEnded waits for the chat handler's end and returns its error.
+	handlerEnded := func(t *testing.T) error {
+		t.Helper()
+		select {
+		case err := <-ch.ended:
+			return err
+		case <-time.After(5 * time.Second):
+			t.Fatal("the fallback's handler did not end")
+			return nil
+		}
+	}
+
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"health Watch", func(t *testing.T) {
+			wctx, wcancel := context.WithCancel(ctx)
+			defer wcancel()
+			w, err := healthpb.NewHealthClient(cc).Watch(wctx, &healthpb.HealthCheckRequest{})
+			require.NoError(t, err)
+			for _, want := range []healthpb.HealthCheckResponse_ServingStatus{
+				healthpb.HealthCheckResponse_SERVING, healthpb.HealthCheckResponse_NOT_SERVING, healthpb.HealthCheckResponse_SERVING,
+			} {
+				got, err := w.Recv()
+				require.NoError(t, err)
+				assert.Equal(t, want, got.GetStatus())
+				s.health.SetServingStatus("", 1+want%2) // SERVING <-> NOT_SERVING
+			}
+			wcancel()
+			wctx, wcancel = context.WithCancel(ctx)
+			w, err = healthpb.NewHealthClient(cc).Watch(wctx, &healthpb.HealthCheckRequest{})
+			require.NoError(t, err)
+			_, err = w.Recv()
+			require.NoError(t, err)
+			wcancel()
+			_, err = w.Recv()
+			assert.Equal(t, codes.Canceled, status.Code(err))
+		}},
+		{"large messages both ways", func(t *testing.T) {
+			require.NoError(t, exchange(ctx, cc, bigMessages(rand.New(rand.NewPCG(1, 2)), 30)))
+			assert.NoError(t, handlerEnded(t))
+		}},
+		{"client cancels mid-stream", func(t *testing.T) {
+			cctx, ccancel := context.WithCancel(ctx)
+			defer ccancel()
+			cs, err := chatStream(cctx, cc)
+			require.NoError(t, err)
+			require.NoError(t, cs.SendMsg(wrapperspb.Bytes([]byte("wait"))))
+			require.NoError(t, cs.RecvMsg(new(wrapperspb.BytesValue)))
+			ccancel()
+			assert.Equal(t, codes.Canceled, status.Code(cs.RecvMsg(new(wrapperspb.BytesValue))))
+			assert.ErrorIs(t, handlerEnded(t), context.Canceled, "the fallback's call ends with the client's")
+		}},
+		{"deadline passes mid-stream", func(t *testing.T) {
+			dctx, dcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer dcancel()
+			cs, err := chatStream(dctx, cc)
+			require.NoError(t, err)
+			require.NoError(t, cs.SendMsg(wrapperspb.Bytes([]byte("wait"))))
+			require.NoError(t, cs.RecvMsg(new(wrapperspb.BytesValue)))
+			assert.Equal(t, codes.DeadlineExceeded, status.Code(cs.RecvMsg(new(wrapperspb.BytesValue))))
+			err = handlerEnded(t)
+			assert.True(t, errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled), "%v", err)
+		}},
+		{"error with details and trailers", func(t *testing.T) {
+			cs, err := chatStream(ctx, cc)
+			require.NoError(t, err)
+			require.NoError(t, cs.SendMsg(wrapperspb.Bytes([]byte("echo me"))))
+			got := new(wrapperspb.BytesValue)
+			require.NoError(t, cs.RecvMsg(got))
+			assert.Equal(t, "echo me", string(got.GetValue()))
+			require.NoError(t, cs.SendMsg(wrapperspb.Bytes([]byte("fail"))))
+			err = cs.RecvMsg(got)
+			st := status.Convert(err)
+			assert.Equal(t, codes.FailedPrecondition, st.Code())
+			assert.Equal(t, "failed on purpose: 100% ü", st.Message())
+			require.Len(t, st.Details(), 1)
+			assert.True(t, proto.Equal(wrapperspb.String("the detail"), st.Details()[0].(proto.Message)))
+			assert.Equal(t, []string{"failed"}, cs.Trailer().Get("x-trailer"))
+			assert.Equal(t, []string{"\x00\xff"}, cs.Trailer().Get("x-trailer-bin"))
+			assert.Error(t, handlerEnded(t))
+		}},
+		{"error before any message: trailers-only", func(t *testing.T) {
+			cs, err := chatStream(ctx, cc)
+			require.NoError(t, err)
+			require.NoError(t, cs.SendMsg(wrapperspb.Bytes([]byte("fail"))))
+			err = cs.RecvMsg(new(wrapperspb.BytesValue))
+			assert.Equal(t, codes.FailedPrecondition, status.Code(err))
+			assert.Equal(t, []string{"failed"}, cs.Trailer().Get("x-trailer"))
+			assert.Error(t, handlerEnded(t))
+		}},
+		{"metadata to the handler, headers and trailers back", func(t *testing.T) {
+			mctx := metadata.AppendToOutgoingContext(ctx, "x-echo", "one", "x-echo", "two", "x-echo-bin", "\x00\x01\xfe\xff")
+			cs, err := chatStream(mctx, cc)
+			require.NoError(t, err)
+			require.NoError(t, cs.SendMsg(wrapperspb.Bytes([]byte("hello"))))
+			require.NoError(t, cs.CloseSend())
+			hdr, err := cs.Header()
+			require.NoError(t, err)
+			assert.Equal(t, []string{"one", "two"}, hdr.Get("x-echo"))
+			assert.Equal(t, []string{"\x00\x01\xfe\xff"}, hdr.Get("x-echo-bin"))
+			got := new(wrapperspb.BytesValue)
+			require.NoError(t, cs.RecvMsg(got))
+			assert.Equal(t, "hello", string(got.GetValue()))
+			assert.ErrorIs(t, cs.RecvMsg(got), io.EOF)
+			assert.Equal(t, []string{"t"}, cs.Trailer().Get("x-trailer"))
+			assert.Equal(t, []string{"one", "two"}, cs.Trailer().Get("x-echo"))
+			assert.NoError(t, handlerEnded(t))
+		}},
+		{"a message past MaxRecvMsgSize", func(t *testing.T) {
+			cs, err := chatStream(ctx, cc)
+			require.NoError(t, err)
+			require.NoError(t, cs.SendMsg(wrapperspb.Bytes(make([]byte, 1<<20))))
+			err = cs.RecvMsg(new(wrapperspb.BytesValue))
+			assert.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+			// The fallback's call, if it started before the refusal, is
+			// cancelled: its handler ends (settle), its end is dropped.
+			settle(t, warm)
+			select {
+			case <-ch.ended:
+			default:
+			}
+		}},
+		{"unary calls among streams", func(t *testing.T) {
+			var wg sync.WaitGroup
+			errs := make(chan error, 64)
+			for i := range 4 {
+				wg.Go(func() {
+					errs <- exchange(ctx, cc, bigMessages(rand.New(rand.NewPCG(uint64(i), 7)), 12))
+				})
+			}
+			for i := range 8 {
+				wg.Go(func() {
+					for j := range 50 {
+						v := fmt.Sprintf("caller %d call %d", i, j)
+						resp, err := rls.ShouldRateLimit(ctx, request("d", v))
+						if err == nil && resp.GetResponseHeadersToAdd()[0].GetValue() != v {
+							err = fmt.Errorf("answer %q to %q", resp.GetResponseHeadersToAdd()[0].GetValue(), v)
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				assert.NoError(t, err)
+			}
+			for range 4 {
+				assert.NoError(t, handlerEnded(t))
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.run(t)
+			settle(t, warm)
+		})
+	}
+	require.NoError(t, cc.Close())
+	require.NoError(t, s.srv.Close())
+	s.gs.Stop()
+	settle(t, base)
+}

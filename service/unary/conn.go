@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -593,14 +594,14 @@ func (c *conn) onHeaders(id uint32, endStream, truncated bool, fields []hpack.He
 		h := c.cfg.Handlers[path]
 		identity := enc == "" || enc == "identity"
 		switch {
-		case h == nil && c.s.fallback != nil && identity:
-			c.startProxy(id, endStream, path, sub, timeoutSet, d, fields)
+		case h != nil && identity:
+			c.startStream(id, endStream, h, path, sub, timeoutSet, d)
+		case c.s.fallback != nil && (identity || encoding.GetCompressor(enc) != nil):
+			c.startProxy(id, endStream, path, sub, enc, timeoutSet, d, fields)
 		case h == nil:
 			c.earlyAbort(id, 200, sub, codes.Unimplemented, unknownMethod(path), rst)
-		case !identity:
-			c.earlyAbort(id, 200, sub, codes.Unimplemented, fmt.Sprintf("grpc: Decompressor is not installed for grpc-encoding %q", enc), rst)
 		default:
-			c.startStream(id, endStream, h, path, sub, timeoutSet, d)
+			c.earlyAbort(id, 200, sub, codes.Unimplemented, fmt.Sprintf("grpc: Decompressor is not installed for grpc-encoding %q", enc), rst)
 		}
 	}
 	return true

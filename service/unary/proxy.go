@@ -1,6 +1,7 @@
 package unary
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -123,6 +124,7 @@ func (s *Server) closeProxy() {
 type proxied struct {
 	md        metadata.MD
 	authority string
+	comp      encoding.Compressor // the call's grpc-encoding; nil: identity
 
 	// From the client: the message being read, then the messages read and
 	// not yet sent to the fallback. The stream's window is given back
@@ -132,7 +134,7 @@ type proxied struct {
 	hdrN   int
 	msg    []byte
 	msgLen int // -1 before its prefix
-	queue  [][]byte
+	queue  []inMsg
 	queued int
 	wake   chan struct{} // the sender has something to do
 
@@ -147,8 +149,14 @@ type proxied struct {
 	running     int // goroutines
 }
 
+// inMsg is a message read from the client, its compressed flag set.
+type inMsg struct {
+	b          []byte
+	compressed bool
+}
+
 // startProxy starts a proxied call.
-func (c *conn) startProxy(id uint32, endStream bool, path, sub string, timeoutSet bool, d time.Duration, fields []hpack.HeaderField) {
+func (c *conn) startProxy(id uint32, endStream bool, path, sub, enc string, timeoutSet bool, d time.Duration, fields []hpack.HeaderField) {
 	md, authority, err := proxyMetadata(fields)
 	if err != nil {
 		c.earlyAbort(id, 200, sub, codes.Internal, err.Error(), !endStream)
@@ -156,6 +164,9 @@ func (c *conn) startProxy(id uint32, endStream bool, path, sub string, timeoutSe
 	}
 	st := c.newStream(id, nil, path, sub, timeoutSet, d)
 	st.px = &proxied{md: md, authority: authority, msgLen: -1, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), running: 1}
+	if enc != "" && enc != "identity" {
+		st.px.comp = encoding.GetCompressor(enc)
+	}
 	st.started = true
 	st.ended = endStream
 	c.s.wg.Add(1)
@@ -224,13 +235,13 @@ func (c *conn) proxyData(st *stream, data []byte, endStream bool) bool {
 			length := int(uint32(b[1])<<24 | uint32(b[2])<<16 | uint32(b[3])<<8 | uint32(b[4]))
 			switch {
 			case length > c.cfg.MaxRecvMsgSize:
-				c.abort(st, codes.ResourceExhausted, fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", length, c.cfg.MaxRecvMsgSize))
+				c.proxyAbort(st, codes.ResourceExhausted, fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", length, c.cfg.MaxRecvMsgSize))
 				return false
-			case b[0] == 1:
-				c.abort(st, codes.Internal, "grpc: compressed flag set with identity or empty encoding")
+			case b[0] == 1 && px.comp == nil:
+				c.proxyAbort(st, codes.Internal, "grpc: compressed flag set with identity or empty encoding")
 				return false
 			case b[0] > 1:
-				c.abort(st, codes.Internal, fmt.Sprintf("grpc: received unexpected payload format %d", b[0]))
+				c.proxyAbort(st, codes.Internal, fmt.Sprintf("grpc: received unexpected payload format %d", b[0]))
 				return false
 			}
 			px.msgLen, px.msg = length, make([]byte, 0, length)
@@ -239,7 +250,7 @@ func (c *conn) proxyData(st *stream, data []byte, endStream bool) bool {
 		px.msg = append(px.msg, data[:k]...)
 		data = data[k:]
 		if len(px.msg) == px.msgLen {
-			px.queue = append(px.queue, px.msg)
+			px.queue = append(px.queue, inMsg{px.msg, px.hdr[0] == 1})
 			px.queued += 5 + px.msgLen
 			px.msg, px.msgLen, px.hdrN = nil, -1, 0
 			signal(px.wake)
@@ -248,7 +259,7 @@ func (c *conn) proxyData(st *stream, data []byte, endStream bool) bool {
 	if endStream {
 		st.ended = true
 		if px.hdrN > 0 {
-			c.abort(st, codes.Internal, io.ErrUnexpectedEOF.Error())
+			c.proxyAbort(st, codes.Internal, io.ErrUnexpectedEOF.Error())
 			return false
 		}
 		signal(px.wake)
@@ -328,22 +339,36 @@ func (c *conn) proxySend(st *stream, cs grpc.ClientStream) {
 	done := st.Done()
 	for {
 		c.mu.Lock()
-		var msg []byte
+		var in inMsg
 		have := len(px.queue) > 0
 		if have {
-			msg = px.queue[0]
-			px.queue[0] = nil
+			in = px.queue[0]
+			px.queue[0] = inMsg{}
 			px.queue = px.queue[1:]
 		}
 		ended, gone := st.ended, st.gone
 		c.mu.Unlock()
 		switch {
 		case have:
+			msg := in.b
+			if in.compressed {
+				var err error
+				if msg, err = c.decompress(px.comp, msg); err != nil {
+					c.mu.Lock()
+					if !st.gone && !c.closed {
+						s := status.Convert(err)
+						c.proxyAbort(st, s.Code(), s.Message())
+						c.flushLocked()
+					}
+					c.mu.Unlock()
+					return
+				}
+			}
 			if cs.SendMsg(&msg) != nil {
 				return // the call ended: the receiver has its status
 			}
 			c.mu.Lock()
-			if px.queued -= 5 + len(msg); px.queued == 0 && st.unacked > 0 && !st.ended && !st.gone && !c.closed {
+			if px.queued -= 5 + len(in.b); px.queued == 0 && st.unacked > 0 && !st.ended && !st.gone && !c.closed {
 				c.giveWindow(st)
 				c.flushLocked()
 			}
@@ -360,6 +385,44 @@ func (c *conn) proxySend(st *stream, cs grpc.ClientStream) {
 			}
 		}
 	}
+}
+
+// decompress decompresses a message, bounded by MaxRecvMsgSize, with
+// grpc-go's statuses.
+func (c *conn) decompress(comp encoding.Compressor, b []byte) ([]byte, error) {
+	r, err := comp.Decompress(bytes.NewReader(b))
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "grpc: failed to decompress the received message: %v", err)
+	}
+	out, err := io.ReadAll(io.LimitReader(r, int64(c.cfg.MaxRecvMsgSize)+1))
+	switch {
+	case err != nil:
+		return nil, status.Errorf(codes.Internal, "grpc: failed to decompress the received message: %v", err)
+	case len(out) > c.cfg.MaxRecvMsgSize:
+		return nil, status.Errorf(codes.ResourceExhausted, "grpc: received message after decompression larger than max %d", c.cfg.MaxRecvMsgSize)
+	}
+	return out, nil
+}
+
+// proxyAbort refuses a proxied call whose request was found wanting: its
+// status as trailers (trailers-only before any headers), what waited of
+// its answer dropped, RST_STREAM if the client may still be sending.
+func (c *conn) proxyAbort(st *stream, code codes.Code, msg string) {
+	px := st.px
+	if !px.headersSent {
+		c.abort(st, code, msg)
+		return
+	}
+	px.out, px.outBytes, px.outOff = nil, 0, 0
+	b := appendStatusFields(c.hbuf[:0], uint32(code), msg, nil)
+	c.hbuf = b
+	c.writeHeaderBlock(st.id, b, true)
+	if !st.ended {
+		c.writeRST(st.id, http2.ErrCodeNo)
+	}
+	c.remove(st)
+	st.cancel(context.Canceled)
+	signal(px.room)
 }
 
 // proxyExit notes that one of a proxied call's goroutines ended.

@@ -15,8 +15,10 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding/gzip"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -95,14 +97,14 @@ func (c *chat) serve(ss grpc.ServerStream) error {
 }
 
 // chatStream opens a chat stream on cc.
-func chatStream(ctx context.Context, cc *grpc.ClientConn) (grpc.ClientStream, error) {
-	return cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, chatMethod)
+func chatStream(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, chatMethod, opts...)
 }
 
 // exchange sends msgs on a chat stream while it reads their echoes, and
 // checks each.
-func exchange(ctx context.Context, cc *grpc.ClientConn, msgs [][]byte) error {
-	cs, err := chatStream(ctx, cc)
+func exchange(ctx context.Context, cc *grpc.ClientConn, msgs [][]byte, opts ...grpc.CallOption) error {
+	cs, err := chatStream(ctx, cc, opts...)
 	if err != nil {
 		return err
 	}
@@ -209,6 +211,24 @@ func TestProxy(t *testing.T) {
 		{"large messages both ways", func(t *testing.T) {
 			require.NoError(t, exchange(ctx, cc, bigMessages(rand.New(rand.NewPCG(1, 2)), 30)))
 			assert.NoError(t, handlerEnded(t))
+		}},
+		{"gzip both ways: decompressed for the fallback", func(t *testing.T) {
+			require.NoError(t, exchange(ctx, cc, bigMessages(rand.New(rand.NewPCG(3, 4)), 12), grpc.UseCompressor(gzip.Name)))
+			assert.NoError(t, handlerEnded(t))
+			resp, err := rls.ShouldRateLimit(ctx, request("d", "gz"), grpc.UseCompressor(gzip.Name))
+			require.NoError(t, err, "a served method, compressed: proxied")
+			assert.Equal(t, "gz", resp.GetResponseHeadersToAdd()[0].GetValue())
+		}},
+		{"gzip past MaxRecvMsgSize once decompressed, after an answer", func(t *testing.T) {
+			cs, err := chatStream(ctx, cc, grpc.UseCompressor(gzip.Name))
+			require.NoError(t, err)
+			require.NoError(t, cs.SendMsg(wrapperspb.Bytes([]byte("first"))))
+			require.NoError(t, cs.RecvMsg(new(wrapperspb.BytesValue)))
+			require.NoError(t, cs.SendMsg(wrapperspb.Bytes(make([]byte, 2<<20))), "a few KiB compressed")
+			err = cs.RecvMsg(new(wrapperspb.BytesValue))
+			assert.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+			assert.ErrorContains(t, err, "after decompression larger than max")
+			assert.Error(t, handlerEnded(t), "the fallback's call is cancelled")
 		}},
 		{"client cancels mid-stream", func(t *testing.T) {
 			cctx, ccancel := context.WithCancel(ctx)
@@ -333,4 +353,82 @@ func TestProxy(t *testing.T) {
 	require.NoError(t, s.srv.Close())
 	s.gs.Stop()
 	settle(t, base)
+}
+
+// TestProxyRaw: what a client that speaks frames sees of a proxied call.
+// A message past the bound after the answer's headers ends the call with
+// trailers (no :status) and RST_STREAM; a client that sends faster than
+// the fallback reads stops being given window: the server holds at most a
+// window and a message of its (the fallback's own windows aside), not all
+// it would send.
+func TestProxyRaw(t *testing.T) {
+	base := runtime.NumGoroutine()
+	ch := &chat{ended: make(chan error, 16)}
+	s := serve(t, unary.Config{MaxRecvMsgSize: 1 << 20}, ch.register)
+	msg := func(v []byte) []byte { b, _ := proto.Marshal(wrapperspb.Bytes(v)); return framed(b) }
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, r *rawClient)
+	}{
+		{"past the bound after headers", func(t *testing.T, r *rawClient) {
+			r.headers(3, chatMethod, false)
+			require.NoError(t, r.fr.WriteData(3, false, msg([]byte("x"))))
+			var seen []string
+			for len(seen) < 2 {
+				switch f := r.read().(type) {
+				case *http2.MetaHeadersFrame:
+					seen = append(seen, "headers "+f.PseudoValue("status"))
+				case *http2.DataFrame:
+					seen = append(seen, "data")
+				}
+			}
+			require.Equal(t, []string{"headers 200", "data"}, seen)
+			require.NoError(t, r.fr.WriteData(3, false, []byte{0, 0, 0x20, 0, 0}))
+			f, ok := r.read().(*http2.MetaHeadersFrame)
+			require.True(t, ok, "%v", f)
+			assert.True(t, f.StreamEnded())
+			assert.Empty(t, f.PseudoValue("status"), "trailers carry no :status")
+			assert.Equal(t, "8", fieldValue(f, "grpc-status"))
+			rst, ok := r.read().(*http2.RSTStreamFrame)
+			require.True(t, ok)
+			assert.Equal(t, http2.ErrCodeNo, rst.ErrCode)
+			assert.Error(t, <-ch.ended)
+		}},
+		{"a fallback that does not read", func(t *testing.T, r *rawClient) {
+			r.headers(3, chatMethod, false)
+			require.NoError(t, r.fr.WriteData(3, false, msg([]byte("wait"))))
+			chunk := msg(make([]byte, 16<<10-5-3))
+			window, sent := int64(65535-len(msg([]byte("wait")))), 0
+			for sent < 64<<20 {
+				if window >= int64(len(chunk)) {
+					require.NoError(t, r.fr.WriteData(3, false, chunk))
+					window -= int64(len(chunk))
+					sent += len(chunk)
+					continue
+				}
+				_ = r.nc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+				f, err := r.fr.ReadFrame()
+				if err != nil {
+					break // no window given for 500 ms: held
+				}
+				if wu, ok := f.(*http2.WindowUpdateFrame); ok && wu.StreamID == 3 {
+					window += int64(wu.Increment)
+				}
+			}
+			t.Logf("%d KiB sent before the window was held", sent>>10)
+			assert.Less(t, sent, 4<<20, "the stream's window is held once the fallback stops reading")
+			require.NoError(t, r.fr.WriteRSTStream(3, http2.ErrCodeCancel))
+			assert.ErrorIs(t, <-ch.ended, context.Canceled)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := dialRaw(t, s.addr)
+			r.call(1, rlsMethod, echoMsg("d", "v"))
+			require.Equal(t, "200 0", first(r.answer(1)))
+			tc.run(t, r)
+		})
+	}
+	require.NoError(t, s.srv.Close())
+	s.gs.Stop()
+	settle(t, base+2) // the raw clients' connections, closed at cleanup
 }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
@@ -94,6 +95,8 @@ type conn struct {
 	hdec              *hpack.Decoder // the connection's, once served
 	hdr               headerBlock    // the header block being read
 	nextReset         int
+	pxCC              *grpc.ClientConn // the fallback's client, for proxied calls
+	pxWG              sync.WaitGroup   // proxied calls' goroutines
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -141,6 +144,7 @@ func (c *conn) serve() {
 	defer func() {
 		if !handedOff {
 			c.close()
+			c.endProxies()
 		}
 	}()
 	deadline := time.Now().Add(c.cfg.HandshakeTimeout)

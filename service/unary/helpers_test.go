@@ -108,11 +108,17 @@ type served struct {
 // fallback.
 func serve(t testing.TB, cfg unary.Config, register ...func(*grpc.Server)) *served {
 	t.Helper()
+	return serveWith(t, cfg, nil, register...)
+}
+
+// serveWith is serve, the fallback made with opts.
+func serveWith(t testing.TB, cfg unary.Config, opts []grpc.ServerOption, register ...func(*grpc.Server)) *served {
+	t.Helper()
 	hs := health.NewServer()
 	if cfg.MaxRecvMsgSize == 0 {
 		cfg.MaxRecvMsgSize = 4 << 20
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize))
+	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize)}, opts...)...)
 	rlsv3.RegisterRateLimitServiceServer(gs, echoServer{})
 	healthpb.RegisterHealthServer(gs, hs)
 	for _, r := range register {

@@ -66,28 +66,42 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
-// errProxyClosed is a proxied call's error once the server is closed.
-var errProxyClosed = status.Error(codes.Unavailable, "unary: server closed")
+// errProxyClosed is a proxied call's error once its connection closed.
+var errProxyClosed = status.Error(codes.Unavailable, "unary: connection closed")
 
-// proxyConn returns the client of the fallback, made on first use.
-func (s *Server) proxyConn() (*grpc.ClientConn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pxClosed {
+// proxyConn returns the connection's client of the fallback, made on
+// first use. A connection has its own, so that the fallback's bounds of a
+// connection (its MaxConcurrentStreams above all: a client's RLQS streams
+// live long) bind each client's proxied calls as they would bind them
+// on a connection handed off, not every client's at once.
+func (c *conn) proxyConn() (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
 		return nil, errProxyClosed
 	}
-	if s.pxCC == nil {
+	if c.pxCC == nil {
 		cc, err := grpc.NewClient("passthrough:///unary-fallback",
 			grpc.WithTransportCredentials(insecure.NewCredentials()), // a net.Pipe, in process
-			grpc.WithContextDialer(s.dialFallback),
+			grpc.WithContextDialer(c.s.dialFallback),
 			grpc.WithDisableRetry(), // retries would keep messages
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)))
 		if err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
-		s.pxCC = cc
+		c.pxCC = cc
 	}
-	return s.pxCC, nil
+	return c.pxCC, nil
+}
+
+// endProxies waits, once the connection is closed, for its proxied calls'
+// goroutines, which its close cancelled, and closes its client of the
+// fallback.
+func (c *conn) endProxies() {
+	c.pxWG.Wait()
+	if c.pxCC != nil {
+		_ = c.pxCC.Close()
+	}
 }
 
 // dialFallback gives one end of a net.Pipe to the fallback's listener.
@@ -99,18 +113,6 @@ func (s *Server) dialFallback(context.Context, string) (net.Conn, error) {
 		return nil, net.ErrClosed
 	}
 	return client, nil
-}
-
-// closeProxy closes the client of the fallback, once every proxied call
-// has ended.
-func (s *Server) closeProxy() {
-	s.mu.Lock()
-	cc := s.pxCC
-	s.pxCC, s.pxClosed = nil, true
-	s.mu.Unlock()
-	if cc != nil {
-		_ = cc.Close()
-	}
 }
 
 // proxied is the state of a proxied call, guarded by conn.mu but for the
@@ -169,7 +171,7 @@ func (c *conn) startProxy(id uint32, endStream bool, path, sub, enc string, time
 	}
 	st.started = true
 	st.ended = endStream
-	c.s.wg.Add(1)
+	c.pxWG.Add(1)
 	go c.proxyRecv(st)
 }
 
@@ -288,11 +290,11 @@ func signal(ch chan struct{}) {
 
 // proxyRecv opens the fallback's stream and relays its answer.
 func (c *conn) proxyRecv(st *stream) {
-	defer c.s.wg.Done()
+	defer c.pxWG.Done()
 	defer st.cancel(context.Canceled) // the sender returns
 	defer c.proxyExit(st)
 	px := st.px
-	cc, err := c.s.proxyConn()
+	cc, err := c.proxyConn()
 	var cs grpc.ClientStream
 	if err == nil {
 		name := st.subtype
@@ -312,7 +314,7 @@ func (c *conn) proxyRecv(st *stream) {
 	c.mu.Lock()
 	px.running++
 	c.mu.Unlock()
-	c.s.wg.Add(1)
+	c.pxWG.Add(1)
 	go c.proxySend(st, cs)
 
 	hdr, _ := cs.Header() // nil when the call failed: RecvMsg says how
@@ -333,7 +335,7 @@ func (c *conn) proxyRecv(st *stream) {
 
 // proxySend relays the client's messages and END_STREAM to the fallback.
 func (c *conn) proxySend(st *stream, cs grpc.ClientStream) {
-	defer c.s.wg.Done()
+	defer c.pxWG.Done()
 	defer c.proxyExit(st)
 	px := st.px
 	done := st.Done()

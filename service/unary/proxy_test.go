@@ -432,3 +432,37 @@ func TestProxyRaw(t *testing.T) {
 	s.gs.Stop()
 	settle(t, base+2) // the raw clients' connections, closed at cleanup
 }
+
+// TestProxyConnections: each connection's proxied calls are bound by the
+// fallback's bounds of a connection, not every connection's at once: with
+// the fallback's MaxConcurrentStreams at 1, a long stream on each of
+// three connections runs.
+func TestProxyConnections(t *testing.T) {
+	base := runtime.NumGoroutine()
+	ch := &chat{ended: make(chan error, 16)}
+	s := serveWith(t, unary.Config{}, []grpc.ServerOption{grpc.MaxConcurrentStreams(1)}, ch.register)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	const conns = 3
+	var ccs []*grpc.ClientConn
+	for i := range conns {
+		cc := dial(t, s.addr, nil)
+		ccs = append(ccs, cc)
+		_, err := rlsv3.NewRateLimitServiceClient(cc).ShouldRateLimit(ctx, request("d", "first"))
+		require.NoError(t, err)
+		cs, err := chatStream(ctx, cc)
+		require.NoError(t, err)
+		require.NoError(t, cs.SendMsg(wrapperspb.Bytes([]byte("wait"))))
+		require.NoError(t, cs.RecvMsg(new(wrapperspb.BytesValue)), "connection %d's stream", i)
+	}
+	cancel()
+	for range conns {
+		assert.Error(t, <-ch.ended)
+	}
+	for _, cc := range ccs {
+		require.NoError(t, cc.Close())
+	}
+	require.NoError(t, s.srv.Close())
+	s.gs.Stop()
+	settle(t, base)
+}

@@ -8,8 +8,6 @@ import (
 	"net"
 	"sync"
 	"time"
-
-	"google.golang.org/grpc"
 )
 
 // Handler answers one unary call: method is the call's path
@@ -109,9 +107,7 @@ type Server struct {
 	work      chan *stream  // to the workers
 	done      chan struct{} // closed by stop: the workers return
 	workersWG sync.WaitGroup
-	wg        sync.WaitGroup   // connections' goroutines, proxied calls' among them
-	pxCC      *grpc.ClientConn // the fallback's client, for proxied calls
-	pxClosed  bool
+	wg        sync.WaitGroup // connections' goroutines (each waits for its proxied calls')
 }
 
 // New returns a Server for cfg.
@@ -275,7 +271,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		s.stopWorkers()
-		s.closeProxy()
 		return nil
 	case <-ctx.Done():
 		for _, c := range s.stop() {
@@ -283,7 +278,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		<-done
 		s.stopWorkers()
-		s.closeProxy()
 		return ctx.Err()
 	}
 }
@@ -307,7 +301,6 @@ func (s *Server) Close() error {
 	}
 	s.wg.Wait()
 	s.stopWorkers()
-	s.closeProxy()
 	return nil
 }
 

@@ -466,3 +466,57 @@ func TestProxyConnections(t *testing.T) {
 	s.gs.Stop()
 	settle(t, base)
 }
+
+// TestProxyShutdown: Shutdown's GOAWAY lets a proxied stream in flight run
+// to its end, and returns once it has; a Shutdown whose context ends
+// first cuts it.
+func TestProxyShutdown(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		finish bool // the client ends the stream before Shutdown's context
+	}{
+		{"stream ends", true},
+		{"context ends first", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch := &chat{ended: make(chan error, 16)}
+			s := serve(t, unary.Config{}, ch.register)
+			cc := dial(t, s.addr, nil)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_, err := rlsv3.NewRateLimitServiceClient(cc).ShouldRateLimit(ctx, request("d", "first"))
+			require.NoError(t, err)
+			cs, err := chatStream(ctx, cc)
+			require.NoError(t, err)
+			got := new(wrapperspb.BytesValue)
+			require.NoError(t, cs.SendMsg(wrapperspb.Bytes([]byte("before"))))
+			require.NoError(t, cs.RecvMsg(got))
+
+			sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+			if !tc.finish {
+				sctx, scancel = context.WithTimeout(ctx, 200*time.Millisecond)
+			}
+			defer scancel()
+			shut := make(chan error, 1)
+			go func() { shut <- s.srv.Shutdown(sctx) }()
+			if !tc.finish {
+				assert.ErrorIs(t, <-shut, context.DeadlineExceeded)
+				assert.Error(t, cs.RecvMsg(got), "cut")
+				assert.Error(t, <-ch.ended)
+				return
+			}
+			select {
+			case err := <-shut:
+				t.Fatalf("Shutdown returned %v with a stream in flight", err)
+			case <-time.After(100 * time.Millisecond):
+			}
+			require.NoError(t, cs.SendMsg(wrapperspb.Bytes([]byte("after GOAWAY"))))
+			require.NoError(t, cs.RecvMsg(got))
+			assert.Equal(t, "after GOAWAY", string(got.GetValue()))
+			require.NoError(t, cs.CloseSend())
+			assert.ErrorIs(t, cs.RecvMsg(got), io.EOF)
+			assert.NoError(t, <-shut)
+			assert.NoError(t, <-ch.ended)
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,7 +157,7 @@ func bigMessages(r *rand.Rand, n int) [][]byte {
 // each its own answer; every goroutine of a proxied call ends with it.
 func TestProxy(t *testing.T) {
 	base := runtime.NumGoroutine()
-	ch := &chat{ended: make(chan error, 16)}
+	ch := &chat{ended: make(chan error, 256)}
 	s := serve(t, unary.Config{MaxRecvMsgSize: 1 << 20}, ch.register)
 	cc := dial(t, s.addr, nil)
 	rls := rlsv3.NewRateLimitServiceClient(cc)
@@ -167,7 +168,7 @@ func TestProxy(t *testing.T) {
 	require.Equal(t, "first", resp.GetResponseHeadersToAdd()[0].GetValue())
 	require.NoError(t, exchange(ctx, cc, [][]byte{[]byte("warm")}), "a first proxied call: the fallback's client made")
 	require.NoError(t, <-ch.ended)
-	warm := runtime.NumGoroutine()
+	warm := steady()
 
 	// handlerEnded waits for the chat handler's end and returns its error.
 	handlerEnded := func(t *testing.T) error {
@@ -304,11 +305,41 @@ func TestProxy(t *testing.T) {
 			err = cs.RecvMsg(new(wrapperspb.BytesValue))
 			assert.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
 			// The fallback's call, if it started before the refusal, is
-			// cancelled: its handler ends (settle), its end is dropped.
-			settle(t, warm)
+			// cancelled: its handler ends, its end is dropped.
+			gone(t, "unary_test.(*chat)")
 			select {
 			case <-ch.ended:
 			default:
+			}
+		}},
+		{"many streams at once, half cancelled at random moments", func(t *testing.T) {
+			const streams = 40
+			var wg sync.WaitGroup
+			errs := make(chan error, streams)
+			for i := range streams {
+				wg.Go(func() {
+					r := rand.New(rand.NewPCG(uint64(i), 11))
+					msgs := bigMessages(r, 1+r.IntN(8))
+					if i%2 == 0 {
+						errs <- exchange(ctx, cc, msgs)
+						return
+					}
+					cctx, ccancel := context.WithCancel(ctx)
+					time.AfterFunc(time.Duration(r.IntN(20))*time.Millisecond, ccancel)
+					err := exchange(cctx, cc, msgs)
+					if err != nil && status.Code(errors.Unwrap(err)) != codes.Canceled && status.Code(err) != codes.Canceled {
+						errs <- fmt.Errorf("cancelled stream %d: %w", i, err)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				assert.NoError(t, err)
+			}
+			gone(t, "unary.(*conn).proxy", "unary_test.(*chat)") // every handler has ended (a cancelled call's may never have started)
+			for len(ch.ended) > 0 {
+				<-ch.ended
 			}
 		}},
 		{"unary calls among streams", func(t *testing.T) {
@@ -346,7 +377,11 @@ func TestProxy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(t)
-			settle(t, warm)
+			// No goroutine of a proxied call, nor a handler, is left; and
+			// the count is back to the connection's (give or take one of
+			// grpc-go's, which may start late on the pipe's connection).
+			gone(t, "unary.(*conn).proxy", "unary_test.(*chat)")
+			settle(t, warm+1)
 		})
 	}
 	require.NoError(t, cc.Close())
@@ -518,5 +553,43 @@ func TestProxyShutdown(t *testing.T) {
 			assert.NoError(t, <-shut)
 			assert.NoError(t, <-ch.ended)
 		})
+	}
+}
+
+// steady is the most goroutines seen over 200 ms: the baseline of a
+// connection, its client of the fallback made, some of whose goroutines
+// (grpc-go's) start a little after its first call.
+func steady() int {
+	n := runtime.NumGoroutine()
+	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		n = max(n, runtime.NumGoroutine())
+	}
+	return n
+}
+
+// gone waits until no goroutine runs a function whose name holds one of
+// frames, failing the test after 5 s and showing them.
+func gone(t testing.TB, frames ...string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var left []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			for _, f := range frames {
+				if strings.Contains(g, f) {
+					left = append(left, g)
+					break
+				}
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines left:\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -206,7 +206,10 @@ func openEdge(f flags, srv *service.Server, reg *prometheus.Registry, tr *tracin
 	if f.listen.streamWorkers > 0 {
 		opts = append(opts, grpc.NumStreamWorkers(uint32(f.listen.streamWorkers)))
 	}
-	if tlsConf != nil {
+	if tlsConf != nil && f.listen.transport.kind != transportDirect {
+		// With -grpc-transport direct, the direct transport completes the
+		// TLS handshake and gives grpc-go the *tls.Conn, or proxies to it
+		// on an in-process pipe: grpc-go has no credentials of its own.
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)))
 	}
 	opts = append(opts, tr.grpcOptions()...)

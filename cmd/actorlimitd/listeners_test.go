@@ -175,6 +175,22 @@ func testClientCertificates(t *testing.T, transport string) {
 			_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, request("web", desc("open", "x")))
 			if tc.served {
 				require.NoError(t, err, "gRPC")
+				// A stream on the same connection: with -grpc-transport
+				// direct, proxied to grpc-go (in process, no TLS there).
+				w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+				require.NoError(t, err)
+				got, err := w.Recv()
+				require.NoError(t, err, "a Watch after a call")
+				assert.Equal(t, healthpb.HealthCheckResponse_SERVING, got.GetStatus())
+				// A connection whose first call is a stream: handed to
+				// grpc-go after the TLS handshake.
+				first, err := grpc.NewClient(d.grpc, grpc.WithTransportCredentials(credentials.NewTLS(conf)))
+				require.NoError(t, err)
+				defer first.Close()
+				w, err = healthpb.NewHealthClient(first).Watch(ctx, &healthpb.HealthCheckRequest{})
+				require.NoError(t, err)
+				_, err = w.Recv()
+				require.NoError(t, err, "a Watch first")
 			} else {
 				require.Error(t, err, "gRPC")
 				assert.Equal(t, codes.Unavailable, status.Code(err), "gRPC: %v", err)

@@ -25,9 +25,14 @@ rate_limit_quota:
 
 // TestServeQuota: actorlimitd serves RLQS beside RLS on its gRPC listener,
 // from the rate_limit_quota section of its configuration, with metrics;
-// the RLS rules of the same file still apply.
-func TestServeQuota(t *testing.T) {
-	d := startWithConfig(t, quotaConfig)
+// the RLS rules of the same file still apply. The RLQS stream shares the
+// connection of an RLS call made first, as Envoy's filters share a
+// cluster's: with -grpc-transport direct that connection is the direct
+// transport's, which proxies the stream to grpc-go.
+func TestServeQuota(t *testing.T) { forTransports(t, testServeQuota) }
+
+func testServeQuota(t *testing.T, transport string) {
+	d := startWithConfig(t, quotaConfig, "-grpc-transport", transport)
 	resp, err := d.ask(request("web", desc("user", "u1")))
 	require.NoError(t, err)
 	assert.Equal(t, uint32(2), resp.Statuses[0].LimitRemaining, "the RLS rules are read as before")

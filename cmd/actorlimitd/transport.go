@@ -40,7 +40,7 @@ const (
 
 // register adds the transport's flags to fs.
 func (t *transportFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&t.kind, "grpc-transport", transportGRPC, "gRPC's server transport: grpc (grpc-go's) or direct (a connection whose first call is ShouldRateLimit or the health service's Check is served by actorlimitd's own HTTP/2 transport, cheaper per call, and only those two methods are served on it; any other connection goes to grpc-go's server; not with -tracing or -grpc-window-bytes)")
+	fs.StringVar(&t.kind, "grpc-transport", transportGRPC, "gRPC's server transport: grpc (grpc-go's) or direct (a connection whose first call is ShouldRateLimit or the health service's Check is served by actorlimitd's own HTTP/2 transport, cheaper per call; other calls on that connection, RLQS streams among them, are proxied in process to grpc-go's server; any other connection goes to grpc-go's server; not with -tracing or -grpc-window-bytes)")
 	fs.IntVar(&t.windowBytes, "grpc-window-bytes", 0, "gRPC: each stream's and each connection's HTTP/2 flow-control window, fixed, 65536 to 2147483647 (no PINGs to estimate it; a connection's unread requests bounded by the window times -max-concurrent-streams); 0: grpc-go's estimate of the bandwidth-delay product, a PING to the client as requests arrive, windows grown up to 16 MiB")
 }
 

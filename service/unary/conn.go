@@ -18,7 +18,9 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -93,6 +95,8 @@ type conn struct {
 	hdec              *hpack.Decoder // the connection's, once served
 	hdr               headerBlock    // the header block being read
 	nextReset         int
+	pxCC              *grpc.ClientConn // the fallback's client, for proxied calls
+	pxWG              sync.WaitGroup   // proxied calls' goroutines
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -140,6 +144,7 @@ func (c *conn) serve() {
 	defer func() {
 		if !handedOff {
 			c.close()
+			c.endProxies()
 		}
 	}()
 	deadline := time.Now().Add(c.cfg.HandshakeTimeout)
@@ -511,9 +516,12 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) bool {
 // onHeaders starts a call, or refuses it as grpc-go would.
 func (c *conn) onHeaders(id uint32, endStream, truncated bool, fields []hpack.HeaderField) bool {
 	if st := c.streams[id]; st != nil { // trailers from the client
-		if !st.ended && endStream {
+		switch {
+		case !st.ended && endStream && st.px != nil:
+			c.proxyData(st, nil, true)
+		case !st.ended && endStream:
 			c.endStream(st)
-		} else {
+		default:
 			c.resetStream(st, http2.ErrCodeProtocol)
 		}
 		return true
@@ -588,13 +596,16 @@ func (c *conn) onHeaders(id uint32, endStream, truncated bool, fields []hpack.He
 		c.earlyAbort(id, 200, sub, codes.DeadlineExceeded, context.DeadlineExceeded.Error(), rst)
 	default:
 		h := c.cfg.Handlers[path]
+		identity := enc == "" || enc == "identity"
 		switch {
+		case h != nil && identity:
+			c.startStream(id, endStream, h, path, sub, timeoutSet, d)
+		case c.s.fallback != nil && (identity || encoding.GetCompressor(enc) != nil):
+			c.startProxy(id, endStream, path, sub, enc, timeoutSet, d, fields)
 		case h == nil:
 			c.earlyAbort(id, 200, sub, codes.Unimplemented, unknownMethod(path), rst)
-		case enc != "" && enc != "identity":
-			c.earlyAbort(id, 200, sub, codes.Unimplemented, fmt.Sprintf("grpc: Decompressor is not installed for grpc-encoding %q", enc), rst)
 		default:
-			c.startStream(id, endStream, h, path, sub, timeoutSet, d)
+			c.earlyAbort(id, 200, sub, codes.Unimplemented, fmt.Sprintf("grpc: Decompressor is not installed for grpc-encoding %q", enc), rst)
 		}
 	}
 	return true
@@ -613,8 +624,16 @@ func unknownMethod(path string) string {
 
 // startStream registers a call's stream.
 func (c *conn) startStream(id uint32, endStream bool, h Handler, path, sub string, timeoutSet bool, d time.Duration) {
+	st := c.newStream(id, h, path, sub, timeoutSet, d)
+	if endStream {
+		c.endStream(st)
+	}
+}
+
+// newStream registers a stream, its deadline set.
+func (c *conn) newStream(id uint32, h Handler, path, sub string, timeoutSet bool, d time.Duration) *stream {
 	st := &stream{c: c, id: id, method: path, handler: h, subtype: sub,
-		recvWindow: initialWindow, sendWindow: c.peerInitialWindow, msgLen: -1, base: c.cfg.BaseContext}
+		recvWindow: initialWindow, sendWindow: c.peerInitialWindow, msgLen: -1}
 	if timeoutSet {
 		st.deadline = time.Now().Add(d)
 		st.mu.Lock()
@@ -622,9 +641,7 @@ func (c *conn) startStream(id uint32, endStream bool, h Handler, path, sub strin
 		st.mu.Unlock()
 	}
 	c.streams[st.id] = st
-	if endStream {
-		c.endStream(st)
-	}
+	return st
 }
 
 // expire ends a call past its grpc-timeout: grpc-go resets the stream
@@ -673,6 +690,10 @@ func (c *conn) onData(f *http2.DataFrame) bool {
 	}
 	st.recvWindow -= int32(n)
 	st.unacked += int32(n)
+	if st.px != nil {
+		c.proxyData(st, f.Data(), f.StreamEnded())
+		return true
+	}
 	if !c.takeData(st, f.Data()) {
 		return true
 	}
@@ -866,6 +887,11 @@ func (c *conn) drainBlocked() {
 		if c.connSend <= 0 {
 			c.blocked = append(c.blocked, waiting[i:]...)
 			break
+		}
+		if st.px != nil {
+			st.px.blocked = false
+			c.proxyWrite(st)
+			continue
 		}
 		if c.writeData(st) {
 			c.writeTrailers(st)

@@ -3,7 +3,9 @@
 // server: it is actorlimitd's -grpc-transport direct. Every connection
 // whose first call is not one of its methods is handed, with the bytes
 // read so far replayed, to a fallback (a *grpc.Server), which serves it as
-// if it had accepted it: streams, other services, reflection.
+// if it had accepted it: streams, other services, reflection. On a
+// connection served here, a later call of another method is proxied, in
+// process, to the fallback.
 //
 //	srv, err := unary.New(unary.Config{
 //		Handlers: map[string]unary.Handler{"/pkg.Service/Method": h},
@@ -68,9 +70,49 @@
 // then see no credentials.TLSInfo in peer.AuthInfo, and grpc-go does not
 // check ALPN again.
 //
-// A connection is decided once: a later call on a connection served here
-// for a method it does not serve (a health Watch, a stream) is answered
-// UNIMPLEMENTED, its message saying to use a new connection.
+// A connection is decided once. A later call on a connection served here
+// that it cannot serve itself (another method: an RLQS stream, a health
+// Watch, reflection; or a compressed call) is proxied to the fallback,
+// as Envoy shares a cluster's connections between its filters.
+//
+// # The proxy
+//
+// A connection keeps a grpc-go client of the fallback, made on its first
+// proxied call and closed with it, whose connection is a net.Pipe given to
+// the fallback's listener (plaintext: it never leaves the process). One a
+// connection, not one a Server: the fallback's bounds of a connection
+// (MaxConcurrentStreams above all, as RLQS streams live long; keepalive;
+// MaxConnectionAge) then bind a client's proxied calls as they would on a
+// connection handed off, not every client's calls at once. A proxied call is a stream of that client, both ways
+// whatever the method's shape (the fallback checks it), with a codec that
+// passes messages through as bytes under the client's content-subtype.
+// The client's metadata goes on as the stream's outgoing metadata (-bin
+// values decoded; not the pseudo-headers, HTTP/2's connection headers, te,
+// content-type, user-agent, grpc-timeout, grpc-encoding,
+// grpc-accept-encoding), its :authority (or host) as the call's authority,
+// its grpc-timeout as the stream's deadline. The fallback's handlers see
+// the pipe as their peer: no address, no credentials.TLSInfo.
+//
+// Two goroutines a proxied call: one opens the fallback's stream and
+// relays the answer (headers, messages, then grpc-status, grpc-message,
+// details and trailers; trailers-only when the call fails before its
+// headers), the other relays the client's messages and its END_STREAM.
+// The reader takes a proxied call's DATA as it comes and hands each whole
+// message (bounded by Config.MaxRecvMsgSize) to the sender; it gives the
+// stream's window back only while no message waits for the fallback, so a
+// client that sends faster than the fallback reads is held to a window
+// and a message here. Answers wait in the transport's queue for the
+// client's windows, as answers of handlers do, and the proxy reads no
+// more than 64 KiB ahead of what went out. A compressed call's messages
+// are decompressed with the compressor registered in the process for its
+// grpc-encoding (encoding.GetCompressor; bounded by MaxRecvMsgSize) and
+// sent plain; answers come back plain. A proxied call ends with its
+// stream: the client's RST_STREAM, its deadline, or the connection's end
+// cancels the fallback's stream, and both goroutines end; it counts
+// against Config.MaxConcurrentStreams until they have. Shutdown's GOAWAY
+// lets proxied calls run to their end, as other calls, within Shutdown's
+// context (a health Watch never ends by itself: Shutdown's context then
+// closes it).
 //
 // # Protocol
 //
@@ -86,9 +128,9 @@
 // checks them, with its statuses and messages: :method POST,
 // content-type application/grpc[+subtype], :authority or host, the
 // connection header, grpc-timeout's syntax, grpc-encoding (none but
-// identity: UNIMPLEMENTED), the message prefix (compressed flag:
-// INTERNAL; over Config.MaxRecvMsgSize: RESOURCE_EXHAUSTED), one message
-// a call. The te header is not checked, as grpc-go does not.
+// identity, unless the call is proxied), the message prefix (compressed
+// flag: INTERNAL; over Config.MaxRecvMsgSize: RESOURCE_EXHAUSTED), one
+// message a call (a proxied call: any number). The te header is not checked, as grpc-go does not.
 //
 // Defences: the header list bound and the Framer's CONTINUATION bound
 // (PROTOCOL_ERROR); Config.MaxConcurrentStreams counts the calls whose
@@ -105,9 +147,20 @@
 //
 // # Limits
 //
-// Not served: PRIORITY (ignored), server push, compression, metadata
-// (headers are not given to handlers: -bin headers are not decoded, so a
-// malformed one is not refused as grpc-go refuses it), stats handlers and
-// interceptors (tracing), channelz. A request whose END_STREAM comes with
-// a message cut short is answered INTERNAL "unexpected EOF".
+// Not served by the handlers: PRIORITY (ignored), server push,
+// compression (a compressed call is proxied; without a Fallback, or with
+// an encoding not registered, UNIMPLEMENTED), metadata (headers are not
+// given to handlers: -bin headers are not decoded, so a malformed one is
+// not refused as grpc-go refuses it; a proxied call's are, and refused
+// INTERNAL as grpc-go does), stats handlers and interceptors (tracing),
+// channelz. A request whose END_STREAM comes with a message cut short is
+// answered INTERNAL "unexpected EOF". Without a Fallback, a later call of
+// another method is UNIMPLEMENTED, its message saying to use a new
+// connection. A proxied call costs what grpc-go's client and server cost
+// (its messages are copied twice more, once by each; a connection's first
+// proxied call makes the client, its goroutines and the fallback's), and
+// its answer is never compressed. A proxied call whose goroutine opens the
+// fallback's stream after Shutdown closed the fallback's listener (the
+// connection's first proxied call, arrived just before GOAWAY) is
+// answered UNAVAILABLE.
 package unary

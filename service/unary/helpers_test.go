@@ -104,16 +104,26 @@ type served struct {
 }
 
 // serve starts a Server with cfg's settings (Handlers and Fallback set
-// here), stopped at the test's end.
-func serve(t testing.TB, cfg unary.Config) *served {
+// here), stopped at the test's end; register adds services to the
+// fallback.
+func serve(t testing.TB, cfg unary.Config, register ...func(*grpc.Server)) *served {
+	t.Helper()
+	return serveWith(t, cfg, nil, register...)
+}
+
+// serveWith is serve, the fallback made with opts.
+func serveWith(t testing.TB, cfg unary.Config, opts []grpc.ServerOption, register ...func(*grpc.Server)) *served {
 	t.Helper()
 	hs := health.NewServer()
 	if cfg.MaxRecvMsgSize == 0 {
 		cfg.MaxRecvMsgSize = 4 << 20
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize))
+	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize)}, opts...)...)
 	rlsv3.RegisterRateLimitServiceServer(gs, echoServer{})
 	healthpb.RegisterHealthServer(gs, hs)
+	for _, r := range register {
+		r(gs)
+	}
 	cfg.Handlers = map[string]unary.Handler{rlsMethod: echoHandler, checkMethod: checkHandler(hs)}
 	cfg.Fallback = gs
 	srv, err := unary.New(cfg)

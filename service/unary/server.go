@@ -107,7 +107,7 @@ type Server struct {
 	work      chan *stream  // to the workers
 	done      chan struct{} // closed by stop: the workers return
 	workersWG sync.WaitGroup
-	wg        sync.WaitGroup // connections' goroutines
+	wg        sync.WaitGroup // connections' goroutines (each waits for its proxied calls')
 }
 
 // New returns a Server for cfg.

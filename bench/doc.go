@@ -198,9 +198,11 @@
 // process's CPU a request (server-cpu-µs/req, from /proc), and for a server
 // on Redis the commands Redis ran per request (redis-cmds/req, INFO
 // commandstats). impl is floor, floor-codec (rlsfloor -codec service:
-// actorlimitd's codec), actorlimitd (embedded table),
-// actorlimitd-redis, envoy-ratelimit (the same redis-server) and
-// gubernator. BenchmarkRLSFlood/impl=<name> sends 64 clients' requests for
+// actorlimitd's codec), floor-direct (rlsfloor -grpc-transport direct:
+// actorlimitd's own HTTP/2 transport), actorlimitd (embedded table),
+// actorlimitd-redis, actorlimitd-direct and actorlimitd-redis-direct (the
+// same with -grpc-transport direct, and on Redis -redis-window-keys),
+// envoy-ratelimit (the same redis-server) and gubernator. BenchmarkRLSFlood/impl=<name> sends 64 clients' requests for
 // one key over its limit and reports the Redis commands per denied request:
 // actorlimitd-redis without and with its over-limit cache
 // (actorlimitd-redis-cache: -redis-denied-cache=1s), envoy ratelimit

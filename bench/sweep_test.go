@@ -215,8 +215,12 @@ func hitAll(b *testing.B, lim *actorlimit.Limiter, ids []string, scaleMs int64) 
 }
 
 // callDuring runs during (a Sweep, or a wait) while len(samples) goroutines
-// call check on live and append each call's latency to their own slice of
-// samples until it is full. It returns how long during took.
+// call check on live and append the latency of each call that overlaps
+// during (it ends after during began and starts before during ended) to
+// their own slice of samples until it is full. It returns how long during
+// took. A call in flight when during begins counts: with few callers and
+// a short sweep, the calls queued behind the sweep may all start before
+// it and end after it, and they are the ones it delays.
 func callDuring(b *testing.B, check checkFunc, live []string, samples [][]time.Duration, during func()) time.Duration {
 	var recording, done atomic.Bool
 	var ready, wg sync.WaitGroup
@@ -229,6 +233,7 @@ func callDuring(b *testing.B, check checkFunc, live []string, samples [][]time.D
 			for first := true; ; first = false {
 				id := live[i%len(live)]
 				i++
+				before := !done.Load() // starts before during has ended
 				start := time.Now()
 				ok, err := check(id)
 				d := time.Since(start)
@@ -239,11 +244,11 @@ func callDuring(b *testing.B, check checkFunc, live []string, samples [][]time.D
 					b.Error("denied or failed:", err)
 					return
 				}
+				if before && recording.Load() && len(s) < cap(s) {
+					s = append(s, d)
+				}
 				if done.Load() {
 					return
-				}
-				if recording.Load() && len(s) < cap(s) {
-					s = append(s, d)
 				}
 			}
 		})

@@ -231,6 +231,18 @@
 // system calls a request. BENCH_RLS_CLIENT_WINDOW=65536 gives both
 // benchmarks' clients fixed windows: no PINGs of their own, as Envoy.
 //
+// Both report client-gcs/kreq, the collections the benchmark's own process
+// (the clients) ran a thousand requests. The grpc-go clients allocate
+// about 80 times a request, so their process collects every 2 000 requests
+// or so at 16 clients; on two cores each collection stalls every call in
+// flight for 1 to 7 ms, and at 16 clients those calls are the slowest 1%:
+// the p99 is then the clients' collector's, the same for every server
+// (results/service.md, 2 December 12:30 UTC, has the evidence).
+// BENCH_RLS_CLIENT_GOGC=off (or a percentage) collects before each run
+// and times it with that GOGC, Go's default again after it: a client with
+// no collector, as Envoy, whose p99 is then the servers' and the
+// machine's. Each run's requests are then kept in memory, about 5 KB each.
+//
 // # Running them
 //
 // The default set, which CI runs once (-benchtime=1x) in well under two

@@ -80,3 +80,29 @@ func TestRedisOf(t *testing.T) {
 		}
 	}
 }
+
+func TestClientGOGC(t *testing.T) {
+	tests := []struct {
+		s        string
+		pct      int
+		set, err bool
+	}{
+		{"", 0, false, false},
+		{"off", -1, true, false},
+		{"100", 100, true, false},
+		{"1", 1, true, false},
+		{"0", 0, false, true},
+		{"-1", 0, false, true},
+		{"OFF", 0, false, true},
+		{"50%", 0, false, true},
+		{" 100", 0, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.s, func(t *testing.T) {
+			pct, set, err := clientGOGC(tt.s)
+			if pct != tt.pct || set != tt.set || (err != nil) != tt.err {
+				t.Errorf("clientGOGC(%q) = %d, %v, %v; want %d, %v, error %v", tt.s, pct, set, err, tt.pct, tt.set, tt.err)
+			}
+		})
+	}
+}

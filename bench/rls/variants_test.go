@@ -190,6 +190,7 @@ func clientDialOptions() ([]grpc.DialOption, error) {
 type variantRun struct {
 	perSecond, p99, serverCPU, clientCPU float64
 	reads, writes                        float64 // the server's system calls a request
+	clientGCs                            float64 // the clients' collections a thousand requests
 }
 
 // measureVariant runs b's requests on im from c clients, one descriptor a
@@ -216,6 +217,7 @@ func measureVariant(b *testing.B, im *rlsImpl, c int) variantRun {
 		clientCPU: float64((cli1 - cli0).Nanoseconds()) / 1e3 / n,
 		reads:     float64(rd1-rd0) / n,
 		writes:    float64(wr1-wr0) / n,
+		clientGCs: float64(res.ClientGCs) * 1000 / n,
 	}
 	res.report(b)
 	b.ReportMetric(r.serverCPU, "server-cpu-µs/req")
@@ -230,7 +232,7 @@ func measureVariant(b *testing.B, im *rlsImpl, c int) variantRun {
 // their median.
 func variantSummary(runs map[int]map[string]map[int]variantRun, clients []int, variants []variant) string {
 	var sb strings.Builder
-	sb.WriteString("| clients | variant | req/s | p99 µs | server CPU µs/req | client CPU µs/req | server reads / writes a req | req/s ratio | server CPU ratio | p99 ratio | rounds |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	sb.WriteString("| clients | variant | req/s | p99 µs | server CPU µs/req | client CPU µs/req | server reads / writes a req | client GCs a 1000 req | req/s ratio | server CPU ratio | p99 ratio | rounds |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	med := func(v []float64) float64 {
 		if len(v) == 0 {
 			return 0
@@ -244,16 +246,16 @@ func variantSummary(runs map[int]map[string]map[int]variantRun, clients []int, v
 	for _, c := range clients {
 		base := runs[c][variants[0].name]
 		for _, v := range variants {
-			var rps, p99, srv, cli, rd, wr, rRPS, rSrv, rP99 []float64
+			var rps, p99, srv, cli, rd, wr, gcs, rRPS, rSrv, rP99 []float64
 			for round, r := range runs[c][v.name] {
 				rps, p99, srv, cli = append(rps, r.perSecond), append(p99, r.p99), append(srv, r.serverCPU), append(cli, r.clientCPU)
-				rd, wr = append(rd, r.reads), append(wr, r.writes)
+				rd, wr, gcs = append(rd, r.reads), append(wr, r.writes), append(gcs, r.clientGCs)
 				if b0, ok := base[round]; ok && b0.perSecond > 0 && b0.serverCPU > 0 && b0.p99 > 0 {
 					rRPS, rSrv, rP99 = append(rRPS, r.perSecond/b0.perSecond), append(rSrv, r.serverCPU/b0.serverCPU), append(rP99, r.p99/b0.p99)
 				}
 			}
-			fmt.Fprintf(&sb, "| %d | %s | %.0f | %.0f | %.1f | %.1f | %.2f / %.2f | %.3f | %.3f | %.3f | %d |\n",
-				c, v.name, med(rps), med(p99), med(srv), med(cli), med(rd), med(wr), med(rRPS), med(rSrv), med(rP99), len(rps))
+			fmt.Fprintf(&sb, "| %d | %s | %.0f | %.0f | %.1f | %.1f | %.2f / %.2f | %.2f | %.3f | %.3f | %.3f | %d |\n",
+				c, v.name, med(rps), med(p99), med(srv), med(cli), med(rd), med(wr), med(gcs), med(rRPS), med(rSrv), med(rP99), len(rps))
 		}
 	}
 	return sb.String()

@@ -237,7 +237,7 @@
 // or so at 16 clients; on two cores each collection stalls every call in
 // flight for 1 to 7 ms, and at 16 clients those calls are the slowest 1%:
 // the p99 is then the clients' collector's, the same for every server
-// (results/service.md, 2 December 12:30 UTC, has the evidence).
+// (results/service.md, 2 December 12:25 UTC, has the evidence).
 // BENCH_RLS_CLIENT_GOGC=off (or a percentage) collects before each run
 // and times it with that GOGC, Go's default again after it: a client with
 // no collector, as Envoy, whose p99 is then the servers' and the

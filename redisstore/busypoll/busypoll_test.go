@@ -1,0 +1,292 @@
+package busypoll_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/actorlimit/actorlimit/internal/redistest"
+	"github.com/actorlimit/actorlimit/redisstore/busypoll"
+)
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	for _, spin := range []time.Duration{0, -time.Microsecond, busypoll.MaxSpin + 1, time.Hour} {
+		p, err := busypoll.New(busypoll.Config{Spin: spin})
+		if !errors.Is(err, busypoll.ErrInvalid) || p != nil {
+			t.Errorf("New(Spin %v) = %v, %v; want ErrInvalid", spin, p, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "Spin "+spin.String()) {
+			t.Errorf("New(Spin %v): %q does not name the spin", spin, err)
+		}
+	}
+	for _, spin := range []time.Duration{time.Nanosecond, 100 * time.Microsecond, busypoll.MaxSpin} {
+		if _, err := busypoll.New(busypoll.Config{Spin: spin}); err != nil {
+			t.Errorf("New(Spin %v): %v", spin, err)
+		}
+	}
+}
+
+func newPoller(t *testing.T, cfg busypoll.Config) *busypoll.Poller {
+	t.Helper()
+	p, err := busypoll.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// values returns n values of growing sizes, up to a few hundred KiB, so
+// that replies come in many segments and reads of all sizes.
+func values(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		size := 1 + (i*i*37)%(300<<10)
+		out[i] = strings.Repeat(string(rune('a'+i%26)), size)
+	}
+	return out
+}
+
+// roundTrips sets and reads back vals on c, in lone commands and in
+// pipelines, and fails t on any difference.
+func roundTrips(t *testing.T, c *redis.Client, prefix string, vals []string) {
+	t.Helper()
+	ctx := context.Background()
+	for i, v := range vals {
+		k := fmt.Sprintf("%s%d", prefix, i)
+		if err := c.Set(ctx, k, v, time.Minute).Err(); err != nil {
+			t.Fatalf("SET %s: %v", k, err)
+		}
+		got, err := c.Get(ctx, k).Result()
+		if err != nil || got != v {
+			t.Fatalf("GET %s: %d bytes, %v; want %d bytes", k, len(got), err, len(v))
+		}
+	}
+	pipe := c.Pipeline()
+	cmds := make([]*redis.StringCmd, len(vals))
+	for i := range vals {
+		cmds[i] = pipe.Get(ctx, fmt.Sprintf("%s%d", prefix, i))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatalf("pipeline: %v", err)
+	}
+	for i, cmd := range cmds {
+		if cmd.Val() != vals[i] {
+			t.Fatalf("pipelined GET %d: %d bytes; want %d", i, len(cmd.Val()), len(vals[i]))
+		}
+	}
+}
+
+// TestRoundTripsOnAPolledConnection: a lone caller's replies, from a byte
+// to hundreds of KiB, alone and pipelined, read the same through a
+// Poller's connection, and most of them come while the read polls.
+func TestRoundTripsOnAPolledConnection(t *testing.T) {
+	srv := redistest.Start(t)
+	p := newPoller(t, busypoll.Config{Spin: busypoll.MaxSpin})
+	c := srv.Client(func(o *redis.Options) { o.Dialer, o.Protocol = p.Dial, 2 })
+	roundTrips(t, c, "lone:", values(300))
+	st := p.Stats()
+	if st.Polled == 0 {
+		t.Errorf("no reply came while a read polled: %+v", st)
+	}
+	if st.Unpolled != 0 {
+		t.Errorf("a lone caller's read did not poll: %+v", st)
+	}
+}
+
+// TestOneReadPollsAtATime: 16 callers at once on one client, under -race:
+// every reply is the caller's own, and reads that overlap another do not
+// poll.
+func TestOneReadPollsAtATime(t *testing.T) {
+	srv := redistest.Start(t)
+	p := newPoller(t, busypoll.Config{Spin: busypoll.MaxSpin})
+	c := srv.Client(func(o *redis.Options) { o.Dialer, o.Protocol, o.PoolSize = p.Dial, 2, 16 })
+	vals := values(40)
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() { roundTrips(t, c, fmt.Sprintf("caller%d:", g), vals) })
+	}
+	wg.Wait()
+	if st := p.Stats(); st.Unpolled == 0 {
+		t.Errorf("16 callers at once, yet every read polled: %+v", st)
+	}
+}
+
+// TestTLS: the Poller's TLS client over a polled socket, to a redis-server
+// that speaks TLS only, its ServerName taken from the address.
+func TestTLS(t *testing.T) {
+	ca, srvCert, srvKey, caFile := issue(t)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	srv := redistest.StartConfig(t, redistest.Config{
+		TLS:  &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"},
+		Args: []string{"--tls-cert-file", srvCert, "--tls-key-file", srvKey, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "no"},
+	})
+	p := newPoller(t, busypoll.Config{Spin: busypoll.MaxSpin, TLS: &tls.Config{RootCAs: pool}})
+	c := srv.Client(func(o *redis.Options) { o.Dialer, o.Protocol, o.TLSConfig = p.Dial, 2, nil })
+	roundTrips(t, c, "tls:", values(50))
+	if st := p.Stats(); st.Polled == 0 {
+		t.Errorf("no reply came while a read polled: %+v", st)
+	}
+
+	// A CA that did not sign the server's certificate is refused.
+	other, _, _, _ := issue(t)
+	bad := x509.NewCertPool()
+	bad.AddCert(other)
+	p2 := newPoller(t, busypoll.Config{Spin: time.Millisecond, TLS: &tls.Config{RootCAs: bad}})
+	c2 := srv.Client(func(o *redis.Options) { o.Dialer, o.MaxRetries = p2.Dial, -1 })
+	var uerr x509.UnknownAuthorityError
+	if err := c2.Ping(context.Background()).Err(); !errors.As(err, &uerr) {
+		t.Errorf("PING with a CA that did not sign the server: %v; want an unknown authority", err)
+	}
+}
+
+// TestHungServerPausesPolling: a Redis that never answers ends each read
+// at its deadline with a timeout, and after four polls that ran out of
+// spin the Poller lets reads park without polling.
+func TestHungServerPausesPolling(t *testing.T) {
+	addr := redistest.Hung(t)
+	p := newPoller(t, busypoll.Config{Spin: time.Millisecond})
+	c := redis.NewClient(&redis.Options{Addr: addr, Dialer: p.Dial, Protocol: 2, MaxRetries: -1,
+		ContextTimeoutEnabled: true, DisableIdentity: true})
+	t.Cleanup(func() { _ = c.Close() })
+	for i := range 6 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("PING %d to a hung server: %v; want a timeout", i, err)
+		}
+	}
+	st := p.Stats()
+	if st.Waited != 4 || st.Unpolled != 2 || st.Polled != 0 {
+		t.Errorf("stats %+v; want 4 polls that waited, then 2 reads unpolled", st)
+	}
+}
+
+// TestPiecesAndEnd: a server that answers in pieces, pausing between
+// them, then closes: the reads get every byte in order, then io.EOF.
+func TestPiecesAndEnd(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	want := bytes.Repeat([]byte("0123456789"), 1000)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for i := 0; i < len(want); i += 2500 {
+			_, _ = c.Write(want[i : i+2500])
+			time.Sleep(2 * time.Millisecond) // pieces the reader must wait for, by polling or parked
+		}
+	}()
+	p := newPoller(t, busypoll.Config{Spin: time.Millisecond})
+	c, err := p.Dial(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got, err := io.ReadAll(c)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, %v; want %d bytes", len(got), err, len(want))
+	}
+	if st := p.Stats(); st.Polled+st.Waited == 0 {
+		t.Errorf("no read polled: %+v", st)
+	}
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("read after the end: %v; want io.EOF", err)
+	}
+}
+
+// TestClosedPooledConnectionIsFound: a pooled connection that Redis closed
+// while idle is found by go-redis's check of the connections it hands out,
+// which peeks at the socket under the Poller's connection, and the next
+// command works with no retry.
+func TestClosedPooledConnectionIsFound(t *testing.T) {
+	srv := redistest.Start(t)
+	p := newPoller(t, busypoll.Config{Spin: time.Millisecond})
+	c := srv.Client(func(o *redis.Options) { o.Dialer, o.Protocol, o.MaxRetries, o.PoolSize = p.Dial, 2, -1, 1 })
+	ctx := context.Background()
+	id, err := c.ClientID(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := srv.Client()
+	if err := admin.ClientKillByFilter(ctx, "ID", fmt.Sprint(id)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatalf("PING %d after Redis closed the idle connection: %v", i, err)
+		}
+	}
+}
+
+// issue makes a CA and a certificate for 127.0.0.1 that it signed, in
+// files of t's: the CA, the certificate's and key's paths, and the CA's.
+func issue(t *testing.T) (ca *x509.Certificate, certFile, keyFile, caFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ca, err = x509.ParseCertificate(caDER); err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "redis"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, b []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	return ca, write("cert.pem", "CERTIFICATE", der), write("key.pem", "EC PRIVATE KEY", keyDER), write("ca.pem", "CERTIFICATE", caDER)
+}

@@ -170,7 +170,7 @@ func TestHungServerPausesPolling(t *testing.T) {
 		ContextTimeoutEnabled: true, DisableIdentity: true})
 	t.Cleanup(func() { _ = c.Close() })
 	for i := range 6 {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := c.Ping(ctx).Err()
 		cancel()
 		var ne net.Error

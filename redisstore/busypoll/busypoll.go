@@ -21,7 +21,12 @@
 //   - after four polls in a row that ran out of spin (a Redis farther away
 //     than the spin, or a slow command), the Poller stops polling for the
 //     next 256 reads, then tries again;
-//   - a poll ends at the connection's read deadline, as a parked read does.
+//   - a poll ends at the connection's read deadline, as a parked read does;
+//   - a read without a deadline (a subscription's, such as the one a
+//     Sentinel client keeps open to learn of failovers) does not poll, and
+//     does not keep the others from polling: go-redis gives every command's
+//     read a deadline (ReadTimeout, or the context's with
+//     ContextTimeoutEnabled), unless ReadTimeout is -1.
 //
 // It is worth it for a process whose round trips to Redis rarely overlap
 // (a lone caller, a service at low load) on a machine where waking is dear;
@@ -178,7 +183,9 @@ type conn struct {
 // Poller's is in flight and it is not paused.
 func (c *conn) Read(b []byte) (int, error) {
 	p := c.p
-	if c.raw == nil || len(b) == 0 {
+	if c.raw == nil || len(b) == 0 || c.deadline.Load() == 0 {
+		// No deadline: a subscription's read, which waits as long as it
+		// takes, neither polls nor keeps others from polling.
 		return c.Conn.Read(b)
 	}
 	defer p.reading.Add(-1)

@@ -113,6 +113,39 @@ func TestRoundTripsOnAPolledConnection(t *testing.T) {
 	}
 }
 
+// TestSubscriptionDoesNotStopPolling: a subscription's read, which has no
+// deadline and waits for as long as it takes (as the one a Sentinel client
+// keeps open on its sentinels, dialed by the same Dialer), does not keep a
+// lone caller's reads from polling.
+func TestSubscriptionDoesNotStopPolling(t *testing.T) {
+	srv := redistest.Start(t)
+	p := newPoller(t, busypoll.Config{Spin: busypoll.MaxSpin})
+	c := srv.Client(func(o *redis.Options) { o.Dialer, o.Protocol = p.Dial, 2 })
+	ctx := context.Background()
+	sub := c.Subscribe(ctx, "failovers")
+	t.Cleanup(func() { _ = sub.Close() })
+	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	got := make(chan *redis.Message, 1)
+	go func() {
+		m, err := sub.ReceiveMessage(ctx) // a read in flight, with no deadline
+		if err == nil {
+			got <- m
+		}
+	}()
+	roundTrips(t, c, "beside:", values(20))
+	if st := p.Stats(); st.Polled == 0 {
+		t.Errorf("no reply came while a read polled beside a subscription: %+v", st)
+	}
+	if err := c.Publish(ctx, "failovers", "switch").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if m := <-got; m.Payload != "switch" {
+		t.Errorf("the subscription got %q", m.Payload)
+	}
+}
+
 // TestOneReadPollsAtATime: 16 callers at once on one client, under -race:
 // every reply is the caller's own, and reads that overlap another do not
 // poll.
@@ -210,6 +243,11 @@ func TestPiecesAndEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// A read polls only under a deadline (go-redis sets one for each
+	// command's reply).
+	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
 	got, err := io.ReadAll(c)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("read %d bytes, %v; want %d bytes", len(got), err, len(want))

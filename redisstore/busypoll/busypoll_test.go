@@ -146,6 +146,21 @@ func TestSubscriptionDoesNotStopPolling(t *testing.T) {
 	}
 }
 
+// TestSentinel: a Sentinel client, whose connections to the primary and
+// to the sentinels (one of them subscribed to learn of failovers) the
+// Poller dials, gets its replies polled for.
+func TestSentinel(t *testing.T) {
+	s := redistest.StartSentinels(t, redistest.SentinelsConfig{})
+	p := newPoller(t, busypoll.Config{Spin: busypoll.MaxSpin})
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.Master, SentinelAddrs: s.Addrs,
+		Dialer: p.Dial, Protocol: 2, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	roundTrips(t, c, "sentinel:", values(30))
+	if st := p.Stats(); st.Polled == 0 {
+		t.Errorf("no reply came while a read polled: %+v", st)
+	}
+}
+
 // TestOneReadPollsAtATime: 16 callers at once on one client, under -race:
 // every reply is the caller's own, and reads that overlap another do not
 // poll.

@@ -147,8 +147,9 @@ func TestSubscriptionDoesNotStopPolling(t *testing.T) {
 }
 
 // TestSentinel: a Sentinel client, whose connections to the primary and
-// to the sentinels (one of them subscribed to learn of failovers) the
-// Poller dials, gets its replies polled for.
+// to the sentinels (one of them subscribed to learn of failovers, a read
+// in flight with no deadline) the Poller dials, gets a lone caller's
+// replies polled for.
 func TestSentinel(t *testing.T) {
 	s := redistest.StartSentinels(t, redistest.SentinelsConfig{})
 	p := newPoller(t, busypoll.Config{Spin: busypoll.MaxSpin})
@@ -156,8 +157,10 @@ func TestSentinel(t *testing.T) {
 		Dialer: p.Dial, Protocol: 2, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	roundTrips(t, c, "sentinel:", values(30))
-	if st := p.Stats(); st.Polled == 0 {
-		t.Errorf("no reply came while a read polled: %+v", st)
+	// A few reads overlap at the start (the client asks the sentinels
+	// where the primary is, and subscribes); the lone caller's poll after.
+	if st := p.Stats(); st.Polled <= st.Unpolled {
+		t.Errorf("most replies did not come while a read polled: %+v", st)
 	}
 }
 

@@ -3,20 +3,13 @@ package busypoll_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlimit/actorlimit/internal/redistest"
+	"github.com/actorlimit/actorlimit/internal/testkit"
 	"github.com/actorlimit/actorlimit/redisstore/busypoll"
 )
 
@@ -185,14 +179,14 @@ func TestOneReadPollsAtATime(t *testing.T) {
 // TestTLS: the Poller's TLS client over a polled socket, to a redis-server
 // that speaks TLS only, its ServerName taken from the address.
 func TestTLS(t *testing.T) {
-	ca, srvCert, srvKey, caFile := issue(t)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
+	dir := t.TempDir()
+	ca := testkit.NewCA(t, dir, "redis")
+	srvCert, srvKey := ca.Issue(t, "redis")
 	srv := redistest.StartConfig(t, redistest.Config{
-		TLS:  &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"},
-		Args: []string{"--tls-cert-file", srvCert, "--tls-key-file", srvKey, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "no"},
+		TLS:  &tls.Config{RootCAs: pool(t, ca.File), ServerName: "127.0.0.1"},
+		Args: []string{"--tls-cert-file", srvCert, "--tls-key-file", srvKey, "--tls-ca-cert-file", ca.File, "--tls-auth-clients", "no"},
 	})
-	p := newPoller(t, busypoll.Config{Spin: busypoll.MaxSpin, TLS: &tls.Config{RootCAs: pool}})
+	p := newPoller(t, busypoll.Config{Spin: busypoll.MaxSpin, TLS: &tls.Config{RootCAs: pool(t, ca.File)}})
 	c := srv.Client(func(o *redis.Options) { o.Dialer, o.Protocol, o.TLSConfig = p.Dial, 2, nil })
 	roundTrips(t, c, "tls:", values(50))
 	if st := p.Stats(); st.Polled == 0 {
@@ -200,15 +194,27 @@ func TestTLS(t *testing.T) {
 	}
 
 	// A CA that did not sign the server's certificate is refused.
-	other, _, _, _ := issue(t)
-	bad := x509.NewCertPool()
-	bad.AddCert(other)
-	p2 := newPoller(t, busypoll.Config{Spin: time.Millisecond, TLS: &tls.Config{RootCAs: bad}})
+	other := testkit.NewCA(t, dir, "other")
+	p2 := newPoller(t, busypoll.Config{Spin: time.Millisecond, TLS: &tls.Config{RootCAs: pool(t, other.File)}})
 	c2 := srv.Client(func(o *redis.Options) { o.Dialer, o.MaxRetries = p2.Dial, -1 })
 	var uerr x509.UnknownAuthorityError
 	if err := c2.Ping(context.Background()).Err(); !errors.As(err, &uerr) {
 		t.Errorf("PING with a CA that did not sign the server: %v; want an unknown authority", err)
 	}
+}
+
+// pool returns a pool of the certificates in the PEM file path.
+func pool(t *testing.T, path string) *x509.CertPool {
+	t.Helper()
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM(pem) {
+		t.Fatalf("no certificate in %s", path)
+	}
+	return p
 }
 
 // TestHungServerPausesPolling: a Redis that never answers ends each read
@@ -300,49 +306,4 @@ func TestClosedPooledConnectionIsFound(t *testing.T) {
 			t.Fatalf("PING %d after Redis closed the idle connection: %v", i, err)
 		}
 	}
-}
-
-// issue makes a CA and a certificate for 127.0.0.1 that it signed, in
-// files of t's: the CA, the certificate's and key's paths, and the CA's.
-func issue(t *testing.T) (ca *x509.Certificate, certFile, keyFile, caFile string) {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ca, err = x509.ParseCertificate(caDER); err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "redis"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, typ string, b []byte) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	return ca, write("cert.pem", "CERTIFICATE", der), write("key.pem", "EC PRIVATE KEY", keyDER), write("ca.pem", "CERTIFICATE", caDER)
 }

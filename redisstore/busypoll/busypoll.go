@@ -33,7 +33,7 @@
 // with many callers the reads overlap and park as before. The connections
 // are go-redis's as they would dial them (TCP or a Unix socket, TLS when a
 // config is given, keep-alives as go-redis sets them); reads and errors are
-// the socket's. On systems other than Unix nothing is polled.
+// the socket's. On systems other than Linux nothing is polled.
 package busypoll
 
 import (

@@ -1,5 +1,3 @@
-//go:build unix
-
 package busypoll
 
 import (
@@ -9,7 +7,12 @@ import (
 )
 
 // poll reads b without blocking until data comes, the socket reports an
-// error or its end, or end passes. got is whether n bytes were read;
+// error or its end, or end passes. Between tries it yields the processor to
+// the other threads that want it (the Redis server's, on the same machine:
+// with two vCPUs and other work running, a poll that only yielded to the
+// goroutines of its own process kept Redis waiting, and made a lone
+// caller's round trip slower than a parked read) and then to the other
+// goroutines. got is whether n bytes were read;
 // tried is whether it polled in vain at least once and went on (false
 // when the first read found data, or the socket reported an error or its
 // end, which the caller leaves to the socket's own read to report).
@@ -29,6 +32,7 @@ func (c *conn) poll(b []byte, end time.Time) (n int, got, tried bool) {
 			if i&7 == 7 && !time.Now().Before(end) {
 				return true
 			}
+			_, _, _ = syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) // the thread may wait its turn: the P is let go meanwhile
 			runtime.Gosched()
 		}
 	})

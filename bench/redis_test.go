@@ -22,6 +22,7 @@ import (
 	"github.com/actorlimit/actorlimit/algo"
 	"github.com/actorlimit/actorlimit/internal/redistest"
 	"github.com/actorlimit/actorlimit/redisstore"
+	"github.com/actorlimit/actorlimit/redisstore/busypoll"
 )
 
 // redisShards is the number of limiter actors that impl=actorlimit runs on
@@ -51,15 +52,21 @@ var redisImpls = map[string]func(b *testing.B, client *redis.Client, p actorlimi
 	},
 	// redis_rate: go-redis/redis_rate, one EVALSHA per hit (GCRA).
 	"redis_rate": func(b *testing.B, client *redis.Client, p actorlimit.Policy) (adapter, func()) {
-		l := redis_rate.NewLimiter(client)
-		lim := redis_rate.Limit{Rate: int(p.Limit), Burst: int(p.Limit), Period: p.Period}
-		return func(key string) (bool, error) {
-			res, err := l.Allow(context.Background(), key, lim)
-			if err != nil {
-				return false, err
-			}
-			return res.Allowed > 0, nil
-		}, func() {}
+		return onRedisRate(client, p), func() {}
+	},
+	// actorlimit-busypoll: impl=actorlimit on a client whose connections
+	// poll for replies (redisstore/busypoll, spin busySpin), as the store's
+	// doc advises for a Redis on the same machine or rack.
+	"actorlimit-busypoll": func(b *testing.B, client *redis.Client, p actorlimit.Policy) (adapter, func()) {
+		polled := pollingClient(b, client)
+		hit, stop := onRedis(b, polled, p, nil, actorlimit.WithShards(redisShards))
+		return hit, func() { stop(); _ = polled.Close() }
+	},
+	// redis_rate-busypoll: impl=redis_rate on such a client, to tell what
+	// the polling gives from what the store does.
+	"redis_rate-busypoll": func(b *testing.B, client *redis.Client, p actorlimit.Policy) (adapter, func()) {
+		polled := pollingClient(b, client)
+		return onRedisRate(polled, p), func() { _ = polled.Close() }
 	},
 	// ulule: ulule/limiter's Redis store (a fixed window).
 	"ulule": func(b *testing.B, client *redis.Client, p actorlimit.Policy) (adapter, func()) {
@@ -73,6 +80,35 @@ var redisImpls = map[string]func(b *testing.B, client *redis.Client, p actorlimi
 			return !res.Reached, err
 		}, func() {}
 	},
+}
+
+// onRedisRate returns impl=redis_rate's adapter on client: one EVALSHA a
+// hit (GCRA) under p.
+func onRedisRate(client *redis.Client, p actorlimit.Policy) adapter {
+	l := redis_rate.NewLimiter(client)
+	lim := redis_rate.Limit{Rate: int(p.Limit), Burst: int(p.Limit), Period: p.Period}
+	return func(key string) (bool, error) {
+		res, err := l.Allow(context.Background(), key, lim)
+		if err != nil {
+			return false, err
+		}
+		return res.Allowed > 0, nil
+	}
+}
+
+// busySpin is how long impl=*-busypoll's reads poll for a reply at most.
+const busySpin = 100 * time.Microsecond
+
+// pollingClient returns a client with client's options whose connections
+// poll for replies for up to busySpin (redisstore/busypoll).
+func pollingClient(b *testing.B, client *redis.Client) *redis.Client {
+	poller, err := busypoll.New(busypoll.Config{Spin: busySpin})
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := *client.Options()
+	o.Dialer = poller.Dial
+	return redis.NewClient(&o)
 }
 
 // madeStores are the stores onRedis made, for a benchmark that reads their
@@ -180,7 +216,7 @@ func BenchmarkRedis(b *testing.B) {
 	}
 	p := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 1e9, Period: time.Second, Burst: 1e9}
 	for _, callers := range []int{1, 16, 64, 256} {
-		for _, name := range []string{"actorlimit", "actorlimit-1shard", "redis_rate", "ulule"} {
+		for _, name := range []string{"actorlimit", "actorlimit-1shard", "redis_rate", "ulule", "actorlimit-busypoll", "redis_rate-busypoll"} {
 			b.Run(fmt.Sprintf("callers=%d/impl=%s", callers, name), func(b *testing.B) {
 				// ContextTimeoutEnabled, as redisstore's doc advises, keeps
 				// the store's round trips on the caller's goroutine; the

@@ -165,6 +165,13 @@
 // for push notifications before every command, and a connection dialed
 // for it would race with the pool's on the client's options.
 //
+// A lone round trip's reply, on a virtual machine, takes about as long to
+// wake the reader as to come: for a Redis on the same machine or rack, let
+// the client's connections poll for it before they park, with a dialer of
+// package [github.com/actorlimit/actorlimit/redisstore/busypoll]
+// (Options.Dialer). That is the client's way of waiting, for any command on
+// it; the store needs nothing else.
+//
 // The end-to-end tests kill Redis under load with these options: no call
 // outlasts 2s, at a 200ms timeout; and a Redis that never answers holds a
 // round trip for the timeout alone, with these options and with the

@@ -11,6 +11,7 @@ import (
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/cluster"
 	"github.com/actorlimit/actorlimit/metrics"
+	"github.com/actorlimit/actorlimit/redisstore/busypoll"
 )
 
 // backend is the limiter the service decides with, and what to close.
@@ -19,6 +20,7 @@ type backend struct {
 	limiter *actorlimit.Limiter
 	member  *cluster.Member // nil unless a cluster member
 	closers []func() error
+	pollers []*busypoll.Poller // the Redis clients' pollers (-redis-busy-poll)
 }
 
 func (b *backend) close() error {

@@ -221,12 +221,14 @@ var envTable = []envVar{
 
 // actorlimitd's own variables, read only with envoy ratelimit's: where the
 // secret descriptor keys' HMAC key is, which keys are secret, whether
-// fixed windows are a Redis key per window (-redis-window-keys), and the
-// gRPC server's transport (-grpc-transport).
+// fixed windows are a Redis key per window (-redis-window-keys), how long
+// a read of a Redis connection polls for its reply (-redis-busy-poll), and
+// the gRPC server's transport (-grpc-transport).
 const (
 	envSecretKeyFile = "ACTORLIMITD_SECRET_KEY_FILE"
 	envSecretKeys    = "ACTORLIMITD_SECRET_DESCRIPTOR_KEYS"
 	envWindowKeys    = "ACTORLIMITD_REDIS_WINDOW_KEYS"
+	envBusyPoll      = "ACTORLIMITD_REDIS_BUSY_POLL"
 	envTransport     = "ACTORLIMITD_GRPC_TRANSPORT"
 )
 
@@ -278,6 +280,7 @@ func envDoc(fs *flag.FlagSet) {
 	by["secret-key-file"] = append(by["secret-key-file"], envSecretKeyFile)
 	by["secret-descriptor-keys"] = append(by["secret-descriptor-keys"], envSecretKeys)
 	by["redis-window-keys"] = append(by["redis-window-keys"], envWindowKeys)
+	by["redis-busy-poll"] = append(by["redis-busy-poll"], envBusyPoll)
 	by["grpc-transport"] = append(by["grpc-transport"], envTransport)
 	for name, vars := range by {
 		if fl := fs.Lookup(name); fl != nil {
@@ -462,7 +465,7 @@ func (c *compatFlags) fromEnv(fs *flag.FlagSet, given map[string]bool, lookup en
 	// actorlimitd's own variables), they are off.
 	// actorlimitd's own settings for speed, which envoy ratelimit's
 	// variables have no word for.
-	for _, v := range []struct{ env, flag string }{{envWindowKeys, "redis-window-keys"}, {envTransport, "grpc-transport"}} {
+	for _, v := range []struct{ env, flag string }{{envWindowKeys, "redis-window-keys"}, {envBusyPoll, "redis-busy-poll"}, {envTransport, "grpc-transport"}} {
 		if s, ok := lookup(v.env); ok && s != "" {
 			c.envRead = append(c.envRead, v.env)
 			if err := set(v.flag, s, v.env); err != nil {

@@ -420,6 +420,7 @@ func TestEnvTableFollowsEnvoySettings(t *testing.T) {
 	delete(docRows, envSecretKeyFile)
 	delete(docRows, envSecretKeys)
 	delete(docRows, envWindowKeys)
+	delete(docRows, envBusyPoll)
 	delete(docRows, envTransport)
 	assert.Empty(t, docRows, "docs/service.md's rows that envoy ratelimit does not have")
 }

@@ -249,6 +249,9 @@ func serve(f flags, stdout io.Writer, log *slog.Logger) error {
 		}
 	}()
 	col.SetLimiter(b.limiter)
+	if len(b.pollers) > 0 {
+		reg.MustRegister(pollReads(b.pollers))
+	}
 	if m := b.member; m != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "actorlimitd", Name: "cluster_members",
 			Help: "Members of the cluster this member takes for live, itself among them."}, func() float64 { return float64(len(m.Members())) }))

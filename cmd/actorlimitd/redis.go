@@ -15,11 +15,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlimit/actorlimit"
 	"github.com/actorlimit/actorlimit/metrics"
 	"github.com/actorlimit/actorlimit/redisstore"
+	"github.com/actorlimit/actorlimit/redisstore/busypoll"
 )
 
 // redisConn is the flags of one Redis: the main one (-redis-*) or the
@@ -50,8 +52,11 @@ type redisFlags struct {
 	tlsKey    string
 	tlsServer string
 	tlsNoHost bool
-	keyPrefix string // env.go's -redis-key-prefix
-	winKeys   bool   // -redis-window-keys: fixed windows as a key per window, on this process's clock
+	keyPrefix string        // env.go's -redis-key-prefix
+	winKeys   bool          // -redis-window-keys: fixed windows as a key per window, on this process's clock
+	busyPoll  time.Duration // -redis-busy-poll: how long a read polls for a reply (0: it parks at once)
+
+	pollers []*busypoll.Poller // the clients' pollers, with -redis-busy-poll
 }
 
 // register adds the flags to fs.
@@ -72,6 +77,7 @@ func (r *redisFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.perSecond.url, "redis-persecond-url", "", "with -redis-persecond: the per-second Redis, in -redis's forms")
 	fs.DurationVar(&r.perSecond.timeout, "redis-persecond-timeout", 0, "with -redis-persecond: as -redis-timeout, for the per-second Redis (default: -redis-timeout)")
 	fs.BoolVar(&r.winKeys, "redis-window-keys", false, "keep each fixed window as a Redis key of its own, counted with INCRBY and PEXPIRE (no Lua; Redis 7.0 or later), and decide every rule on this process's clock, not Redis's: the processes sharing a Redis need synchronised clocks")
+	fs.DurationVar(&r.busyPoll, "redis-busy-poll", 0, "how long a read of a Redis connection polls for the reply before it waits in the poller, while no other read is in flight (0: it waits at once; at most 10ms): halves a lone round trip to a Redis nearby on a VM, for a processor busy meanwhile")
 	fs.StringVar(&r.tlsCA, "redis-tls-ca", "", "CA file (PEM) that signs the Redis servers' certificates (default: the system's)")
 	fs.StringVar(&r.tlsCert, "redis-tls-cert", "", "client certificate file (PEM) for Redis; with -redis-tls-key")
 	fs.StringVar(&r.tlsKey, "redis-tls-key", "", "client key file (PEM) for Redis; with -redis-tls-cert")
@@ -96,6 +102,8 @@ func (r *redisFlags) check(addr string, timeout time.Duration) error {
 		return errors.New("-redis-tls-cert and -redis-tls-key go together")
 	case timeout <= 0 || r.perSecond.timeout <= 0:
 		return errors.New("-redis-timeout and -redis-persecond-timeout must be positive")
+	case r.busyPoll < 0 || r.busyPoll > busypoll.MaxSpin:
+		return fmt.Errorf("-redis-busy-poll %v is not between 0 and %v", r.busyPoll, busypoll.MaxSpin)
 	}
 	if addr == "" {
 		return nil
@@ -383,6 +391,15 @@ func (r *redisFlags) client(c *redisConn, prefix string) (redis.UniversalClient,
 	// A dial may take longer than one round trip's bound: a connection made
 	// for a round trip that gave up serves the next one.
 	dialTimeout := max(2*time.Second, c.timeout)
+	dial := dialer(dialTimeout, tc)
+	if r.busyPoll > 0 {
+		p, err := busypoll.New(busypoll.Config{Spin: r.busyPoll, TLS: tc, DialTimeout: dialTimeout})
+		if err != nil {
+			return nil, t, fmt.Errorf("-redis-busy-poll: %w", err)
+		}
+		r.pollers = append(r.pollers, p)
+		dial = p.Dial
+	}
 	o := &redis.UniversalOptions{
 		Addrs: t.addrs, DB: t.db, Username: t.user, Password: t.password,
 		SentinelUsername: t.sentinelUser, SentinelPassword: t.sentinelPass, MasterName: t.master,
@@ -390,7 +407,7 @@ func (r *redisFlags) client(c *redisConn, prefix string) (redis.UniversalClient,
 		// RESP2: the store keeps a connection of its own for a lone round
 		// trip, past the pool's health check (redisstore's doc).
 		Protocol: 2,
-		PoolSize: c.poolSize, Dialer: dialer(dialTimeout, tc),
+		PoolSize: c.poolSize, Dialer: dial,
 	}
 	switch t.typ {
 	case "sentinel":
@@ -544,5 +561,38 @@ func openRedis(f flags, col *metrics.Collector, log *slog.Logger) (*backend, err
 		return metrics.StoreStats{Errors: st.Errors, Outages: st.Outages, Fallbacks: st.Fallbacks, FailedOpen: st.FailedOpen,
 			FailedClosed: st.FailedClosed, CheckErrors: st.CheckErrors, Cached: st.Cached}
 	}))
-	return &backend{name: name, limiter: lim, closers: append(closers, lim.Close)}, nil
+	return &backend{name: name, limiter: lim, closers: append(closers, lim.Close), pollers: r.pollers}, nil
+}
+
+// pollReads is actorlimitd_redis_busy_poll_reads_total, by outcome: the
+// reads of the Redis connections that got their reply while they polled,
+// that polled in vain and waited, and that did not poll (another read was
+// in flight, or polling was paused after polls in vain).
+func pollReads(pollers []*busypoll.Poller) prometheus.Collector {
+	return pollCollector{pollers: pollers, desc: prometheus.NewDesc("actorlimitd_redis_busy_poll_reads_total",
+		"Reads of the Redis connections that found no reply at once, by outcome (-redis-busy-poll): polled (the reply came while the read polled), waited (the poll ran out, then the read waited), unpolled (another read was in flight, or polling was paused).",
+		[]string{"outcome"}, nil)}
+}
+
+type pollCollector struct {
+	pollers []*busypoll.Poller
+	desc    *prometheus.Desc
+}
+
+func (c pollCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c pollCollector) Collect(ch chan<- prometheus.Metric) {
+	var sum busypoll.Stats
+	for _, p := range c.pollers {
+		st := p.Stats()
+		sum.Polled += st.Polled
+		sum.Waited += st.Waited
+		sum.Unpolled += st.Unpolled
+	}
+	for _, o := range []struct {
+		name string
+		n    uint64
+	}{{"polled", sum.Polled}, {"waited", sum.Waited}, {"unpolled", sum.Unpolled}} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(o.n), o.name)
+	}
 }

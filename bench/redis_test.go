@@ -62,6 +62,13 @@ var redisImpls = map[string]func(b *testing.B, client *redis.Client, p actorlimi
 		hit, stop := onRedis(b, polled, p, nil, actorlimit.WithShards(redisShards))
 		return hit, func() { stop(); _ = polled.Close() }
 	},
+	// actorlimit-1shard-busypoll: impl=actorlimit-1shard on such a client:
+	// one round trip in flight, so its read is alone and polls.
+	"actorlimit-1shard-busypoll": func(b *testing.B, client *redis.Client, p actorlimit.Policy) (adapter, func()) {
+		polled := pollingClient(b, client)
+		hit, stop := onRedis(b, polled, p, nil)
+		return hit, func() { stop(); _ = polled.Close() }
+	},
 	// redis_rate-busypoll: impl=redis_rate on such a client, to tell what
 	// the polling gives from what the store does.
 	"redis_rate-busypoll": func(b *testing.B, client *redis.Client, p actorlimit.Policy) (adapter, func()) {
@@ -216,7 +223,7 @@ func BenchmarkRedis(b *testing.B) {
 	}
 	p := actorlimit.Policy{Algorithm: actorlimit.GCRA, Limit: 1e9, Period: time.Second, Burst: 1e9}
 	for _, callers := range []int{1, 16, 64, 256} {
-		for _, name := range []string{"actorlimit", "actorlimit-1shard", "redis_rate", "ulule", "actorlimit-busypoll", "redis_rate-busypoll"} {
+		for _, name := range []string{"actorlimit", "actorlimit-1shard", "redis_rate", "ulule", "actorlimit-busypoll", "actorlimit-1shard-busypoll", "redis_rate-busypoll"} {
 			b.Run(fmt.Sprintf("callers=%d/impl=%s", callers, name), func(b *testing.B) {
 				// ContextTimeoutEnabled, as redisstore's doc advises, keeps
 				// the store's round trips on the caller's goroutine; the

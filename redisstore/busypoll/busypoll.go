@@ -28,6 +28,11 @@
 //     read a deadline (ReadTimeout, or the context's with
 //     ContextTimeoutEnabled), unless ReadTimeout is -1.
 //
+// While a read polls, its goroutine keeps its processor as a goroutine that
+// computes does: the Go runtime may then notice that another socket of the
+// process is ready up to a spin late (when no idle thread is waiting on the
+// network, which the runtime does not ensure). Keep the spin short.
+//
 // It is worth it for a process whose round trips to Redis rarely overlap
 // (a lone caller, a service at low load) on a machine where waking is dear;
 // with many callers the reads overlap and park as before. The connections
@@ -139,6 +144,7 @@ func (p *Poller) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 		return nil, err
 	}
 	pc := &conn{Conn: c, p: p}
+	pc.tries = pc.try
 	if sc, ok := c.(syscall.Conn); ok {
 		if pc.raw, err = sc.SyscallConn(); err != nil {
 			_ = c.Close()
@@ -177,6 +183,15 @@ type conn struct {
 	raw      syscall.RawConn
 	p        *Poller
 	deadline atomic.Int64 // the read deadline, Unix ns; 0: none
+
+	// A poll's arguments and results (see poll), touched only by the read
+	// that holds the socket: go-redis reads a connection from one
+	// goroutine at a time.
+	tries      func(fd uintptr) bool // c.try
+	buf        []byte
+	end        time.Time
+	n          int
+	got, tried bool
 }
 
 // Read reads as the socket does, polling first when no other read of the

@@ -284,6 +284,36 @@ func TestPiecesAndEnd(t *testing.T) {
 	}
 }
 
+// TestPollAllocatesNothing: a read that polls allocates nothing: PINGs
+// written on a polled connection to a redis-server, and their PONGs read.
+func TestPollAllocatesNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	p := newPoller(t, busypoll.Config{Spin: busypoll.MaxSpin})
+	c, err := p.Dial(context.Background(), "tcp", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	ping, pong, in := []byte("*1\r\n$4\r\nPING\r\n"), []byte("+PONG\r\n"), make([]byte, 7)
+	allocs := testing.AllocsPerRun(200, func() {
+		if _, err := c.Write(ping); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, in); err != nil || !bytes.Equal(in, pong) {
+			t.Fatalf("read %q, %v; want %q", in, err, pong)
+		}
+	})
+	if st := p.Stats(); st.Polled == 0 {
+		t.Fatalf("no read polled: %+v", st)
+	}
+	if allocs != 0 {
+		t.Errorf("%v allocations a round trip; want 0", allocs)
+	}
+}
+
 // TestClosedPooledConnectionIsFound: a pooled connection that Redis closed
 // while idle is found by go-redis's check of the connections it hands out,
 // which peeks at the socket under the Poller's connection, and the next

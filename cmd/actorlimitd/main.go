@@ -54,7 +54,6 @@ type flags struct {
 	redisTimeout, deniedCache  time.Duration
 	persist                    string
 	shards                     int
-	gcMinHeapMiB               int
 	cluster                    clusterFlags
 	responseHeaders            bool
 	allOrNothing               bool
@@ -102,7 +101,6 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.DurationVar(&f.deniedCache, "redis-denied-cache", 0, "with -redis: answer a key Redis denied locally for up to this long (0: off)")
 	fs.StringVar(&f.persist, "persist", "", "directory that keeps the embedded table's counts across restarts")
 	fs.IntVar(&f.shards, "shards", 1, "limiter actors on the embedded table or Redis (ids hashed onto them)")
-	fs.IntVar(&f.gcMinHeapMiB, "gc-min-heap-mib", 64, "the garbage collector's least heap goal, MiB: a small live heap is collected once that much was allocated, not each time it doubles, for up to that much more memory (0: Go's default; GOGC in the environment also leaves it to Go)")
 	fs.StringVar(&f.cluster.name, "cluster-name", "actorlimitd", "cluster name (every member the same)")
 	fs.StringVar(&f.cluster.mode, "cluster-mode", "local-first", "cluster mode: local-first or owner")
 	fs.StringVar(&f.cluster.host, "cluster-host", "127.0.0.1", "this member's cluster address")
@@ -174,8 +172,6 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		return f, errors.New("-shutdown-grace must be positive")
 	case f.shards < 1:
 		return f, errors.New("-shards must be at least 1")
-	case f.gcMinHeapMiB < 0 || f.gcMinHeapMiB > 1<<20:
-		return f, fmt.Errorf("-gc-min-heap-mib %d is not between 0 and %d", f.gcMinHeapMiB, 1<<20)
 	}
 	if _, err := parseLevel(f.logLevel); err != nil {
 		return f, err
@@ -227,9 +223,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // serve runs the service until SIGTERM or SIGINT.
 func serve(f flags, stdout io.Writer, log *slog.Logger) error {
-	if stop := heapFloor(f.gcMinHeapMiB, os.Getenv, log); stop != nil {
-		defer stop()
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	col, err := metrics.New(metrics.Config{})

@@ -19,6 +19,7 @@ import (
 	"github.com/actorlimit/actorlimit/httpadapter"
 	"github.com/actorlimit/actorlimit/internal/redistest"
 	"github.com/actorlimit/actorlimit/redisstore"
+	"github.com/actorlimit/actorlimit/redisstore/busypoll"
 )
 
 // patientRedis is the round-trip timeout of the stores of tests that are
@@ -215,7 +216,7 @@ func TestRedisTwoAppServersThroughMiddleware(t *testing.T) {
 // documented, and once Redis is back the Limiter uses it again.
 func TestRedisKilledUnderLoad(t *testing.T) {
 	modes := []redisstore.Outage{redisstore.Fallback, redisstore.FailOpen, redisstore.FailClosed, redisstore.FailError}
-	for _, keep := range []string{"script", "windowkeys"} {
+	for _, keep := range []string{"script", "windowkeys", "busypoll"} {
 		for _, mode := range modes {
 			t.Run(keep+"/"+mode.String(), func(t *testing.T) {
 				srv := redistest.Start(t)
@@ -225,7 +226,19 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 				}
 				sopts := append([]redisstore.Option{redisstore.WithOutage(mode),
 					redisstore.WithTimeout(200 * time.Millisecond), redisstore.WithProbeInterval(50 * time.Millisecond)}, kopts...)
-				lim, store := startOnRedis(t, srv, sopts)
+				client := redisClient(srv)
+				var poller *busypoll.Poller
+				if keep == "busypoll" {
+					// The client's reads poll for the reply: one actor has
+					// one round trip in flight, whose read polls.
+					var err error
+					poller, err = busypoll.New(busypoll.Config{Spin: time.Millisecond})
+					require.NoError(t, err)
+					client = srv.Client(func(o *redis.Options) {
+						o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled, o.Protocol, o.Dialer = -1, 1, true, 2, poller.Dial
+					})
+				}
+				lim, store := startOnClient(t, client, sopts)
 				witness, _ := startOnRedis(t, srv, kopts) // a second app server, to see what Redis holds
 				p := actorlimit.Policy{Algorithm: actorlimit.FixedWindow, Limit: 1 << 40, Period: time.Hour}
 
@@ -287,6 +300,9 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 				stop.Store(true)
 				wg.Wait()
 
+				if poller != nil {
+					assert.Positive(t, poller.Stats().Polled, "no reply came while a read polled")
+				}
 				assert.Zero(t, slow.Load(), "calls outlasted the store's timeout by far")
 				assert.Zero(t, wrong.Load(), "decisions the mode does not allow; first error %v", firstErr.Load())
 				assert.GreaterOrEqual(t, outage.Outages, uint64(1))

@@ -570,7 +570,7 @@ func openRedis(f flags, col *metrics.Collector, log *slog.Logger) (*backend, err
 // in flight, or polling was paused after polls in vain).
 func pollReads(pollers []*busypoll.Poller) prometheus.Collector {
 	return pollCollector{pollers: pollers, desc: prometheus.NewDesc("actorlimitd_redis_busy_poll_reads_total",
-		"Reads of the Redis connections that found no reply at once, by outcome (-redis-busy-poll): polled (the reply came while the read polled), waited (the poll ran out, then the read waited), unpolled (another read was in flight, or polling was paused).",
+		"Reads of the Redis connections under -redis-busy-poll, by outcome: polled (the reply was not there at once and came while the read polled), waited (the poll ran out, then the read waited), unpolled (the read did not poll: another read was in flight, or polling was paused).",
 		[]string{"outcome"}, nil)}
 }
 

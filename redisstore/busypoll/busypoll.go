@@ -79,8 +79,9 @@ type Poller struct {
 	polled, waited, unpolled atomic.Uint64
 }
 
-// Stats counts the reads of a [Poller]'s connections that found no data at
-// once.
+// Stats counts the reads of a [Poller]'s connections under a deadline (see
+// the package doc) by what they did; a read that could poll but found its
+// data at once is in none of them.
 type Stats struct {
 	// Polled is the number of reads whose data came while they polled.
 	Polled uint64

@@ -70,12 +70,7 @@ func TestConcurrentCallers(t *testing.T) {
 			wg.Wait()
 			// Every handler ended: those of calls reset by their clients
 			// too, their contexts cancelled.
-			for _, cc := range ccs {
-				require.NoError(t, cc.Close())
-			}
-			require.NoError(t, s.srv.Close())
-			s.gs.Stop()
-			settle(t, base)
+			s.stop(t, base, ccs...)
 		})
 	}
 }

@@ -142,6 +142,19 @@ func serveWith(t testing.TB, cfg unary.Config, opts []grpc.ServerOption, registe
 	return s
 }
 
+// stop closes ccs, then the Server and its fallback, and waits until the
+// goroutines are back to at most base: no handler, proxied call or
+// connection of theirs is left.
+func (s *served) stop(t testing.TB, base int, ccs ...*grpc.ClientConn) {
+	t.Helper()
+	for _, cc := range ccs {
+		require.NoError(t, cc.Close())
+	}
+	require.NoError(t, s.srv.Close())
+	s.gs.Stop()
+	settle(t, base)
+}
+
 // dial returns a grpc-go client of addr, closed at the test's end.
 func dial(t testing.TB, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()

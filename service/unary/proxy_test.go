@@ -384,10 +384,7 @@ func TestProxy(t *testing.T) {
 			settle(t, warm+1)
 		})
 	}
-	require.NoError(t, cc.Close())
-	require.NoError(t, s.srv.Close())
-	s.gs.Stop()
-	settle(t, base)
+	s.stop(t, base, cc)
 }
 
 // TestProxyRaw: what a client that speaks frames sees of a proxied call.
@@ -463,9 +460,7 @@ func TestProxyRaw(t *testing.T) {
 			tc.run(t, r)
 		})
 	}
-	require.NoError(t, s.srv.Close())
-	s.gs.Stop()
-	settle(t, base+2) // the raw clients' connections, closed at cleanup
+	s.stop(t, base+2) // the raw clients' connections, closed at cleanup
 }
 
 // TestProxyConnections: each connection's proxied calls are bound by the
@@ -494,12 +489,7 @@ func TestProxyConnections(t *testing.T) {
 	for range conns {
 		assert.Error(t, <-ch.ended)
 	}
-	for _, cc := range ccs {
-		require.NoError(t, cc.Close())
-	}
-	require.NoError(t, s.srv.Close())
-	s.gs.Stop()
-	settle(t, base)
+	s.stop(t, base, ccs...)
 }
 
 // TestProxyShutdown: Shutdown's GOAWAY lets a proxied stream in flight run

@@ -321,9 +321,7 @@ func TestHostileFrames(t *testing.T) {
 			base := runtime.NumGoroutine()
 			s := serve(t, unary.Config{MaxHeaderListSize: 16 << 10, MaxConcurrentStreams: 4})
 			tc.run(t, s)
-			require.NoError(t, s.srv.Close())
-			s.gs.Stop()
-			settle(t, base+2) // the test's own readers
+			s.stop(t, base+2) // the test's own readers
 		})
 	}
 }

@@ -126,7 +126,9 @@
 //   - BenchmarkRedis/callers=<c>/impl=<name>: one always-allowed GCRA hit
 //     on one of 1000 keys at 1, 16, 64 and 256 callers; impl=actorlimit runs
 //     four limiter actors on one shared redisstore.Store (four pipelines in
-//     flight), impl=actorlimit-1shard one. Callers come first in the names,
+//     flight), impl=actorlimit-1shard one; impl=<name>-busypoll is the same
+//     on a client whose connections poll for the reply (redisstore/busypoll,
+//     a 100µs spin), redis_rate's too. Callers come first in the names,
 //     so one run alternates the implementations at each caller count. It
 //     reports hits/s, p50-µs and p99-µs, from INFO commandstats the client
 //     commands and the µs of Redis time per hit, and client-cpu-µs/hit: the

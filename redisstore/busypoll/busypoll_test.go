@@ -176,6 +176,54 @@ func TestOneReadPollsAtATime(t *testing.T) {
 	}
 }
 
+// TestDeadlinesMidRead: 16 callers whose deadlines, from nothing to a few
+// hundred µs, often pass while a read polls or waits: every reply a caller
+// gets is its own (a connection whose read timed out is not used again),
+// and the client keeps working after.
+func TestDeadlinesMidRead(t *testing.T) {
+	srv := redistest.Start(t)
+	p := newPoller(t, busypoll.Config{Spin: busypoll.MaxSpin})
+	c := srv.Client(func(o *redis.Options) {
+		o.Dialer, o.Protocol, o.PoolSize, o.ContextTimeoutEnabled, o.MaxRetries = p.Dial, 2, 16, true, -1
+	})
+	ctx := context.Background()
+	for g := range 16 {
+		if err := c.Set(ctx, fmt.Sprint("own", g), strings.Repeat(fmt.Sprint(g), 1000+g), time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var answered, timedOut sync.Map
+	for g := range 16 {
+		wg.Go(func() {
+			want := strings.Repeat(fmt.Sprint(g), 1000+g)
+			for i := range 300 {
+				cctx, cancel := context.WithTimeout(ctx, time.Duration(i%7)*50*time.Microsecond)
+				got, err := c.Get(cctx, fmt.Sprint("own", g)).Result()
+				cancel()
+				if err != nil {
+					timedOut.Store(g, true)
+					continue
+				}
+				answered.Store(g, true)
+				if got != want {
+					t.Errorf("caller %d got another's reply: %d bytes", g, len(got))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	count := func(m *sync.Map) (n int) {
+		m.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	if count(&timedOut) == 0 || count(&answered) == 0 {
+		t.Errorf("callers with a deadline passed: %d, answered: %d; want both", count(&timedOut), count(&answered))
+	}
+	roundTrips(t, c, "after:", values(20))
+}
+
 // TestTLS: the Poller's TLS client over a polled socket, to a redis-server
 // that speaks TLS only, its ServerName taken from the address.
 func TestTLS(t *testing.T) {

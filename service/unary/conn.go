@@ -831,7 +831,6 @@ func (c *conn) writeAnswer(st *stream, res []byte, out *[]byte) {
 	c.writeHeaderBlock(st.id, c.answerHeaders(st.subtype), false)
 	st.out, st.outMsg, st.outOff = out, res, 0
 	st.prefix = grpcPrefix(len(res))
-	c.resetPingStrikes = true
 	c.junk = 0
 	if c.writeData(st) {
 		c.writeTrailers(st)
@@ -851,6 +850,7 @@ func (c *conn) writeData(st *stream) bool {
 			return false
 		}
 		c.writeFrameHeader(int(n), frameData, 0, st.id)
+		c.resetPingStrikes = true // each DATA frame written, as grpc-go's server counts them
 		end := st.outOff + int(n)
 		if st.outOff < 5 {
 			c.bw.Write(st.prefix[st.outOff:min(5, end)])
@@ -944,7 +944,6 @@ func (c *conn) writeEarly(id uint32, httpStatus int, sub string, s *status.Statu
 	b = appendStatusFields(b, uint32(s.Code()), s.Message(), details)
 	c.hbuf = b
 	c.writeHeaderBlock(id, b, true)
-	c.resetPingStrikes = true
 	if rst {
 		c.writeRST(id, http2.ErrCodeNo)
 	}
@@ -1160,6 +1159,7 @@ func (c *conn) writeHeaderBlock(id uint32, block []byte, endStream bool) {
 			f |= flagEndHeaders
 		}
 		c.writeFrameHeader(n, typ, f, id)
+		c.resetPingStrikes = true // headers written, as grpc-go's server counts them
 		c.bw.Write(block[:n])
 		block = block[n:]
 		if len(block) == 0 {

@@ -452,7 +452,6 @@ func (c *conn) proxyHeaders(st *stream, md metadata.MD) {
 	c.hbuf = b
 	c.writeHeaderBlock(st.id, b, false)
 	st.px.headersSent = true
-	c.resetPingStrikes = true
 	c.flushLocked()
 }
 
@@ -491,7 +490,6 @@ func (c *conn) proxyOut(st *stream, m []byte) bool {
 	}
 	px.out = append(px.out, m)
 	px.outBytes += len(m)
-	c.resetPingStrikes = true
 	c.junk = 0
 	c.proxyWrite(st)
 	c.flushLocked()
@@ -554,6 +552,7 @@ func (c *conn) proxyWrite(st *stream) {
 				return
 			}
 			c.writeFrameHeader(n, frameData, 0, st.id)
+			c.resetPingStrikes = true // each DATA frame written, as grpc-go's server counts them
 			c.bw.Write(m[px.outOff : px.outOff+n])
 			px.outOff += n
 			c.connSend -= int64(n)
@@ -572,7 +571,6 @@ func (c *conn) proxyWrite(st *stream) {
 	}
 	c.writeHeaderBlock(st.id, px.trailers, true)
 	px.trailers = nil
-	c.resetPingStrikes = true
 	if !st.ended {
 		c.writeRST(st.id, http2.ErrCodeNo)
 	}

@@ -129,7 +129,7 @@ func exchange(ctx context.Context, cc *grpc.ClientConn, msgs [][]byte, opts ...g
 		}
 	}
 	if err := cs.RecvMsg(new(wrapperspb.BytesValue)); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("after the messages: %v, want io.EOF", err)
+		return fmt.Errorf("after the messages: %w, want io.EOF", err)
 	}
 	return <-sent
 }
@@ -582,4 +582,72 @@ func gone(t testing.TB, frames ...string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestProxyBDPPings: a client that pings as grpc-go's BDP estimator does,
+// once data follows the ack of its last ping, with a window update, is
+// never told "too_many_pings" while a proxied answer streams to it, its
+// window letting the answer out a KiB at a time: data written when a
+// window update lets it out counts as data, as grpc-go's server counts
+// every DATA frame it writes.
+func TestProxyBDPPings(t *testing.T) {
+	base := runtime.NumGoroutine()
+	ch := &chat{ended: make(chan error, 4)}
+	s := serve(t, unary.Config{MaxRecvMsgSize: 1 << 20}, ch.register)
+	r := dialRaw(t, s.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1024})
+	r.call(1, rlsMethod, echoMsg("d", "v")) // a connection the transport serves
+	require.Equal(t, "200 0", first(r.answer(1)))
+	b, _ := proto.Marshal(wrapperspb.Bytes(make([]byte, 48<<10)))
+	msg := framed(b)
+	want := len(msg)
+	r.headers(3, chatMethod, false)
+	for len(msg) > 0 {
+		n := min(len(msg), 16<<10)
+		require.NoError(t, r.fr.WriteData(3, false, msg[:n]))
+		msg = msg[n:]
+	}
+	got, pinging, pings := 0, false, 0
+	// send writes a frame; if the server has closed, it fails with the
+	// GOAWAY the server sent first.
+	send := func(err error) {
+		t.Helper()
+		if err == nil {
+			return
+		}
+		for {
+			f, rerr := r.readErr()
+			if rerr != nil {
+				t.Fatalf("the server closed after %d pings, %d of %d bytes: %v", pings, got, want, err)
+			}
+			if g, ok := f.(*http2.GoAwayFrame); ok {
+				t.Fatalf("GOAWAY %v %q after %d pings, %d of %d bytes", g.ErrCode, g.DebugData(), pings, got, want)
+			}
+		}
+	}
+	for got < want {
+		switch f := r.read().(type) {
+		case *http2.DataFrame:
+			n := uint32(len(f.Data()))
+			if n == 0 {
+				continue
+			}
+			got += int(n)
+			send(r.fr.WriteWindowUpdate(3, n))
+			send(r.fr.WriteWindowUpdate(0, n))
+			if !pinging {
+				send(r.fr.WritePing(false, [8]byte{byte(pings)}))
+				pinging = true
+				pings++
+			}
+		case *http2.PingFrame:
+			require.True(t, f.IsAck())
+			pinging = false
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v %q after %d pings, %d of %d bytes", f.ErrCode, f.DebugData(), pings, got, want)
+		}
+	}
+	assert.Greater(t, pings, 2*3, "the pings the test meant to send")
+	require.NoError(t, r.fr.WriteRSTStream(3, http2.ErrCodeCancel))
+	assert.Error(t, <-ch.ended)
+	s.stop(t, base+1) // the raw client's connection, closed at cleanup
 }

@@ -139,7 +139,8 @@
 // lead to no answer (resets, SETTINGS, frames on closed streams) between
 // two answers close the connection with ENHANCE_YOUR_CALM; pings are held
 // to grpc-go's keepalive enforcement (KeepaliveMinTime; a third early
-// ping: GOAWAY ENHANCE_YOUR_CALM "too_many_pings"); windows past 2^31-1
+// ping with no DATA or HEADERS frame written since the last: GOAWAY
+// ENHANCE_YOUR_CALM "too_many_pings"); windows past 2^31-1
 // are FLOW_CONTROL_ERROR; an even, reused or backward stream id is
 // PROTOCOL_ERROR; a handshake timeout; a keepalive ping on a quiet
 // connection, closed when unanswered; a write timeout for a client that
